@@ -1,0 +1,193 @@
+//! The one error type of the core. Every failure carries a [`ErrorKind`] whose
+//! [`ErrorKind::code`] is the stable `code` JavaScript users see (see API.md),
+//! plus the file and tensor it concerns, so messages can name both.
+
+use std::fmt;
+use std::path::Path;
+
+/// What went wrong, as a stable, machine-readable category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    NotFound,
+    Io,
+    HeaderTooSmall,
+    HeaderTooLarge,
+    InvalidHeader,
+    InvalidOffsets,
+    SizeMismatch,
+    IncompleteFile,
+    UnsupportedDtype,
+    InvalidArgument,
+    NotFitted,
+    UnsafePath,
+    NoWeights,
+    InvalidModel,
+    InvalidGguf,
+    InvalidMlx,
+}
+
+impl ErrorKind {
+    /// The `code` of the JavaScript error (API.md, section Errors).
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "ERR_NOT_FOUND",
+            ErrorKind::Io => "ERR_IO",
+            ErrorKind::HeaderTooSmall => "ERR_HEADER_TOO_SMALL",
+            ErrorKind::HeaderTooLarge => "ERR_HEADER_TOO_LARGE",
+            ErrorKind::InvalidHeader => "ERR_INVALID_HEADER",
+            ErrorKind::InvalidOffsets => "ERR_INVALID_OFFSETS",
+            ErrorKind::SizeMismatch => "ERR_SIZE_MISMATCH",
+            ErrorKind::IncompleteFile => "ERR_INCOMPLETE_FILE",
+            ErrorKind::UnsupportedDtype => "ERR_UNSUPPORTED_DTYPE",
+            ErrorKind::InvalidArgument => "ERR_INVALID_ARGUMENT",
+            ErrorKind::NotFitted => "ERR_NOT_FITTED",
+            ErrorKind::UnsafePath => "ERR_UNSAFE_PATH",
+            ErrorKind::NoWeights => "ERR_NO_WEIGHTS",
+            ErrorKind::InvalidModel => "ERR_INVALID_MODEL",
+            ErrorKind::InvalidGguf => "ERR_INVALID_GGUF",
+            ErrorKind::InvalidMlx => "ERR_INVALID_MLX",
+        }
+    }
+}
+
+/// A failure: kind, message, and (where known) the file and the tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreError {
+    kind: ErrorKind,
+    message: String,
+    path: Option<String>,
+    tensor: Option<String>,
+}
+
+pub type Result<T, E = CoreError> = std::result::Result<T, E>;
+
+impl CoreError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        CoreError {
+            kind,
+            message: message.into(),
+            path: None,
+            tensor: None,
+        }
+    }
+
+    /// Attach the file this error concerns, unless one is already attached
+    /// (the innermost, most precise path wins).
+    pub fn with_path(mut self, path: impl AsRef<Path>) -> Self {
+        if self.path.is_none() {
+            self.path = Some(path.as_ref().display().to_string());
+        }
+        self
+    }
+
+    /// Attach the tensor this error concerns, unless one is already attached.
+    pub fn with_tensor(mut self, name: impl Into<String>) -> Self {
+        if self.tensor.is_none() {
+            self.tensor = Some(name.into());
+        }
+        self
+    }
+
+    /// An operating-system error, mapped to ERR_NOT_FOUND or ERR_IO; the OS text is kept.
+    pub fn io(err: std::io::Error, path: impl AsRef<Path>) -> Self {
+        let kind = if err.kind() == std::io::ErrorKind::NotFound {
+            ErrorKind::NotFound
+        } else {
+            ErrorKind::Io
+        };
+        CoreError::new(kind, err.to_string()).with_path(path)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+    /// The message without the path/tensor prefix.
+    pub fn detail(&self) -> &str {
+        &self.message
+    }
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+    pub fn tensor(&self) -> Option<&str> {
+        self.tensor.as_deref()
+    }
+}
+
+impl fmt::Display for CoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = &self.path {
+            write!(f, "{path}: ")?;
+        }
+        if let Some(tensor) = &self.tensor {
+            write!(f, "tensor '{tensor}': ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CoreError {}
+
+/// Shorthand constructors, one per kind, so call sites read as the rule they enforce.
+macro_rules! kind_ctor {
+    ($($fn:ident => $kind:ident),* $(,)?) => {
+        impl CoreError {
+            $(pub fn $fn(message: impl Into<String>) -> Self { CoreError::new(ErrorKind::$kind, message) })*
+        }
+    };
+}
+kind_ctor! {
+    not_found => NotFound,
+    header_too_small => HeaderTooSmall,
+    header_too_large => HeaderTooLarge,
+    invalid_header => InvalidHeader,
+    invalid_offsets => InvalidOffsets,
+    size_mismatch => SizeMismatch,
+    incomplete_file => IncompleteFile,
+    unsupported_dtype => UnsupportedDtype,
+    invalid_argument => InvalidArgument,
+    not_fitted => NotFitted,
+    unsafe_path => UnsafePath,
+    no_weights => NoWeights,
+    invalid_model => InvalidModel,
+    invalid_gguf => InvalidGguf,
+    invalid_mlx => InvalidMlx,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_file_and_tensor() {
+        let e = CoreError::size_mismatch("expected 8 bytes, found 4")
+            .with_tensor("w")
+            .with_path("/m/a.safetensors");
+        assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+        assert_eq!(
+            e.to_string(),
+            "/m/a.safetensors: tensor 'w': expected 8 bytes, found 4"
+        );
+    }
+
+    #[test]
+    fn innermost_context_wins() {
+        let e = CoreError::invalid_model("x")
+            .with_path("/shard.safetensors")
+            .with_path("/dir");
+        assert_eq!(e.path(), Some("/shard.safetensors"));
+    }
+
+    #[test]
+    fn io_not_found_maps_to_not_found() {
+        let e = CoreError::io(std::io::Error::from(std::io::ErrorKind::NotFound), "/x");
+        assert_eq!(e.code(), "ERR_NOT_FOUND");
+        let e = CoreError::io(
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            "/x",
+        );
+        assert_eq!(e.code(), "ERR_IO");
+    }
+}

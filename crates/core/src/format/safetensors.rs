@@ -1,0 +1,772 @@
+//! The SafeTensors format: header validation, lazy reading, slicing and the writer.
+//!
+//! Validation follows Hugging Face's reference implementation (safetensors 0.8) rule by rule;
+//! each rule maps to one error kind:
+//!
+//! | rule | kind |
+//! |---|---|
+//! | fewer than 8 bytes | `HeaderTooSmall` |
+//! | header length over 100,000,000 | `HeaderTooLarge` |
+//! | header runs past the file, is not UTF-8, not a header JSON, unknown dtype, duplicate name | `InvalidHeader` |
+//! | offsets (sorted) not contiguous from 0, or end before start | `InvalidOffsets` |
+//! | byte range ≠ shape × dtype size, or sizes overflow | `SizeMismatch` |
+//! | data section not exactly covered | `IncompleteFile` |
+//!
+//! The header is parsed and validated once, at open; afterwards every tensor access is a
+//! bounds-checked slice of a validated range.
+
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::fsutil;
+use crate::tensor::{checked_numel, TensorView};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io::Write;
+use std::ops::Deref;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The reference's limit on the JSON header.
+pub const MAX_HEADER_SIZE: usize = 100_000_000;
+const N_LEN: usize = 8;
+
+/// Where a tensor lives in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Byte range within the data section (after the header).
+    pub data_offsets: (usize, usize),
+}
+
+impl TensorInfo {
+    pub fn numel(&self) -> usize {
+        // Validated at parse time.
+        checked_numel(&self.shape).unwrap_or(0)
+    }
+    pub fn byte_len(&self) -> usize {
+        self.data_offsets.1 - self.data_offsets.0
+    }
+}
+
+/// A parsed, validated header.
+#[derive(Debug, Clone)]
+pub struct Header {
+    metadata: Option<BTreeMap<String, String>>,
+    /// Tensors in data-offset order.
+    tensors: Vec<TensorInfo>,
+    index: HashMap<String, usize>,
+    /// Length of the JSON header (the 8-byte prefix's value).
+    json_len: usize,
+}
+
+/// The raw shape of a tensor entry, as the reference deserializes it (unknown fields ignored).
+#[derive(Deserialize)]
+struct RawInfo {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: (usize, usize),
+}
+
+enum RawEntry {
+    Metadata(Option<BTreeMap<String, String>>),
+    Tensor(String, RawInfo),
+}
+
+/// The header's top-level map, kept in order, with duplicate keys reported.
+struct RawHeader {
+    entries: Vec<RawEntry>,
+    duplicate: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawHeader {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct HeaderVisitor;
+        impl<'de> Visitor<'de> for HeaderVisitor {
+            type Value = RawHeader;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object of tensor entries")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<RawHeader, A::Error> {
+                let mut entries = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                let mut duplicate = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "__metadata__" {
+                        let m = map
+                            .next_value::<Option<BTreeMap<String, String>>>()
+                            .map_err(|e| {
+                                de::Error::custom(format!(
+                                    "__metadata__ must be a map of strings ({e})"
+                                ))
+                            })?;
+                        if !seen.insert(key.clone()) && duplicate.is_none() {
+                            duplicate = Some(key);
+                        }
+                        entries.push(RawEntry::Metadata(m));
+                    } else {
+                        let info = map
+                            .next_value::<RawInfo>()
+                            .map_err(|e| de::Error::custom(format!("tensor '{key}': {e}")))?;
+                        if !seen.insert(key.clone()) && duplicate.is_none() {
+                            duplicate = Some(key.clone());
+                        }
+                        entries.push(RawEntry::Tensor(key, info));
+                    }
+                }
+                Ok(RawHeader { entries, duplicate })
+            }
+        }
+        d.deserialize_map(HeaderVisitor)
+    }
+}
+
+impl Header {
+    /// Read the 8-byte little-endian length prefix and check it against the limits and the
+    /// file size. Returns the JSON length.
+    pub fn json_len(prefix: &[u8], file_len: u64) -> Result<usize> {
+        let Some(bytes) = prefix.get(..N_LEN) else {
+            return Err(CoreError::header_too_small(format!(
+                "file has {file_len} bytes; a SafeTensors file starts with an 8-byte header length"
+            )));
+        };
+        let mut arr = [0u8; N_LEN];
+        arr.copy_from_slice(bytes);
+        let n = u64::from_le_bytes(arr);
+        if n > MAX_HEADER_SIZE as u64 {
+            return Err(CoreError::header_too_large(format!(
+                "header length {n} exceeds the limit of {MAX_HEADER_SIZE} bytes"
+            )));
+        }
+        if n + N_LEN as u64 > file_len {
+            return Err(CoreError::invalid_header(format!(
+                "header length {n} runs past the end of the file ({file_len} bytes)"
+            )));
+        }
+        Ok(n as usize)
+    }
+
+    /// Parse and validate the JSON header of a file of `file_len` bytes whose header JSON is
+    /// `json` (exactly the prefix's length).
+    pub fn parse(json: &[u8], file_len: u64) -> Result<Header> {
+        let text = std::str::from_utf8(json)
+            .map_err(|e| CoreError::invalid_header(format!("header is not valid UTF-8: {e}")))?;
+        let raw: RawHeader = serde_json::from_str(text).map_err(|e| {
+            CoreError::invalid_header(format!(
+                "header is not a valid SafeTensors JSON header: {e}"
+            ))
+        })?;
+        if let Some(name) = raw.duplicate {
+            return Err(
+                CoreError::invalid_header(format!("duplicate entry '{name}' in header"))
+                    .with_tensor(name),
+            );
+        }
+        let mut metadata = None;
+        let mut tensors = Vec::with_capacity(raw.entries.len());
+        for entry in raw.entries {
+            match entry {
+                RawEntry::Metadata(m) => metadata = m,
+                RawEntry::Tensor(name, info) => {
+                    let dtype = DType::from_name(&info.dtype).ok_or_else(|| {
+                        CoreError::invalid_header(format!("unknown dtype '{}'", info.dtype))
+                            .with_tensor(&name)
+                    })?;
+                    tensors.push(TensorInfo {
+                        name,
+                        dtype,
+                        shape: info.shape,
+                        data_offsets: info.data_offsets,
+                    });
+                }
+            }
+        }
+        // Files may list tensors in any order; the data must still tile the buffer.
+        tensors.sort_by(|a, b| {
+            a.data_offsets
+                .cmp(&b.data_offsets)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let data_len = validate_layout(&tensors)?;
+        let json_len = json.len();
+        if data_len as u64 + N_LEN as u64 + json_len as u64 != file_len {
+            let have = file_len - N_LEN as u64 - json_len as u64;
+            let what = if (data_len as u64) > have {
+                "truncated"
+            } else {
+                "has trailing bytes"
+            };
+            return Err(CoreError::incomplete_file(format!(
+                "data section {what}: tensors cover {data_len} bytes, the file holds {have}"
+            )));
+        }
+        let index = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(Header {
+            metadata,
+            tensors,
+            index,
+            json_len,
+        })
+    }
+
+    pub fn metadata(&self) -> Option<&BTreeMap<String, String>> {
+        self.metadata.as_ref()
+    }
+    /// Tensors in data-offset order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+    pub fn get(&self, name: &str) -> Option<&TensorInfo> {
+        self.index.get(name).and_then(|&i| self.tensors.get(i))
+    }
+    /// Offset of the data section from the start of the file.
+    pub fn data_start(&self) -> usize {
+        N_LEN + self.json_len
+    }
+    pub fn data_len(&self) -> usize {
+        self.tensors.last().map_or(0, |t| t.data_offsets.1)
+    }
+    pub fn num_parameters(&self) -> u64 {
+        self.tensors.iter().map(|t| t.numel() as u64).sum()
+    }
+}
+
+/// The reference's per-tensor rules, in its order: contiguous offsets, then exact sizes.
+fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
+    let mut start = 0usize;
+    for t in tensors {
+        let (s, e) = t.data_offsets;
+        if s != start || e < s {
+            let why = if e < s {
+                format!("data_offsets [{s}, {e}] end before they start")
+            } else {
+                format!("data_offsets [{s}, {e}] do not continue from the previous tensor's end ({start})")
+            };
+            return Err(CoreError::invalid_offsets(why).with_tensor(&t.name));
+        }
+        start = e;
+        let numel = checked_numel(&t.shape).ok_or_else(|| {
+            CoreError::size_mismatch(format!("shape {:?} overflows", t.shape)).with_tensor(&t.name)
+        })?;
+        let nbits = numel.checked_mul(t.dtype.bits()).ok_or_else(|| {
+            CoreError::size_mismatch(format!("shape {:?} of {} overflows", t.shape, t.dtype))
+                .with_tensor(&t.name)
+        })?;
+        if nbits % 8 != 0 {
+            return Err(CoreError::size_mismatch(format!(
+                "{numel} elements of {} do not fill whole bytes",
+                t.dtype
+            ))
+            .with_tensor(&t.name));
+        }
+        if e - s != nbits / 8 {
+            return Err(CoreError::size_mismatch(format!(
+                "shape {:?} of {} needs {} bytes, data_offsets [{s}, {e}] give {}",
+                t.shape,
+                t.dtype,
+                nbits / 8,
+                e - s
+            ))
+            .with_tensor(&t.name));
+        }
+    }
+    Ok(start)
+}
+
+// ---------------------------------------------------------------------------------------
+// Storage.
+
+/// How `SafeTensors::open` reaches the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// A private copy-on-write memory map: zero-copy views, pages read on first touch.
+    #[default]
+    Mmap,
+    /// Plain positioned reads, one per tensor access (for network file systems, where a
+    /// mapping can fault with SIGBUS if the file changes or the server goes away).
+    Read,
+}
+
+/// Memory that holds a whole file: a private copy-on-write map or an owned buffer. Shared
+/// (`Arc`) by every view handed out, so views outlive the `SafeTensors` that made them.
+pub enum Memory {
+    Mapped(memmap2::MmapMut),
+    Owned(Vec<u8>),
+}
+
+impl Deref for Memory {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Memory::Mapped(m) => m,
+            Memory::Owned(v) => v,
+        }
+    }
+}
+
+enum Storage {
+    Memory(Arc<Memory>),
+    File(File),
+}
+
+/// A validated SafeTensors file (or buffer) whose tensors are read lazily.
+pub struct SafeTensors {
+    header: Header,
+    storage: Storage,
+    path: Option<PathBuf>,
+    file_len: u64,
+}
+
+/// A tensor's bytes: borrowed from shared memory (with the `Arc` and absolute range so a
+/// binding can hand out a zero-copy view), or read into an owned buffer.
+pub enum TensorBytes<'a> {
+    Shared {
+        memory: &'a Arc<Memory>,
+        start: usize,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+impl TensorBytes<'_> {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            // Range validated against the file length at open.
+            TensorBytes::Shared { memory, start, len } => &memory[*start..*start + *len],
+            TensorBytes::Owned(v) => v,
+        }
+    }
+}
+
+impl SafeTensors {
+    pub fn open(path: &Path, backend: Backend) -> Result<SafeTensors> {
+        let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
+        let meta = file.metadata().map_err(|e| CoreError::io(e, path))?;
+        if meta.is_dir() {
+            return Err(
+                CoreError::invalid_argument("is a directory, not a SafeTensors file")
+                    .with_path(path),
+            );
+        }
+        let file_len = meta.len();
+        let with_path = |e: CoreError| e.with_path(path);
+        match backend {
+            Backend::Mmap => {
+                let memory = if file_len == 0 {
+                    Memory::Owned(Vec::new())
+                } else {
+                    // SAFETY: a private (copy-on-write) mapping; writes through it never reach
+                    // the file. If another process truncates the file while mapped, reads past
+                    // the new end fault (SIGBUS) — the documented hazard of mmap that the
+                    // `Read` backend avoids.
+                    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+                        .map_err(|e| CoreError::io(e, path))?;
+                    Memory::Mapped(map)
+                };
+                let mut st = SafeTensors::from_memory(Arc::new(memory)).map_err(with_path)?;
+                st.path = Some(path.to_path_buf());
+                Ok(st)
+            }
+            Backend::Read => {
+                let mut prefix = [0u8; N_LEN];
+                let got = read_up_to(&file, &mut prefix, 0).map_err(|e| CoreError::io(e, path))?;
+                let json_len = Header::json_len(&prefix[..got], file_len).map_err(with_path)?;
+                let mut json = vec![0u8; json_len];
+                file.read_exact_at(&mut json, N_LEN as u64)
+                    .map_err(|e| CoreError::io(e, path))?;
+                let header = Header::parse(&json, file_len).map_err(with_path)?;
+                Ok(SafeTensors {
+                    header,
+                    storage: Storage::File(file),
+                    path: Some(path.to_path_buf()),
+                    file_len,
+                })
+            }
+        }
+    }
+
+    /// Validate a whole file already in memory.
+    pub fn from_memory(memory: Arc<Memory>) -> Result<SafeTensors> {
+        let file_len = memory.len() as u64;
+        let json_len = Header::json_len(&memory, file_len)?;
+        let header = Header::parse(&memory[N_LEN..N_LEN + json_len], file_len)?;
+        Ok(SafeTensors {
+            header,
+            storage: Storage::Memory(memory),
+            path: None,
+            file_len,
+        })
+    }
+
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<SafeTensors> {
+        SafeTensors::from_memory(Arc::new(Memory::Owned(bytes)))
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+    pub fn metadata(&self) -> Option<&BTreeMap<String, String>> {
+        self.header.metadata()
+    }
+    pub fn tensors(&self) -> &[TensorInfo] {
+        self.header.tensors()
+    }
+
+    fn context(&self, e: CoreError) -> CoreError {
+        match &self.path {
+            Some(p) => e.with_path(p),
+            None => e,
+        }
+    }
+
+    /// The tensor's description, or ERR_NOT_FOUND naming it.
+    pub fn info(&self, name: &str) -> Result<&TensorInfo> {
+        self.header.get(name).ok_or_else(|| {
+            self.context(CoreError::not_found("no such tensor in the file").with_tensor(name))
+        })
+    }
+
+    /// The bytes of a validated tensor (shared memory, or one positioned read).
+    pub fn bytes(&self, info: &TensorInfo) -> Result<TensorBytes<'_>> {
+        self.bytes_range(info.data_offsets.0, info.byte_len())
+            .map_err(|e| self.context(e.with_tensor(&info.name)))
+    }
+
+    /// Bytes `[offset, offset + len)` of the data section.
+    fn bytes_range(&self, offset: usize, len: usize) -> Result<TensorBytes<'_>> {
+        let data_len = self.header.data_len();
+        if offset.checked_add(len).is_none_or(|end| end > data_len) {
+            return Err(CoreError::invalid_argument(
+                "byte range outside the data section",
+            ));
+        }
+        let start = self.header.data_start() + offset;
+        match &self.storage {
+            Storage::Memory(memory) => Ok(TensorBytes::Shared { memory, start, len }),
+            Storage::File(file) => {
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, start as u64).map_err(|e| {
+                    let e = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        CoreError::incomplete_file(
+                            "file is shorter than when it was opened (changed on disk?)",
+                        )
+                    } else {
+                        CoreError::io(e, "")
+                    };
+                    self.context(e)
+                })?;
+                Ok(TensorBytes::Owned(buf))
+            }
+        }
+    }
+
+    /// A [`TensorView`] of one tensor (borrowed from memory, or owned after a read).
+    pub fn view(&self, name: &str) -> Result<TensorView<'_>> {
+        let info = self.info(name)?;
+        let data: Cow<'_, [u8]> = match self.bytes(info)? {
+            TensorBytes::Shared { memory, start, len } => {
+                Cow::Borrowed(&memory.as_ref()[start..start + len])
+            }
+            TensorBytes::Owned(v) => Cow::Owned(v),
+        };
+        Ok(TensorView {
+            name: info.name.clone(),
+            dtype: info.dtype,
+            shape: info.shape.clone(),
+            data,
+        })
+    }
+
+    /// A sub-tensor selected along the leading dimensions (see [`SlicePlan`]). When the
+    /// selection is one contiguous run the result borrows; otherwise it is gathered.
+    pub fn slice(&self, name: &str, ranges: &[SliceArg]) -> Result<(Vec<usize>, TensorBytes<'_>)> {
+        let info = self.info(name)?;
+        let plan = SlicePlan::new(info, ranges).map_err(|e| self.context(e.with_tensor(name)))?;
+        let base = info.data_offsets.0;
+        if let [(start, len)] = plan.spans[..] {
+            return Ok((plan.shape, self.bytes_range(base + start, len)?));
+        }
+        let mut out = Vec::with_capacity(plan.byte_len);
+        for (start, len) in plan.spans {
+            let part = self.bytes_range(base + start, len)?;
+            out.extend_from_slice(part.as_slice());
+        }
+        Ok((plan.shape, TensorBytes::Owned(out)))
+    }
+
+    /// Check that the file on disk still has the length it had when opened (cheap detection
+    /// of a file replaced or truncated under a live mapping).
+    pub fn check_unchanged(&self) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let now = std::fs::metadata(path)
+            .map_err(|e| CoreError::io(e, path))?
+            .len();
+        if now != self.file_len {
+            return Err(CoreError::incomplete_file(format!(
+                "file changed on disk since it was opened ({} bytes then, {now} now)",
+                self.file_len
+            ))
+            .with_path(path));
+        }
+        Ok(())
+    }
+}
+
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+// ---------------------------------------------------------------------------------------
+// Slicing.
+
+/// One entry of a slice request, per leading dimension.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SliceArg {
+    /// The whole dimension.
+    Full,
+    /// One index; the dimension is dropped from the result (negative counts from the end).
+    Index(i64),
+    /// Half-open `[start, stop)`; negative values count from the end.
+    Range(i64, i64),
+}
+
+/// The contiguous byte spans (relative to the tensor's start) that a slice selects.
+pub struct SlicePlan {
+    pub shape: Vec<usize>,
+    pub spans: Vec<(usize, usize)>,
+    pub byte_len: usize,
+}
+
+impl SlicePlan {
+    pub fn new(info: &TensorInfo, args: &[SliceArg]) -> Result<SlicePlan> {
+        let elem = info.dtype.size().ok_or_else(|| {
+            CoreError::unsupported_dtype(format!(
+                "{} packs below a byte and cannot be sliced",
+                info.dtype
+            ))
+        })?;
+        let shape = &info.shape;
+        if args.len() > shape.len() {
+            return Err(CoreError::invalid_argument(format!(
+                "{} slice ranges given for a tensor of rank {}",
+                args.len(),
+                shape.len()
+            )));
+        }
+        // Normalise each argument to [start, stop) and whether the dim is kept.
+        let mut bounds = Vec::with_capacity(args.len());
+        for (axis, (&arg, &dim)) in args.iter().zip(shape).enumerate() {
+            let resolve = |v: i64| -> i64 {
+                if v < 0 {
+                    v + dim as i64
+                } else {
+                    v
+                }
+            };
+            let (start, stop, keep) = match arg {
+                SliceArg::Full => (0, dim as i64, true),
+                SliceArg::Index(i) => {
+                    let i = resolve(i);
+                    (i, i + 1, false)
+                }
+                SliceArg::Range(a, b) => (resolve(a), resolve(b), true),
+            };
+            if start < 0 || stop < start || stop > dim as i64 || (!keep && start >= dim as i64) {
+                return Err(CoreError::invalid_argument(format!(
+                    "slice {arg:?} is out of bounds for axis {axis} of size {dim}"
+                )));
+            }
+            bounds.push((start as usize, stop as usize, keep));
+        }
+        let mut out_shape = Vec::with_capacity(shape.len());
+        for &(a, b, keep) in &bounds {
+            if keep {
+                out_shape.push(b - a);
+            }
+        }
+        out_shape.extend_from_slice(&shape[bounds.len()..]);
+        // Bytes of one contiguous block below the last sliced axis.
+        let inner: usize = shape[bounds.len()..].iter().product::<usize>() * elem;
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let total: usize = bounds.iter().map(|&(a, b, _)| b - a).product::<usize>() * inner;
+        if total > 0 {
+            // Row-major strides (in bytes) of the sliced axes.
+            let mut strides = vec![0usize; bounds.len()];
+            let mut acc = inner;
+            for axis in (0..bounds.len()).rev() {
+                strides[axis] = acc;
+                acc *= shape[axis];
+            }
+            // Iterate the selected index tuples of all axes but the last, odometer style;
+            // the last sliced axis is one contiguous run per tuple.
+            let k = bounds.len();
+            if k == 0 {
+                spans.push((0, inner));
+            } else {
+                let mut idx: Vec<usize> = bounds.iter().map(|&(a, _, _)| a).collect();
+                loop {
+                    let offset: usize = idx.iter().zip(&strides).map(|(i, s)| i * s).sum();
+                    let (a, b, _) = bounds[k - 1];
+                    let len = (b - a) * strides[k - 1];
+                    match spans.last_mut() {
+                        Some((s, l)) if *s + *l == offset => *l += len,
+                        _ => spans.push((offset, len)),
+                    }
+                    // Advance axes k-2 .. 0.
+                    let mut axis = k - 1;
+                    loop {
+                        if axis == 0 {
+                            return Ok(SlicePlan {
+                                shape: out_shape,
+                                spans,
+                                byte_len: total,
+                            });
+                        }
+                        axis -= 1;
+                        idx[axis] += 1;
+                        if idx[axis] < bounds[axis].1 {
+                            break;
+                        }
+                        idx[axis] = bounds[axis].0;
+                    }
+                }
+            }
+        }
+        Ok(SlicePlan {
+            shape: out_shape,
+            spans,
+            byte_len: total,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer.
+
+/// The header bytes (length prefix + padded JSON) of the file the reference writer would
+/// produce, and the order in which tensor data must follow.
+pub fn prepare<'v>(
+    tensors: &'v [TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<(Vec<u8>, Vec<&'v TensorView<'v>>)> {
+    let mut order: Vec<&TensorView> = tensors.iter().collect();
+    // Descending dtype (the reference's alignment order), then by name.
+    order.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
+    for pair in order.windows(2) {
+        if pair[0].name == pair[1].name {
+            return Err(CoreError::invalid_argument(format!(
+                "duplicate tensor name '{}'",
+                pair[0].name
+            )));
+        }
+    }
+    let mut json = String::from("{");
+    let mut first = true;
+    let push_key = |json: &mut String, first: &mut bool, key: &str| {
+        if !*first {
+            json.push(',');
+        }
+        *first = false;
+        json.push_str(&serde_json::to_string(key).unwrap_or_default());
+        json.push(':');
+    };
+    if let Some(m) = metadata {
+        push_key(&mut json, &mut first, "__metadata__");
+        json.push_str(
+            &serde_json::to_string(m).map_err(|e| CoreError::invalid_argument(e.to_string()))?,
+        );
+    }
+    let mut offset = 0usize;
+    for t in &order {
+        if t.name == "__metadata__" {
+            return Err(CoreError::invalid_argument(
+                "'__metadata__' is reserved and cannot name a tensor",
+            ));
+        }
+        let n = t.data.len();
+        push_key(&mut json, &mut first, &t.name);
+        json.push_str(&format!(
+            "{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
+            t.dtype,
+            serde_json::to_string(&t.shape).unwrap_or_default(),
+            offset,
+            offset + n
+        ));
+        offset += n;
+    }
+    json.push('}');
+    let padded = json.len().next_multiple_of(N_LEN);
+    let mut header = Vec::with_capacity(N_LEN + padded);
+    header.extend_from_slice(&(padded as u64).to_le_bytes());
+    header.extend_from_slice(json.as_bytes());
+    header.resize(N_LEN + padded, b' ');
+    if padded > MAX_HEADER_SIZE {
+        return Err(CoreError::invalid_argument(format!(
+            "the header would be {padded} bytes, over the format's limit of {MAX_HEADER_SIZE}"
+        )));
+    }
+    Ok((header, order))
+}
+
+/// Serialize tensors to the bytes of a SafeTensors file, byte-identical to the reference
+/// writer (metadata keys sorted, so the output is deterministic).
+pub fn serialize(
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<Vec<u8>> {
+    let (header, order) = prepare(tensors, metadata)?;
+    let total = header.len() + order.iter().map(|t| t.data.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&header);
+    for t in order {
+        out.extend_from_slice(&t.data);
+    }
+    Ok(out)
+}
+
+/// Write tensors to `path` atomically (temporary file in the same directory, then rename).
+pub fn save_file(
+    path: &Path,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<()> {
+    let (header, order) = prepare(tensors, metadata).map_err(|e| e.with_path(path))?;
+    fsutil::write_atomic(path, |out: &mut dyn Write| {
+        fsutil::write_all(out, &header, path)?;
+        for t in order {
+            fsutil::write_all(out, &t.data, path)?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+//! File-system helpers shared by every writer.
+
+use crate::error::{CoreError, Result};
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn temp_path_for(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".to_string());
+    let unique = format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    path.with_file_name(unique)
+}
+
+/// Write a file atomically: the bytes go to a temporary file in the same directory, are
+/// flushed to disk, and the temporary file is renamed over `path`. Readers (and existing
+/// memory maps of the old file) see either the complete old file or the complete new one,
+/// never a torn one; on any error the temporary file is removed and `path` is untouched.
+pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
+where
+    F: FnOnce(&mut dyn Write) -> Result<()>,
+{
+    if path.file_name().is_none() {
+        return Err(CoreError::invalid_argument("not a file path").with_path(path));
+    }
+    let tmp = temp_path_for(path);
+    let result = (|| {
+        let file = File::create(&tmp).map_err(|e| CoreError::io(e, path))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        write(&mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(|e| CoreError::io(e.into_error(), path))?;
+        file.sync_all().map_err(|e| CoreError::io(e, path))?;
+        drop(file);
+        fs::rename(&tmp, path).map_err(|e| CoreError::io(e, path))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `write_all` with the error mapped to the destination path.
+pub fn write_all(out: &mut dyn Write, bytes: &[u8], path: &Path) -> Result<()> {
+    out.write_all(bytes).map_err(|e| CoreError::io(e, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_file_and_cleans_up_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.bin");
+        write_atomic(&p, |w| {
+            w.write_all(b"old").unwrap();
+            Ok(())
+        })
+        .unwrap();
+        let err = write_atomic(&p, |w| {
+            w.write_all(b"partial").unwrap();
+            Err(CoreError::invalid_argument("boom"))
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), "ERR_INVALID_ARGUMENT");
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn missing_directory_is_not_found() {
+        let e = write_atomic(Path::new("/nonexistent-dir-xyz/a.bin"), |_| Ok(())).unwrap_err();
+        assert_eq!(e.code(), "ERR_NOT_FOUND");
+    }
+}
