@@ -459,6 +459,34 @@ pub fn encode_f64(values: &[f64], dtype: DType) -> Result<Vec<u8>> {
     })
 }
 
+/// Re-encode elements of `src_dtype` as `dst_dtype` (the writer's input rule).
+///
+/// Same dtype: the bytes as they are. `U8` source: raw bytes for any target (how sub-byte
+/// and FP8 data, or any pre-encoded bytes, are written). `U16` source with an F16/BF16
+/// target: raw half-precision bits. Anything else converts by value (floats round to
+/// nearest even; integers must be exact and in range).
+pub fn convert_bytes<'a>(src_dtype: DType, src: &'a [u8], dst_dtype: DType) -> Result<std::borrow::Cow<'a, [u8]>> {
+    use std::borrow::Cow;
+    if src_dtype == dst_dtype
+        || src_dtype == DType::U8
+        || (src_dtype == DType::U16 && matches!(dst_dtype, DType::F16 | DType::BF16))
+    {
+        return Ok(Cow::Borrowed(src));
+    }
+    if matches!(src_dtype, DType::I64 | DType::U64) {
+        return Err(CoreError::invalid_argument(format!(
+            "64-bit integer data can only be written as {src_dtype}, not {dst_dtype}"
+        )));
+    }
+    if src_dtype == DType::F32 {
+        if let Some(values) = aligned_elements::<f32>(src) {
+            return encode_f32(values, dst_dtype).map(Cow::Owned);
+        }
+        return encode_f32(&copy_elements::<f32>(src), dst_dtype).map(Cow::Owned);
+    }
+    encode_f64(&to_f64_vec(src_dtype, src)?, dst_dtype).map(Cow::Owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,113 @@
+/* safetensors-node: hand-written declarations shared by the generated bindings below. */
+
+/** The element types of the SafeTensors format (the reference implementation's full list). */
+export type DType =
+  | 'BOOL' | 'U8' | 'I8' | 'U16' | 'I16' | 'F16' | 'BF16' | 'U32' | 'I32' | 'F32' | 'U64' | 'I64' | 'F64'
+  | 'F8_E4M3' | 'F8_E5M2' | 'F8_E8M0' | 'F8_E4M3FNUZ' | 'F8_E5M2FNUZ' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'C64'
+
+/** A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32). */
+export interface TensorInput {
+  dtype?: DType
+  shape: number[]
+  data: ArrayBufferView | number[]
+}
+
+export type TypedArray =
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array
+
+/**
+ * Which binding artifact the generated loader actually loaded: `'native'` for
+ * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
+ * flavor napi-rs can build is listed, because `NAPI_RS_NATIVE_LIBRARY_PATH`
+ * can point the loader at a WASI artifact this package does not build itself.
+ */
+export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
+
+/**
+ * A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
+ * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
+ */
+export declare class SafeTensorsFile {
+  /** Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map. */
+  static open(path: string, options?: OpenOptions | undefined | null): SafeTensorsFile
+  /** `open` off the event loop. */
+  static openAsync(path: string, options?: OpenOptions | undefined | null): Promise<SafeTensorsFile>
+  /** Validate a whole file held in memory (the bytes are copied). */
+  static fromBytes(bytes: Uint8Array): SafeTensorsFile
+  get path(): string | null
+  /** The `__metadata__` map, or null. */
+  get metadata(): Record<string, string> | null
+  /** Tensor names in data-offset order. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  /** Size of the whole file in bytes. */
+  get byteLength(): number
+  has(name: string): boolean
+  info(name: string): TensorInfo
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /**
+   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
+   * (which drops the dimension), or null for all of it. Negative values count from the end.
+   */
+  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
+  /** Every tensor, keyed by name in data-offset order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+}
+
+export interface GetOptions {
+  as?: 'native' | 'F32' | 'F64' | 'raw'
+  copy?: boolean
+}
+
+/** Open a file and read every tensor. */
+export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
+
+export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+
+export interface OpenOptions {
+  backend?: 'mmap' | 'read'
+}
+
+/** Write tensors to a SafeTensors file, atomically. */
+export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
+
+/**
+ * `saveFile` off the event loop (the tensor data is copied first, so the caller may reuse
+ * its arrays at once).
+ */
+export declare function saveFileAsync(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): Promise<void>
+
+export interface SaveOptions {
+  metadata?: Record<string, string>
+}
+
+/** The bytes of a SafeTensors file holding `tensors`. */
+export declare function serialize(tensors: Record<string, TensorInput>, options?: SaveOptions): Buffer
+
+export interface Tensor {
+  name: string
+  dtype: DType
+  shape: Array<number>
+  data: TypedArray
+}
+
+export interface TensorInfo {
+  name: string
+  dtype: DType
+  shape: Array<number>
+  dataOffsets: [number, number]
+  byteLength: number
+  numel: number
+}

@@ -1,0 +1,44 @@
+//! The one place where core errors become JavaScript errors.
+//!
+//! Every failure reaches JS as a real `Error` whose `code` is the stable code of API.md,
+//! with `path` and `tensor` properties where the core knows them — for sync throws and
+//! async rejections alike (tasks keep the `CoreError` and call [`to_js`] in `reject`).
+
+use napi::bindgen_prelude::{JsObjectValue, JsValue};
+use napi::{Env, Status};
+use stcore::CoreError;
+
+/// Build the JS error object for `e` and wrap it so napi throws (or rejects with) exactly it.
+pub fn to_js(env: &Env, e: &CoreError) -> napi::Error {
+    let build = || -> napi::Result<napi::Error> {
+        let mut obj = env.create_error(napi::Error::new(Status::GenericFailure, e.to_string()))?;
+        obj.set_named_property("code", e.code())?;
+        if let Some(p) = e.path() {
+            obj.set_named_property("path", p)?;
+        }
+        if let Some(t) = e.tensor() {
+            obj.set_named_property("tensor", t)?;
+        }
+        Ok(napi::Error::from(obj.to_unknown()))
+    };
+    build().unwrap_or_else(|fallback| fallback)
+}
+
+/// Extension to map `CoreResult<T>` in sync calls.
+pub trait OrThrow<T> {
+    fn or_throw(self, env: &Env) -> napi::Result<T>;
+}
+
+impl<T> OrThrow<T> for CoreResult<T> {
+    fn or_throw(self, env: &Env) -> napi::Result<T> {
+        self.map_err(|e| to_js(env, &e))
+    }
+}
+
+/// A caller mistake detected in the binding itself (argument shapes JS allows but we don't).
+pub fn invalid_argument(message: impl Into<String>) -> CoreError {
+    CoreError::invalid_argument(message)
+}
+
+/// Results of core work inside the binding (`napi::Result` is the other kind).
+pub type CoreResult<T> = std::result::Result<T, CoreError>;

@@ -1,0 +1,10 @@
+//! The napi binding of safetensors-node: argument conversion, typed arrays, async tasks and
+//! error mapping. Everything a Rust user would also want lives in `crates/core` (`stcore`).
+
+#![deny(clippy::all)]
+
+mod error;
+mod file;
+mod tasks;
+mod typed;
+mod write;

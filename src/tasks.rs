@@ -1,0 +1,64 @@
+//! Work that runs off the event loop. Every async function of the API is a [`CoreTask`]:
+//! a closure computed on the libuv pool, whose `CoreError` (if any) is turned into the same
+//! coded JS error a sync call would throw.
+
+use crate::error::{to_js, CoreResult};
+use napi::bindgen_prelude::*;
+use napi::{Env, Task};
+use stcore::CoreError;
+
+type Work<T> = Box<dyn FnOnce() -> CoreResult<T> + Send>;
+
+pub struct CoreTask<T> {
+    work: Option<Work<T>>,
+    failure: Option<CoreError>,
+}
+
+impl<T> CoreTask<T> {
+    pub fn new(work: impl FnOnce() -> CoreResult<T> + Send + 'static) -> AsyncTask<CoreTask<T>>
+    where
+        T: Send + ToNapiValue + TypeName + 'static,
+    {
+        AsyncTask::new(CoreTask {
+            work: Some(Box::new(work)),
+            failure: None,
+        })
+    }
+}
+
+impl<T: Send + ToNapiValue + TypeName + 'static> Task for CoreTask<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> napi::Result<T> {
+        let work = self
+            .work
+            .take()
+            .ok_or_else(|| napi::Error::from_reason("task ran twice"))?;
+        // A panic must never cross into Node: turn it into an error.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                let reason = e.to_string();
+                self.failure = Some(e);
+                Err(napi::Error::from_reason(reason))
+            }
+            Err(_) => {
+                let e = CoreError::new(stcore::ErrorKind::Io, "internal error (panic) in safetensors-node");
+                self.failure = Some(e);
+                Err(napi::Error::from_reason("panic"))
+            }
+        }
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
+        Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
+        match self.failure.take() {
+            Some(e) => Err(to_js(&env, &e)),
+            None => Err(err),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Tensor bytes → JavaScript typed arrays: a zero-copy view of shared memory when the data
+//! is aligned for its element type, an aligned owned copy otherwise.
+
+use napi::bindgen_prelude::*;
+use std::sync::Arc;
+use stcore::cast::{self, Element};
+use stcore::format::safetensors::{Memory, TensorBytes};
+use crate::error::CoreResult;
+use stcore::{CoreError, DType};
+
+/// Any of the typed arrays a tensor can become.
+pub enum TypedArrayOut {
+    F32(Float32Array),
+    F64(Float64Array),
+    I8(Int8Array),
+    U8(Uint8Array),
+    I16(Int16Array),
+    U16(Uint16Array),
+    I32(Int32Array),
+    U32(Uint32Array),
+    I64(BigInt64Array),
+    U64(BigUint64Array),
+}
+
+impl TypeName for TypedArrayOut {
+    fn type_name() -> &'static str {
+        "TypedArray"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for TypedArrayOut {
+    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+        // SAFETY: forwarding to each array type's own conversion.
+        unsafe {
+            match val {
+                TypedArrayOut::F32(a) => Float32Array::to_napi_value(env, a),
+                TypedArrayOut::F64(a) => Float64Array::to_napi_value(env, a),
+                TypedArrayOut::I8(a) => Int8Array::to_napi_value(env, a),
+                TypedArrayOut::U8(a) => Uint8Array::to_napi_value(env, a),
+                TypedArrayOut::I16(a) => Int16Array::to_napi_value(env, a),
+                TypedArrayOut::U16(a) => Uint16Array::to_napi_value(env, a),
+                TypedArrayOut::I32(a) => Int32Array::to_napi_value(env, a),
+                TypedArrayOut::U32(a) => Uint32Array::to_napi_value(env, a),
+                TypedArrayOut::I64(a) => BigInt64Array::to_napi_value(env, a),
+                TypedArrayOut::U64(a) => BigUint64Array::to_napi_value(env, a),
+            }
+        }
+    }
+}
+
+/// What form the caller asked for (`GetOptions.as`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReadAs {
+    Native,
+    F32,
+    F64,
+    Raw,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ReadMode {
+    pub as_: ReadAs,
+    pub copy: bool,
+}
+
+impl ReadMode {
+    pub fn parse(as_: Option<&str>, copy: Option<bool>, default: ReadAs) -> CoreResult<ReadMode> {
+        let as_ = match as_ {
+            None => default,
+            Some("native") => ReadAs::Native,
+            Some("F32") => ReadAs::F32,
+            Some("F64") => ReadAs::F64,
+            Some("raw") => ReadAs::Raw,
+            Some(other) => {
+                return Err(CoreError::invalid_argument(format!(
+                    "options.as must be 'native', 'F32', 'F64' or 'raw', not '{other}'"
+                )))
+            }
+        };
+        Ok(ReadMode {
+            as_,
+            copy: copy.unwrap_or(false),
+        })
+    }
+}
+
+macro_rules! view_or_copy {
+    ($variant:ident, $array:ident, $t:ty, $bytes:expr, $copy:expr) => {{
+        let bytes: TensorBytes = $bytes;
+        match bytes {
+            TensorBytes::Shared { memory, start, len } if !$copy && len > 0 => {
+                let slice = &memory[start..start + len];
+                if (slice.as_ptr() as usize) % std::mem::align_of::<$t>() == 0 {
+                    let keep: Arc<Memory> = Arc::clone(memory);
+                    let ptr = slice.as_ptr() as *mut $t;
+                    let n = len / std::mem::size_of::<$t>();
+                    // SAFETY: `ptr` is aligned and covers `n` elements inside `memory`, which
+                    // the finalizer keeps alive (the Arc moves into it) until JS drops the
+                    // array. The memory is a private copy-on-write map or an owned buffer,
+                    // so JS writes cannot reach the file.
+                    TypedArrayOut::$variant(unsafe { $array::with_external_data(ptr, n, move |_, _| drop(keep)) })
+                } else {
+                    TypedArrayOut::$variant($array::new(cast::copy_elements::<$t>(slice)))
+                }
+            }
+            other => TypedArrayOut::$variant($array::new(owned_elements::<$t>(other))),
+        }
+    }};
+}
+
+/// Elements of `T` from bytes we are about to drop anyway.
+fn owned_elements<T: Element>(bytes: TensorBytes) -> Vec<T> {
+    cast::copy_elements::<T>(bytes.as_slice())
+}
+
+fn native(dtype: DType, bytes: TensorBytes, copy: bool) -> CoreResult<TypedArrayOut> {
+    Ok(match dtype {
+        DType::F32 | DType::C64 => view_or_copy!(F32, Float32Array, f32, bytes, copy),
+        DType::F64 => view_or_copy!(F64, Float64Array, f64, bytes, copy),
+        DType::I8 => view_or_copy!(I8, Int8Array, i8, bytes, copy),
+        DType::U8 | DType::BOOL => view_or_copy!(U8, Uint8Array, u8, bytes, copy),
+        DType::I16 => view_or_copy!(I16, Int16Array, i16, bytes, copy),
+        DType::U16 => view_or_copy!(U16, Uint16Array, u16, bytes, copy),
+        DType::I32 => view_or_copy!(I32, Int32Array, i32, bytes, copy),
+        DType::U32 => view_or_copy!(U32, Uint32Array, u32, bytes, copy),
+        DType::I64 => view_or_copy!(I64, BigInt64Array, i64, bytes, copy),
+        DType::U64 => view_or_copy!(U64, BigUint64Array, u64, bytes, copy),
+        d if d.upcasts_to_f32() => TypedArrayOut::F32(Float32Array::new(cast::to_f32_vec(d, bytes.as_slice())?)),
+        // F4 / F6: packed sub-byte values have no JS number type; hand out the stored bytes.
+        _ => view_or_copy!(U8, Uint8Array, u8, bytes, copy),
+    })
+}
+
+/// Turn a tensor's bytes into the typed array `mode` asks for.
+pub fn to_typed_array(dtype: DType, bytes: TensorBytes, mode: ReadMode) -> CoreResult<TypedArrayOut> {
+    match mode.as_ {
+        ReadAs::Native => native(dtype, bytes, mode.copy),
+        ReadAs::Raw => Ok(view_or_copy!(U8, Uint8Array, u8, bytes, mode.copy)),
+        ReadAs::F32 if dtype == DType::F32 => native(dtype, bytes, mode.copy),
+        ReadAs::F64 if dtype == DType::F64 => native(dtype, bytes, mode.copy),
+        ReadAs::F32 => Ok(TypedArrayOut::F32(Float32Array::new(cast::to_f32_vec(dtype, bytes.as_slice())?))),
+        ReadAs::F64 => Ok(TypedArrayOut::F64(Float64Array::new(cast::to_f64_vec(dtype, bytes.as_slice())?))),
+    }
+}

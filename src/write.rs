@@ -1,0 +1,157 @@
+//! `saveFile`, `saveFileAsync`, `serialize`: JS tensors → SafeTensors bytes.
+
+use crate::error::{CoreResult, invalid_argument, OrThrow};
+use crate::tasks::CoreTask;
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+use std::collections::BTreeMap;
+use std::path::Path;
+use stcore::cast;
+use stcore::format::safetensors;
+use stcore::{CoreError, DType, TensorView};
+
+#[napi(object, object_to_js = false)]
+pub struct SaveOptions {
+    #[napi(ts_type = "Record<string, string>")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// `__metadata__` from the caller: every value must be a string.
+pub fn metadata_arg(options: &Option<SaveOptions>) -> CoreResult<Option<BTreeMap<String, String>>> {
+    let Some(value) = options.as_ref().and_then(|o| o.metadata.as_ref()) else {
+        return Ok(None);
+    };
+    string_map(value, "options.metadata").map(Some)
+}
+
+pub fn string_map(value: &serde_json::Value, what: &str) -> CoreResult<BTreeMap<String, String>> {
+    let map = value
+        .as_object()
+        .ok_or_else(|| invalid_argument(format!("{what} must be an object of strings")))?;
+    map.iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => Ok((k.clone(), s.clone())),
+            other => Err(invalid_argument(format!("{what}['{k}'] must be a string, got {other}"))),
+        })
+        .collect()
+}
+
+fn natural_dtype(t: TypedArrayType) -> CoreResult<DType> {
+    Ok(match t {
+        TypedArrayType::Int8 => DType::I8,
+        TypedArrayType::Uint8 | TypedArrayType::Uint8Clamped => DType::U8,
+        TypedArrayType::Int16 => DType::I16,
+        TypedArrayType::Uint16 => DType::U16,
+        TypedArrayType::Int32 => DType::I32,
+        TypedArrayType::Uint32 => DType::U32,
+        TypedArrayType::Float32 => DType::F32,
+        TypedArrayType::Float64 => DType::F64,
+        TypedArrayType::BigInt64 => DType::I64,
+        TypedArrayType::BigUint64 => DType::U64,
+        other => return Err(invalid_argument(format!("unsupported typed array type {other:?}"))),
+    })
+}
+
+fn napi_arg(name: &str) -> impl Fn(napi::Error) -> CoreError + '_ {
+    move |e| invalid_argument(format!("tensor '{name}': {}", e.reason)).with_tensor(name)
+}
+
+fn shape_arg(values: &[f64], name: &str) -> CoreResult<Vec<usize>> {
+    values
+        .iter()
+        .map(|&d| {
+            if d.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&d) {
+                Ok(d as usize)
+            } else {
+                Err(invalid_argument(format!("shape entries must be non-negative integers, got {d}")).with_tensor(name))
+            }
+        })
+        .collect()
+}
+
+/// Read one `TensorInput` (`{dtype?, shape, data}`), borrowing typed-array memory where the
+/// bytes can be written as they are.
+fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>> {
+    let err = napi_arg(name);
+    let dtype: Option<String> = entry.get_named_property("dtype").map_err(&err)?;
+    let target = dtype.as_deref().map(DType::parse_arg).transpose().map_err(|e| e.with_tensor(name))?;
+    let shape: Vec<f64> = entry
+        .get_named_property::<Option<Vec<f64>>>("shape")
+        .map_err(&err)?
+        .ok_or_else(|| invalid_argument("missing shape (an array of integers)").with_tensor(name))?;
+    let shape = shape_arg(&shape, name)?;
+    let data: Unknown = entry.get_named_property("data").map_err(&err)?;
+    let (dtype, bytes) = if data.is_typedarray().map_err(&err)? {
+        // SAFETY: checked to be a typed array just above.
+        let array: TypedArray<'a> = unsafe { data.cast() }.map_err(&err)?;
+        let src = natural_dtype(array.typed_array_type).map_err(|e| e.with_tensor(name))?;
+        // SAFETY: the view's bytes stay valid for this synchronous call; they are only read.
+        let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(array.arraybuffer.as_ptr(), array.arraybuffer.len()) };
+        let dtype = target.unwrap_or(src);
+        (dtype, cast::convert_bytes(src, bytes, dtype).map_err(|e| e.with_tensor(name))?)
+    } else if data.is_dataview().map_err(&err)? {
+        return Err(invalid_argument("DataView data is not supported; pass a Uint8Array of the raw bytes").with_tensor(name));
+    } else if data.is_array().map_err(&err)? {
+        // SAFETY: checked to be an array just above.
+        let values: Vec<f64> = unsafe { data.cast() }.map_err(&err)?;
+        let dtype = target.unwrap_or(DType::F32);
+        (dtype, std::borrow::Cow::Owned(cast::encode_f64(&values, dtype).map_err(|e| e.with_tensor(name))?))
+    } else {
+        return Err(invalid_argument("data must be a typed array or an array of numbers").with_tensor(name));
+    };
+    TensorView::new(name, dtype, shape, bytes)
+}
+
+/// Read the `Record<string, TensorInput>` argument.
+pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>> {
+    let names = Object::keys(tensors).map_err(|e| invalid_argument(e.reason.clone()))?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let entry: Object<'a> = tensors
+            .get_named_property(&name)
+            .map_err(|_| invalid_argument("each tensor must be an object {dtype?, shape, data}").with_tensor(&name))?;
+        out.push(tensor_input(&name, &entry)?);
+    }
+    Ok(out)
+}
+
+/// Write tensors to a SafeTensors file, atomically.
+#[napi(ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions")]
+pub fn save_file(env: Env, path: String, tensors: Object, options: Option<SaveOptions>) -> napi::Result<()> {
+    let run = || {
+        let views = tensor_inputs(&tensors)?;
+        safetensors::save_file(Path::new(&path), &views, metadata_arg(&options)?.as_ref())
+    };
+    run().or_throw(&env)
+}
+
+/// `saveFile` off the event loop (the tensor data is copied first, so the caller may reuse
+/// its arrays at once).
+#[napi(
+    ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions",
+    ts_return_type = "Promise<void>"
+)]
+pub fn save_file_async(
+    env: Env,
+    path: String,
+    tensors: Object,
+    options: Option<SaveOptions>,
+) -> napi::Result<AsyncTask<CoreTask<()>>> {
+    let views: Vec<TensorView<'static>> = tensor_inputs(&tensors)
+        .map(|v| v.into_iter().map(TensorView::into_owned).collect())
+        .or_throw(&env)?;
+    let metadata = metadata_arg(&options).or_throw(&env)?;
+    Ok(CoreTask::new(move || safetensors::save_file(Path::new(&path), &views, metadata.as_ref())))
+}
+
+/// The bytes of a SafeTensors file holding `tensors`.
+#[napi(ts_args_type = "tensors: Record<string, TensorInput>, options?: SaveOptions")]
+pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> napi::Result<Buffer> {
+    let run = || {
+        let views = tensor_inputs(&tensors)?;
+        safetensors::serialize(&views, metadata_arg(&options)?.as_ref())
+    };
+    run().map(Buffer::from).or_throw(&env)
+}
+

@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config'
+
+export default defineConfig({
+  test: {
+    include: ['__test__/**/*.spec.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Native addon + child processes: forks isolate crashes and keep memory accounting honest.
+    pool: 'forks',
+  },
+})
