@@ -4,8 +4,9 @@ export default defineConfig({
   test: {
     include: ['__test__/**/*.spec.ts'],
     testTimeout: 60_000,
-    hookTimeout: 120_000,
+    hookTimeout: 300_000,
     // Native addon + child processes: forks isolate crashes and keep memory accounting honest.
     pool: 'forks',
+    reporters: ['default', './__test__/summary-reporter.mjs'],
   },
 })

@@ -1,0 +1,41 @@
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+
+/** `../shared/fixtures`: files written by independent tools, with expected values. */
+export const FIXTURES = resolve(__dirname, '../../shared/fixtures')
+export const fixture = (...parts: string[]) => join(FIXTURES, ...parts)
+
+export function expectedJson(dir: string): any {
+  return JSON.parse(readFileSync(fixture(dir, 'expected.json'), 'utf8'))
+}
+
+export function tempDir(prefix = 'stn-'): string {
+  return mkdtempSync(join(tmpdir(), prefix))
+}
+
+/** A SafeTensors file from a header string (not padded) and raw data bytes. */
+export function rawFile(header: string, data: Uint8Array | number = 0): Buffer {
+  const json = Buffer.from(header, 'utf8')
+  const body = typeof data === 'number' ? Buffer.alloc(data) : Buffer.from(data)
+  const len = Buffer.alloc(8)
+  len.writeBigUInt64LE(BigInt(json.length))
+  return Buffer.concat([len, json, body])
+}
+
+/** Expected value decoding: "NaN"/"Infinity"/"-Infinity" strings and 64-bit integer strings. */
+export function expectedNumber(v: unknown): number {
+  if (v === 'NaN') return NaN
+  if (v === 'Infinity') return Infinity
+  if (v === '-Infinity') return -Infinity
+  if (typeof v === 'boolean') return v ? 1 : 0
+  return v as number
+}
+
+/** Bitwise equality that tells -0 from +0 and treats NaN as equal to NaN. */
+export function sameNumber(a: number, b: number): boolean {
+  return Object.is(a, b)
+}
+
+/** The Python interpreter with the peers (safetensors, numpy, gguf, onnx, …), if installed. */
+export const PYTHON = resolve(__dirname, '../.venv/bin/python')

@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { SafeTensorsFile, saveFile, saveFileAsync, serialize, type DType, type TensorInput } from '../index.js'
+import { fixture, tempDir } from './helpers'
+
+describe('writer', () => {
+  it('reproduces the reference writer byte for byte (fixture files)', () => {
+    for (const name of ['all_dtypes', 'half_special', 'tiny_checkpoint']) {
+      const path = fixture('safetensors', `${name}.safetensors`)
+      const original = readFileSync(path)
+      const f = SafeTensorsFile.open(path)
+      const inputs: Record<string, TensorInput> = {}
+      for (const n of f.tensorNames) {
+        const t = f.getTensor(n, { as: 'raw' })
+        inputs[n] = { dtype: t.dtype, shape: t.shape, data: t.data }
+      }
+      const bytes = serialize(inputs, f.metadata ? { metadata: f.metadata } : undefined)
+      expect(bytes.equals(original), name).toBe(true)
+    }
+  })
+
+  it('pads the header with spaces to a multiple of 8 and orders by dtype, then name', () => {
+    const bytes = serialize({
+      b: { data: new Uint8Array([1]), shape: [1] },
+      a: { data: new Uint8Array([2]), shape: [1] },
+      w: { data: new Float64Array([1]), shape: [1] },
+    })
+    const n = Number(bytes.readBigUInt64LE(0))
+    expect(n % 8).toBe(0)
+    const header = bytes.subarray(8, 8 + n).toString()
+    expect(header).toMatch(/^\{"w":\{"dtype":"F64","shape":\[1\],"data_offsets":\[0,8\]\},"a":.*"b":.*\} *$/)
+    expect(header.trimEnd().length).toBeGreaterThan(n - 8)
+  })
+
+  it('is deterministic: metadata keys sorted, same bytes for the same input in any order', () => {
+    const one = serialize({ x: { data: [1, 2], shape: [2] }, y: { data: [3], shape: [1] } }, { metadata: { z: '1', a: '2' } })
+    const two = serialize({ y: { data: [3], shape: [1] }, x: { data: [1, 2], shape: [2] } }, { metadata: { a: '2', z: '1' } })
+    expect(one.equals(two)).toBe(true)
+    expect(one.toString()).toContain('{"__metadata__":{"a":"2","z":"1"}')
+  })
+
+  const samples: Record<string, { data: ArrayBufferView | number[]; expect: ArrayLike<number | bigint> }> = {
+    F32: { data: new Float32Array([1.5, -0, Infinity, NaN]), expect: [1.5, -0, Infinity, NaN] },
+    F64: { data: new Float64Array([Math.PI, -1e300]), expect: [Math.PI, -1e300] },
+    I8: { data: new Int8Array([-128, 127]), expect: [-128, 127] },
+    U8: { data: new Uint8Array([0, 255]), expect: [0, 255] },
+    I16: { data: new Int16Array([-32768, 7]), expect: [-32768, 7] },
+    U16: { data: new Uint16Array([65535]), expect: [65535] },
+    I32: { data: new Int32Array([-(2 ** 31), 5]), expect: [-(2 ** 31), 5] },
+    U32: { data: new Uint32Array([2 ** 32 - 1]), expect: [2 ** 32 - 1] },
+    I64: { data: new BigInt64Array([-(2n ** 63n), 2n ** 53n + 1n]), expect: [-(2n ** 63n), 2n ** 53n + 1n] },
+    U64: { data: new BigUint64Array([2n ** 64n - 1n]), expect: [2n ** 64n - 1n] },
+    BOOL: { data: new Uint8Array([1, 0, 1]), expect: [1, 0, 1] },
+    F16: { data: new Float32Array([1, 65504, 2 ** -24, -0]), expect: [1, 65504, 2 ** -24, -0] },
+    BF16: { data: new Float32Array([1, -2, 3.140625]), expect: [1, -2, 3.140625] },
+    F8_E4M3: { data: new Uint8Array([0x38, 0x7e]), expect: [1, 448] },
+    F8_E5M2: { data: new Uint8Array([0x3c, 0x7c]), expect: [1, Infinity] },
+    F8_E8M0: { data: new Uint8Array([127, 128]), expect: [1, 2] },
+    F8_E4M3FNUZ: { data: new Uint8Array([0x40]), expect: [1] },
+    F8_E5M2FNUZ: { data: new Uint8Array([0x40]), expect: [1] },
+  }
+
+  it.each(Object.keys(samples))('%s round-trips through a file', async (dtype) => {
+    const s = samples[dtype]
+    const dir = tempDir()
+    const p = join(dir, 'rt.safetensors')
+    const n = (s.data as any).length
+    saveFile(p, { t: { dtype: dtype as DType, shape: [n], data: s.data } })
+    const t = SafeTensorsFile.open(p).getTensor('t')
+    expect(t.dtype).toBe(dtype)
+    expect(t.shape).toEqual([n])
+    for (let i = 0; i < n; i++) expect(Object.is(t.data[i], s.expect[i]), `${dtype}[${i}]`).toBe(true)
+    await saveFileAsync(p, { t: { dtype: dtype as DType, shape: [n], data: s.data } })
+    expect(SafeTensorsFile.open(p).getTensor('t').data.length).toBe(n)
+  })
+
+  it('writes sub-byte and complex dtypes from raw bytes', () => {
+    const f = SafeTensorsFile.fromBytes(
+      serialize({
+        f4: { dtype: 'F4', shape: [2, 2], data: new Uint8Array([0xab, 0xcd]) },
+        f6: { dtype: 'F6_E2M3', shape: [4], data: new Uint8Array([1, 2, 3]) },
+        f6b: { dtype: 'F6_E3M2', shape: [4], data: new Uint8Array([4, 5, 6]) },
+        c: { dtype: 'C64', shape: [2], data: new Uint8Array(16) },
+      }),
+    )
+    expect(Array.from(f.getTensor('f4', { as: 'raw' }).data)).toEqual([0xab, 0xcd])
+    expect(f.info('f6').byteLength).toBe(3)
+    expect(f.info('c').byteLength).toBe(16)
+  })
+
+  it('rounds float data to nearest even for F16 / BF16; Uint16Array is taken as raw bits', () => {
+    const tie16 = 1 + 2 ** -11 // exactly between 1 and the next f16: ties to even (1)
+    const above16 = 1 + 3 * 2 ** -11 // between 1+2^-10 and 1+2^-9: ties to even (1+2^-9)
+    const tieBf = 1 + 2 ** -8
+    const f = SafeTensorsFile.fromBytes(
+      serialize({
+        h: { dtype: 'F16', shape: [4], data: new Float64Array([tie16, above16, NaN, 70000]) },
+        b: { dtype: 'BF16', shape: [2], data: [tieBf, NaN] },
+        bits: { dtype: 'F16', shape: [2], data: new Uint16Array([0x3c00, 0x7c00]) },
+        bbits: { dtype: 'BF16', shape: [1], data: new Uint16Array([0x4049]) },
+      }),
+    )
+    const h = f.getTensor('h').data as Float32Array
+    expect(h[0]).toBe(1)
+    expect(h[1]).toBe(1 + 2 ** -9)
+    expect(Number.isNaN(h[2])).toBe(true)
+    expect(h[3]).toBe(Infinity)
+    const b = f.getTensor('b').data as Float32Array
+    expect(b[0]).toBe(1)
+    expect(Number.isNaN(b[1])).toBe(true)
+    expect(Array.from(f.getTensor('bits').data as Float32Array)).toEqual([1, Infinity])
+    expect((f.getTensor('bbits').data as Float32Array)[0]).toBe(3.140625)
+  })
+
+  it('number[] defaults to F32; other dtypes check integers', () => {
+    const f = SafeTensorsFile.fromBytes(serialize({ a: { data: [0.1, 2], shape: [2] }, i: { dtype: 'I32', data: [-3, 4], shape: [1, 2] } }))
+    expect(f.info('a').dtype).toBe('F32')
+    expect((f.getTensor('a').data as Float32Array)[0]).toBe(Math.fround(0.1))
+    expect(Array.from(f.getTensor('i').data as Int32Array)).toEqual([-3, 4])
+    expect(() => serialize({ i: { dtype: 'I32', data: [1.5], shape: [1] } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', tensor: 'i' }))
+  })
+
+  it('rejects bad input with ERR_INVALID_ARGUMENT naming the tensor', async () => {
+    const bad: Array<[Record<string, any>, object | undefined]> = [
+      [{ a: { data: new Float32Array(3), shape: [2] } }, undefined],
+      [{ a: { data: new Float32Array(3), shape: [3], dtype: 'F128' } }, undefined],
+      [{ a: { data: new Float32Array(3) } }, undefined],
+      [{ a: { data: 'nope', shape: [1] } }, undefined],
+      [{ a: { data: new Float32Array(1), shape: [-1] } }, undefined],
+      [{ a: { data: new Float32Array(1), shape: [1.5] } }, undefined],
+      [{ a: 5 }, undefined],
+      [{ a: { data: new BigInt64Array(1), shape: [1], dtype: 'F32' } }, undefined],
+      [{ a: { data: new Float32Array(1), shape: [1] } }, { metadata: { k: 1 } }],
+      [{ a: { data: new Float32Array(1), shape: [1] } }, { metadata: 'x' }],
+      [{ __metadata__: { data: new Float32Array(1), shape: [1] } }, undefined],
+    ]
+    const dir = tempDir()
+    for (const [i, [tensors, options]] of bad.entries()) {
+      expect(() => serialize(tensors, options as any), `case ${i}`).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+      expect(() => saveFile(join(dir, 'x.safetensors'), tensors, options as any)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+      await expect(Promise.resolve().then(() => saveFileAsync(join(dir, 'x.safetensors'), tensors, options as any))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    }
+    expect(readdirSync(dir)).toEqual([])
+  })
+
+  it('writes atomically: no temp file left, an open mapping of the old file stays valid', async () => {
+    const dir = tempDir()
+    const p = join(dir, 'w.safetensors')
+    saveFile(p, { t: { data: new Float32Array([1, 2, 3]), shape: [3] } })
+    const old = SafeTensorsFile.open(p)
+    const oldView = old.getTensor('t').data as Float32Array
+    await saveFileAsync(p, { t: { data: new Float32Array([7, 8, 9, 10]), shape: [4] } })
+    expect(readdirSync(dir)).toEqual(['w.safetensors'])
+    expect(Array.from(oldView)).toEqual([1, 2, 3])
+    expect(Array.from(old.getTensor('t').data as Float32Array)).toEqual([1, 2, 3])
+    expect(Array.from(SafeTensorsFile.open(p).getTensor('t').data as Float32Array)).toEqual([7, 8, 9, 10])
+  })
+
+  it('a missing directory is ERR_NOT_FOUND and leaves nothing behind', async () => {
+    const dir = tempDir()
+    const p = join(dir, 'no', 'such', 'x.safetensors')
+    expect(() => saveFile(p, { t: { data: [1], shape: [1] } })).toThrow(expect.objectContaining({ code: 'ERR_NOT_FOUND' }))
+    await expect(saveFileAsync(p, { t: { data: [1], shape: [1] } })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+  })
+
+  it('saveFileAsync copies input: the caller may reuse its arrays at once', async () => {
+    const dir = tempDir()
+    const p = join(dir, 'c.safetensors')
+    const data = new Float32Array([1, 2])
+    const pending = saveFileAsync(p, { t: { data, shape: [2] } })
+    data.fill(0)
+    await pending
+    expect(Array.from(SafeTensorsFile.open(p).getTensor('t').data as Float32Array)).toEqual([1, 2])
+  })
+
+  it('a subarray view writes only its own bytes', () => {
+    const backing = new Float32Array([9, 1, 2, 9])
+    const f = SafeTensorsFile.fromBytes(serialize({ t: { data: backing.subarray(1, 3), shape: [2] } }))
+    expect(Array.from(f.getTensor('t').data as Float32Array)).toEqual([1, 2])
+    writeFileSync(join(tempDir(), 'unused'), '')
+  })
+})
