@@ -1,12 +1,13 @@
 //! Tensor bytes → JavaScript typed arrays: a zero-copy view of shared memory when the data
 //! is aligned for its element type, an aligned owned copy otherwise.
 
+use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
-use std::sync::Arc;
+use stcore::buffer::{populate_read, Output};
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
-use crate::error::CoreResult;
 use stcore::{CoreError, DType};
+use std::sync::Arc;
 
 /// Any of the typed arrays a tensor can become.
 pub enum TypedArrayOut {
@@ -101,7 +102,9 @@ macro_rules! view_or_copy {
                     // the finalizer keeps alive (the Arc moves into it) until JS drops the
                     // array. The memory is a private copy-on-write map or an owned buffer,
                     // so JS writes cannot reach the file.
-                    TypedArrayOut::$variant(unsafe { $array::with_external_data(ptr, n, move |_, _| drop(keep)) })
+                    TypedArrayOut::$variant(unsafe {
+                        $array::with_external_data(ptr, n, move |_, _| drop(keep))
+                    })
                 } else {
                     TypedArrayOut::$variant($array::new(cast::copy_elements::<$t>(slice)))
                 }
@@ -109,6 +112,29 @@ macro_rules! view_or_copy {
             other => TypedArrayOut::$variant($array::new(owned_elements::<$t>(other))),
         }
     }};
+}
+
+/// A Float32Array owning a conversion's output (a huge-page buffer is handed over as is).
+fn f32_array(out: Output<f32>) -> Float32Array {
+    match out {
+        Output::Small(v) => Float32Array::new(v),
+        Output::Large(mut buf) if !buf.is_empty() => {
+            let ptr = buf.as_mut_ptr();
+            let n = buf.len();
+            // SAFETY: `buf` owns `n` initialised f32 at `ptr`; moving it into the finalizer
+            // keeps the mapping alive until JS collects the array.
+            unsafe { Float32Array::with_external_data(ptr, n, move |_, _| drop(buf)) }
+        }
+        Output::Large(_) => Float32Array::new(Vec::new()),
+    }
+}
+
+/// Upcast to f32, first mapping the source pages in one call when they are file-backed.
+fn convert_f32(dtype: DType, bytes: &TensorBytes) -> CoreResult<Float32Array> {
+    if let TensorBytes::Shared { .. } = bytes {
+        populate_read(bytes.as_slice());
+    }
+    cast::to_f32_output(dtype, bytes.as_slice()).map(f32_array)
 }
 
 /// Elements of `T` from bytes we are about to drop anyway.
@@ -128,20 +154,27 @@ fn native(dtype: DType, bytes: TensorBytes, copy: bool) -> CoreResult<TypedArray
         DType::U32 => view_or_copy!(U32, Uint32Array, u32, bytes, copy),
         DType::I64 => view_or_copy!(I64, BigInt64Array, i64, bytes, copy),
         DType::U64 => view_or_copy!(U64, BigUint64Array, u64, bytes, copy),
-        d if d.upcasts_to_f32() => TypedArrayOut::F32(Float32Array::new(cast::to_f32_vec(d, bytes.as_slice())?)),
+        d if d.upcasts_to_f32() => TypedArrayOut::F32(convert_f32(d, &bytes)?),
         // F4 / F6: packed sub-byte values have no JS number type; hand out the stored bytes.
         _ => view_or_copy!(U8, Uint8Array, u8, bytes, copy),
     })
 }
 
 /// Turn a tensor's bytes into the typed array `mode` asks for.
-pub fn to_typed_array(dtype: DType, bytes: TensorBytes, mode: ReadMode) -> CoreResult<TypedArrayOut> {
+pub fn to_typed_array(
+    dtype: DType,
+    bytes: TensorBytes,
+    mode: ReadMode,
+) -> CoreResult<TypedArrayOut> {
     match mode.as_ {
         ReadAs::Native => native(dtype, bytes, mode.copy),
         ReadAs::Raw => Ok(view_or_copy!(U8, Uint8Array, u8, bytes, mode.copy)),
         ReadAs::F32 if dtype == DType::F32 => native(dtype, bytes, mode.copy),
         ReadAs::F64 if dtype == DType::F64 => native(dtype, bytes, mode.copy),
-        ReadAs::F32 => Ok(TypedArrayOut::F32(Float32Array::new(cast::to_f32_vec(dtype, bytes.as_slice())?))),
-        ReadAs::F64 => Ok(TypedArrayOut::F64(Float64Array::new(cast::to_f64_vec(dtype, bytes.as_slice())?))),
+        ReadAs::F32 => Ok(TypedArrayOut::F32(convert_f32(dtype, &bytes)?)),
+        ReadAs::F64 => Ok(TypedArrayOut::F64(Float64Array::new(cast::to_f64_vec(
+            dtype,
+            bytes.as_slice(),
+        )?))),
     }
 }

@@ -4,6 +4,7 @@
 //! → TensorView → cast → caller`; writers take `TensorView`s back. See `DESIGN.md` in the
 //! repository for the picture.
 
+pub mod buffer;
 pub mod cast;
 pub mod convert;
 pub mod dtype;
