@@ -12,6 +12,14 @@ export interface TensorInput {
   data: ArrayBufferView | number[]
 }
 
+/** Options of `Model.loadPretrained`. */
+export interface LoadPretrainedOptions {
+  /** The default form of `getTensor`/`tensors`: `'F32'` upcasts every float type (the MLX-Node behaviour). */
+  as?: 'native' | 'F32'
+  /** Called as each weight file is opened or parsed (at least once per file). */
+  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
+}
+
 export type TypedArray =
   | Int8Array
   | Uint8Array
@@ -32,6 +40,31 @@ export type TypedArray =
  * can point the loader at a WASI artifact this package does not build itself.
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
+
+/**
+ * A pretrained model directory: `config.json` plus weights (`weights.safetensors`,
+ * `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
+ */
+export declare class Model {
+  /** Load a model directory off the event loop. */
+  static loadPretrained(dir: string, options?: LoadPretrainedOptions): Promise<Model>
+  /** `loadPretrained` on the calling thread. */
+  static loadPretrainedSync(dir: string, options?: LoadPretrainedOptions): Model
+  get dir(): string
+  /** config.json, parsed (keys as written). */
+  get config(): Record<string, unknown>
+  get format(): 'safetensors' | 'sharded-safetensors' | 'mlx'
+  /** Weight files used, relative to `dir`. */
+  get files(): Array<string>
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  /** Write config.json and the weights to `dir` (atomically per file). */
+  save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<void>
+}
 
 /**
  * A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
@@ -76,8 +109,20 @@ export declare function loadFile(path: string, options?: GetOptions | undefined 
 
 export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
 
+export interface ModelSaveOptions {
+  format?: 'safetensors' | 'mlx'
+  maxShardBytes?: number
+}
+
 export interface OpenOptions {
   backend?: 'mmap' | 'read'
+}
+
+export interface ProgressEvent {
+  /** The weight file, relative to the model directory. */
+  file: string
+  loadedBytes: number
+  totalBytes: number
 }
 
 /** Write tensors to a SafeTensors file, atomically. */

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.Model = nativeBinding.Model
 module.exports.SafeTensorsFile = nativeBinding.SafeTensorsFile
 module.exports.loadFile = nativeBinding.loadFile
 module.exports.loadFileAsync = nativeBinding.loadFileAsync

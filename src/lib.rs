@@ -5,6 +5,7 @@
 
 mod error;
 mod file;
+mod model;
 mod tasks;
 mod typed;
 mod write;

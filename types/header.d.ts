@@ -11,3 +11,11 @@ export interface TensorInput {
   shape: number[]
   data: ArrayBufferView | number[]
 }
+
+/** Options of `Model.loadPretrained`. */
+export interface LoadPretrainedOptions {
+  /** The default form of `getTensor`/`tensors`: `'F32'` upcasts every float type (the MLX-Node behaviour). */
+  as?: 'native' | 'F32'
+  /** Called as each weight file is opened or parsed (at least once per file). */
+  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
+}

@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod fsutil;
 pub mod models;
+pub mod pretrained;
 pub mod tensor;
 
 pub use dtype::DType;

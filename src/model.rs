@@ -1,0 +1,282 @@
+//! `Model`: pretrained model directories (config.json + weights) from JavaScript.
+
+use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::file::{GetOptions, Tensor, TensorRecord};
+use crate::tasks::CoreTask;
+use crate::typed::{to_typed_array, ReadAs, ReadMode};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::Env;
+use napi_derive::napi;
+use stcore::pretrained::{LoadProgress, ModelDir, SaveOptions};
+use std::path::Path;
+use std::sync::Arc;
+
+#[napi(object)]
+pub struct ProgressEvent {
+    /// The weight file, relative to the model directory.
+    pub file: String,
+    pub loaded_bytes: f64,
+    pub total_bytes: f64,
+}
+
+impl From<LoadProgress> for ProgressEvent {
+    fn from(p: LoadProgress) -> Self {
+        ProgressEvent {
+            file: p.file,
+            loaded_bytes: p.loaded_bytes as f64,
+            total_bytes: p.total_bytes as f64,
+        }
+    }
+}
+
+#[napi(object, object_to_js = false)]
+pub struct ModelSaveOptions {
+    #[napi(ts_type = "'safetensors' | 'mlx'")]
+    pub format: Option<String>,
+    pub max_shard_bytes: Option<f64>,
+}
+
+fn save_options(options: &Option<ModelSaveOptions>) -> CoreResult<SaveOptions> {
+    let mut out = SaveOptions::default();
+    if let Some(o) = options {
+        out.mlx = match o.format.as_deref() {
+            None | Some("safetensors") => false,
+            Some("mlx") => true,
+            Some(other) => {
+                return Err(invalid_argument(format!(
+                    "options.format must be 'safetensors' or 'mlx', not '{other}'"
+                )))
+            }
+        };
+        if let Some(max) = o.max_shard_bytes {
+            if !(max >= 1.0 && max.fract() == 0.0) {
+                return Err(invalid_argument(format!(
+                    "options.maxShardBytes must be a positive integer, got {max}"
+                )));
+            }
+            out.max_shard_bytes = Some(max as u64);
+        }
+    }
+    Ok(out)
+}
+
+/// `options.as` of loadPretrained: the default form of `getTensor` (`'F32'` upcasts, the
+/// MLX-Node behaviour).
+fn default_as(options: &Option<Object>) -> CoreResult<ReadAs> {
+    let as_: Option<String> = match options {
+        Some(o) => o
+            .get_named_property::<Option<String>>("as")
+            .map_err(|e| invalid_argument(format!("options.as: {}", e.reason)))?,
+        None => None,
+    };
+    match as_.as_deref() {
+        None | Some("native") => Ok(ReadAs::Native),
+        Some("F32") => Ok(ReadAs::F32),
+        Some(other) => Err(invalid_argument(format!(
+            "options.as must be 'native' or 'F32', not '{other}'"
+        ))),
+    }
+}
+
+type ProgressFn<'a> = Function<'a, ProgressEvent, ()>;
+
+fn progress_callback<'a>(options: &Option<Object<'a>>) -> CoreResult<Option<ProgressFn<'a>>> {
+    match options {
+        Some(o) => o
+            .get_named_property::<Option<ProgressFn<'a>>>("onProgress")
+            .map_err(|e| {
+                invalid_argument(format!(
+                    "options.onProgress must be a function: {}",
+                    e.reason
+                ))
+            }),
+        None => Ok(None),
+    }
+}
+
+/// A pretrained model directory: `config.json` plus weights (`weights.safetensors`,
+/// `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
+#[napi]
+pub struct Model {
+    inner: Arc<ModelDir>,
+    default_as: ReadAs,
+}
+
+#[napi]
+impl Model {
+    /// Load a model directory off the event loop.
+    #[napi(
+        ts_args_type = "dir: string, options?: LoadPretrainedOptions",
+        ts_return_type = "Promise<Model>"
+    )]
+    pub fn load_pretrained(
+        dir: String,
+        options: Option<Object>,
+    ) -> napi::Result<AsyncTask<CoreTask<Model>>> {
+        // Bad options reject the promise (like every other failure) rather than throw.
+        let default_as = default_as(&options);
+        let callback = progress_callback(&options);
+        let tsfn = match &callback {
+            Ok(Some(f)) => Some(
+                f.build_threadsafe_function()
+                    .callee_handled::<false>()
+                    .weak::<false>()
+                    .build()?,
+            ),
+            _ => None,
+        };
+        let callback_ok = callback.map(|_| ());
+        Ok(CoreTask::new(move || {
+            callback_ok?;
+            let default_as = default_as?;
+            let inner = ModelDir::open(Path::new(&dir), &mut |p| {
+                if let Some(f) = &tsfn {
+                    // Wait until JS has run the callback, so every progress event is
+                    // delivered before the promise settles (a bounded wait: a closing
+                    // environment drops the callback and ends the wait at once).
+                    let (done, wait) = std::sync::mpsc::channel::<()>();
+                    let status = f.call_with_return_value(
+                        ProgressEvent::from(p),
+                        ThreadsafeFunctionCallMode::Blocking,
+                        move |_: napi::Result<()>, _| {
+                            let _ = done.send(());
+                            Ok(())
+                        },
+                    );
+                    if status == napi::Status::Ok {
+                        let _ = wait.recv_timeout(std::time::Duration::from_secs(30));
+                    }
+                }
+            })?;
+            Ok(Model {
+                inner: Arc::new(inner),
+                default_as,
+            })
+        }))
+    }
+
+    /// `loadPretrained` on the calling thread.
+    #[napi(ts_args_type = "dir: string, options?: LoadPretrainedOptions")]
+    pub fn load_pretrained_sync(
+        env: Env,
+        dir: String,
+        options: Option<Object>,
+    ) -> napi::Result<Model> {
+        let default_as = default_as(&options).or_throw(&env)?;
+        let callback = progress_callback(&options).or_throw(&env)?;
+        let mut callback_error = None;
+        let inner = ModelDir::open(Path::new(&dir), &mut |p| {
+            if let Some(f) = &callback {
+                if let Err(e) = f.call(ProgressEvent::from(p)) {
+                    callback_error.get_or_insert(e);
+                }
+            }
+        })
+        .or_throw(&env)?;
+        if let Some(e) = callback_error {
+            return Err(e);
+        }
+        Ok(Model {
+            inner: Arc::new(inner),
+            default_as,
+        })
+    }
+
+    #[napi(getter)]
+    pub fn dir(&self) -> String {
+        self.inner.dir().display().to_string()
+    }
+
+    /// config.json, parsed (keys as written).
+    #[napi(getter, ts_return_type = "Record<string, unknown>")]
+    pub fn config(&self) -> serde_json::Value {
+        self.inner.config().clone()
+    }
+
+    #[napi(
+        getter,
+        ts_return_type = "'safetensors' | 'sharded-safetensors' | 'mlx'"
+    )]
+    pub fn format(&self) -> String {
+        self.inner.format().name().to_string()
+    }
+
+    /// Weight files used, relative to `dir`.
+    #[napi(getter)]
+    pub fn files(&self) -> Vec<String> {
+        self.inner.files().to_vec()
+    }
+
+    #[napi(getter)]
+    pub fn tensor_names(&self) -> Vec<String> {
+        self.inner.tensor_names().map(str::to_string).collect()
+    }
+
+    #[napi(getter)]
+    pub fn num_parameters(&self) -> f64 {
+        self.inner.num_parameters() as f64
+    }
+
+    #[napi]
+    pub fn has(&self, name: String) -> bool {
+        self.inner.source(&name).is_ok()
+    }
+
+    #[napi]
+    pub fn get_tensor(
+        &self,
+        env: Env,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> napi::Result<Tensor> {
+        let run = || {
+            let mode = GetOptions::mode(&options, self.default_as)?;
+            read_model_tensor(&self.inner, &name, mode)
+        };
+        run().or_throw(&env)
+    }
+
+    #[napi(ts_return_type = "Promise<Tensor>")]
+    pub fn get_tensor_async(
+        &self,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> AsyncTask<CoreTask<Tensor>> {
+        let inner = Arc::clone(&self.inner);
+        let mode = GetOptions::mode(&options, self.default_as);
+        CoreTask::new(move || read_model_tensor(&inner, &name, mode?))
+    }
+
+    #[napi(ts_return_type = "Record<string, Tensor>")]
+    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
+        let run = || {
+            let mode = GetOptions::mode(&options, self.default_as)?;
+            self.inner
+                .tensor_names()
+                .map(|n| read_model_tensor(&self.inner, n, mode))
+                .collect::<CoreResult<Vec<_>>>()
+                .map(TensorRecord)
+        };
+        run().or_throw(&env)
+    }
+
+    /// Write config.json and the weights to `dir` (atomically per file).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn save(&self, dir: String, options: Option<ModelSaveOptions>) -> AsyncTask<CoreTask<()>> {
+        let inner = Arc::clone(&self.inner);
+        let options = save_options(&options);
+        CoreTask::new(move || inner.save(Path::new(&dir), &options?).map(|_| ()))
+    }
+}
+
+fn read_model_tensor(model: &ModelDir, name: &str, mode: ReadMode) -> CoreResult<Tensor> {
+    let (info, bytes) = model.bytes(name)?;
+    let data = to_typed_array(info.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: info.name.clone(),
+        dtype: info.dtype.name().to_string(),
+        shape: crate::file::shape_to_js(&info.shape),
+        data,
+    })
+}
