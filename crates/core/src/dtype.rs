@@ -82,7 +82,7 @@ impl DType {
     /// Size of one element in whole bytes, or `None` for the sub-byte types.
     pub fn size(self) -> Option<usize> {
         let bits = self.bits();
-        (bits % 8 == 0).then_some(bits / 8)
+        bits.is_multiple_of(8).then_some(bits / 8)
     }
 
     /// The alignment a zero-copy view of this dtype needs (C64 is a pair of f32).
@@ -97,7 +97,7 @@ impl DType {
     /// land on a byte boundary. `None` on overflow or a partial byte.
     pub fn byte_len(self, numel: usize) -> Option<usize> {
         let bits = numel.checked_mul(self.bits())?;
-        (bits % 8 == 0).then_some(bits / 8)
+        bits.is_multiple_of(8).then_some(bits / 8)
     }
 
     pub fn name(self) -> &'static str {

@@ -1067,11 +1067,12 @@ fn write_tensor(w: &mut impl Write, tensor: &TensorView<'_>) -> io::Result<()> {
                 "{}",
                 i32::from_le_bytes([element[0], element[1], element[2], element[3]])
             )?,
-            _ => write!(
+            DType::U32 => write!(
                 w,
                 "{}",
                 u32::from_le_bytes([element[0], element[1], element[2], element[3]])
             )?,
+            other => return Err(io::Error::other(format!("{other} cannot be written"))),
         }
     }
     w.write_all(b"]}")

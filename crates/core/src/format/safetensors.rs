@@ -265,7 +265,7 @@ fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
             CoreError::size_mismatch(format!("shape {:?} of {} overflows", t.shape, t.dtype))
                 .with_tensor(&t.name)
         })?;
-        if nbits % 8 != 0 {
+        if !nbits.is_multiple_of(8) {
             return Err(CoreError::size_mismatch(format!(
                 "{numel} elements of {} do not fill whole bytes",
                 t.dtype
