@@ -1,0 +1,309 @@
+//! Unit tests of the quantizers (golden blocks computed by hand from ggml's formulas, fast
+//! kernels against the references) and of the type table. Round trips through files and
+//! hostile inputs are in `crates/core/tests/gguf_*.rs`.
+
+use super::quant::{self, Kernel};
+use super::*;
+use half::f16;
+
+/// A small deterministic generator (splitmix64), so tests need no extra crate.
+struct Rng(u64);
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// Values of several shapes: uniform, wide dynamic range, exact halves (rounding ties),
+/// repeated magnitudes of both signs (Q4_0 tie-breaking), zeros and tiny values.
+fn test_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|i| match (i / 32) % 6 {
+            0 => rng.unit(),
+            1 => rng.unit() * 10f32.powi((rng.next_u64() % 12) as i32 - 6),
+            2 => ((rng.next_u64() % 255) as f32 - 127.0) * 0.5,
+            3 => [3.0, -3.0, 1.5, -1.5][(rng.next_u64() % 4) as usize],
+            4 => 0.0,
+            _ => rng.unit() * 1e-30,
+        })
+        .collect()
+}
+
+fn q8(x: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; x.len() / QK * Q8_0_BLOCK_BYTES];
+    quantize_q8_0_ref(x, &mut out).unwrap();
+    out
+}
+
+fn q4(x: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; x.len() / QK * Q4_0_BLOCK_BYTES];
+    quantize_q4_0_ref(x, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn q8_0_golden_ties_round_away_from_zero() {
+    // amax = 127 gives d = 1 (f16 0x3C00) and id = 1, so q = round(x) exactly.
+    let mut x = [0f32; 32];
+    x[..10].copy_from_slice(&[
+        127.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        0.499_999_97,
+        3.0,
+        -127.0,
+        126.5,
+    ]);
+    let mut expected = vec![0x00, 0x3C];
+    let q: [i8; 10] = [127, 1, -1, 2, 3, -3, 0, 3, -127, 127];
+    expected.extend(q.iter().map(|&v| v as u8));
+    expected.extend([0u8; 22]);
+    assert_eq!(q8(&x), expected);
+}
+
+#[test]
+fn q8_0_golden_scale_is_f32_before_f16() {
+    // amax = 1: d = 1/127 ≈ 0.0078740157, stored as f16 0x2008 (1.0078125 × 2^-7). id comes
+    // from the f32 d (≈ 127), so 0.7913 → 100.4951 → 100; an id from the f16 d (≈ 127.0078)
+    // would give 100.5012 → 101.
+    let mut x = [0f32; 32];
+    x[0] = 1.0;
+    x[1] = 0.7913;
+    x[2] = -1.0;
+    let out = q8(&x);
+    assert_eq!(&out[..2], &[0x08, 0x20]);
+    assert_eq!(out[2] as i8, 127);
+    assert_eq!(out[3] as i8, 100);
+    assert_eq!(out[4] as i8, -127);
+}
+
+#[test]
+fn q4_0_golden_negative_max_truncation_and_cap() {
+    // max = -8 (first of the ±8 tie) gives d = 1 and id = 1: q = min(15, trunc(x + 8.5)).
+    let mut x = [0f32; 32];
+    x[..7].copy_from_slice(&[-8.0, 7.0, 7.4, -0.6, 3.49, 0.5, -0.5]);
+    x[16] = 2.5;
+    x[17] = -3.2;
+    x[31] = 8.0;
+    // Elements 0..16: 0, 15, 15 (15.9 truncated), 7 (7.9 truncated, rounding would give 8),
+    // 11 (11.99), 9, 8, then 8s. Elements 16..32: 11, 5, 8s, and 16.5 → 16 → capped 15.
+    let mut expected = vec![0x00, 0x3C, 0xB0, 0x5F, 0x8F, 0x87, 0x8B, 0x89];
+    expected.extend([0x88; 9]);
+    expected.push(0xF8);
+    assert_eq!(q4(&x), expected);
+}
+
+#[test]
+fn q4_0_golden_positive_max_gives_negative_scale() {
+    // max = +8 (before -8): d = -1 (f16 0xBC00), id = -1.
+    let mut x = [0f32; 32];
+    x[..4].copy_from_slice(&[8.0, -8.0, -7.9, 1.0]);
+    // 0.5 → 0; 16.5 → 15; 16.4 → 15; 7.5 → 7; zeros → 8.
+    let mut expected = vec![0x00, 0xBC, 0x80, 0x8F, 0x8F, 0x87];
+    expected.extend([0x88; 12]);
+    assert_eq!(q4(&x), expected);
+}
+
+#[test]
+fn zero_blocks() {
+    let x = [0f32; 32];
+    let mut expected = vec![0u8; 34];
+    assert_eq!(q8(&x), expected);
+    // Q4_0: d = +0 / -8 = -0.0, f16 0x8000; id = 0 so every element is trunc(8.5) = 8.
+    expected = vec![0x00, 0x80];
+    expected.extend([0x88; 16]);
+    assert_eq!(q4(&x), expected);
+    // Negative zeros do not change the maximum's sign (|-0| is not > 0).
+    assert_eq!(q4(&[-0.0; 32]), expected);
+}
+
+#[test]
+fn dequantize_formulas() {
+    let mut block = vec![0x00, 0x40]; // d = 2.0
+    block.extend((0..32).map(|i| (i as i8 - 16) as u8));
+    let mut out = [0f32; 32];
+    dequantize_q8_0_ref(&block, &mut out).unwrap();
+    for (i, v) in out.iter().enumerate() {
+        assert_eq!(*v, 2.0 * (i as f32 - 16.0));
+    }
+    let mut block = vec![0x00, 0xC0]; // d = -2.0
+    block.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+    dequantize_q4_0_ref(&block, &mut out).unwrap();
+    for j in 0..16 {
+        assert_eq!(out[j], -2.0 * (j as f32 - 8.0));
+        assert_eq!(out[j + 16], -2.0 * (7.0 - j as f32));
+    }
+}
+
+#[test]
+fn length_mismatches_are_errors() {
+    let mut out = vec![0u8; 34];
+    assert_eq!(
+        quantize_q8_0(&[0.0; 31], &mut out).unwrap_err().code(),
+        "ERR_INVALID_ARGUMENT"
+    );
+    assert!(quantize_q4_0_ref(&[0.0; 32], &mut out).is_err());
+    assert!(dequantize_q8_0(&[0u8; 33], &mut [0.0; 32]).is_err());
+    assert!(quantize_q8_0(&[], &mut []).is_ok());
+}
+
+fn kernels() -> Vec<Kernel> {
+    let mut k = vec![Kernel::Portable];
+    if Kernel::best() != Kernel::Portable {
+        k.push(Kernel::best());
+    }
+    k
+}
+
+#[test]
+fn fast_quantizers_equal_reference_bit_for_bit() {
+    // The largest size crosses the threshold for splitting over threads.
+    for (i, &blocks) in [0usize, 1, 2, 7, 33, 1000, (1 << 14) + 5]
+        .iter()
+        .enumerate()
+    {
+        let x = test_values(blocks * QK, 42 + i as u64);
+        let want8 = q8(&x);
+        let want4 = q4(&x);
+        for kernel in kernels() {
+            let mut got = vec![0u8; want8.len()];
+            quant::quantize_q8_0_with(kernel, &x, &mut got).unwrap();
+            assert!(got == want8, "Q8_0 {kernel:?} differs at {blocks} blocks");
+            let mut got = vec![0u8; want4.len()];
+            quant::quantize_q4_0_with(kernel, &x, &mut got).unwrap();
+            assert!(got == want4, "Q4_0 {kernel:?} differs at {blocks} blocks");
+
+            let mut want = vec![0f32; x.len()];
+            let mut got = vec![0f32; x.len()];
+            dequantize_q8_0_ref(&want8, &mut want).unwrap();
+            quant::dequantize_q8_0_with(kernel, &want8, &mut got).unwrap();
+            assert!(bits(&got) == bits(&want));
+            dequantize_q4_0_ref(&want4, &mut want).unwrap();
+            quant::dequantize_q4_0_with(kernel, &want4, &mut got).unwrap();
+            assert!(bits(&got) == bits(&want));
+        }
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+#[test]
+fn fast_quantizers_equal_reference_on_non_finite_input() {
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-40,
+        -1e-42,
+        f32::MAX,
+        -0.0,
+    ];
+    let mut rng = Rng(7);
+    let x: Vec<f32> = (0..QK * 200)
+        .map(|_| {
+            if rng.next_u64().is_multiple_of(5) {
+                specials[(rng.next_u64() % specials.len() as u64) as usize]
+            } else {
+                rng.unit()
+            }
+        })
+        .collect();
+    for kernel in kernels() {
+        let mut got = vec![0u8; x.len() / QK * Q8_0_BLOCK_BYTES];
+        quant::quantize_q8_0_with(kernel, &x, &mut got).unwrap();
+        assert_eq!(got, q8(&x));
+        let mut got = vec![0u8; x.len() / QK * Q4_0_BLOCK_BYTES];
+        quant::quantize_q4_0_with(kernel, &x, &mut got).unwrap();
+        assert_eq!(got, q4(&x));
+    }
+}
+
+#[test]
+fn dequantized_error_is_within_half_a_step() {
+    let x = test_values(QK * 600, 3);
+    let mut back = vec![0f32; x.len()];
+    let enc8 = q8(&x);
+    dequantize_q8_0(&enc8, &mut back).unwrap();
+    for (b, (xs, ys)) in x.chunks(QK).zip(back.chunks(QK)).enumerate() {
+        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let d16 = f16::from_f32(d).to_f32();
+        let bound = d / 2.0 + 127.0 * (d - d16).abs() + amax * 1e-6;
+        for (a, y) in xs.iter().zip(ys) {
+            assert!(
+                (a - y).abs() <= bound,
+                "Q8_0 block {b}: {a} vs {y}, bound {bound}"
+            );
+        }
+    }
+    let enc4 = q4(&x);
+    dequantize_q4_0(&enc4, &mut back).unwrap();
+    for (b, (xs, ys)) in x.chunks(QK).zip(back.chunks(QK)).enumerate() {
+        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 8.0;
+        let d16 = f16::from_f32(d).to_f32();
+        let bound = d + 8.0 * (d - d16).abs() + amax * 1e-6;
+        for (a, y) in xs.iter().zip(ys) {
+            assert!(
+                (a - y).abs() <= bound,
+                "Q4_0 block {b}: {a} vs {y}, bound {bound}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ggml_type_table() {
+    assert_eq!(GgmlType::from_id(8), Some(GgmlType::Q8_0));
+    assert_eq!(GgmlType::Q8_0.type_size(), 34);
+    assert_eq!(GgmlType::Q4_0.block_size(), 32);
+    assert_eq!(GgmlType::from_name("bf16"), Some(GgmlType::BF16));
+    assert_eq!(GgmlType::from_id(4), None);
+    assert_eq!(GgmlType::from_id(42), None);
+    assert_eq!(GgmlType::Q8_0.byte_len(64), Some(68));
+    assert_eq!(GgmlType::Q8_0.byte_len(33), None);
+    assert_eq!(GgmlType::F32.byte_len(usize::MAX), None);
+    assert_eq!(
+        GgmlType::from_name("Q4_K").map(|t| t.type_size()),
+        Some(144)
+    );
+}
+
+#[test]
+fn choose_type_policy() {
+    use Quantization::*;
+    assert_eq!(choose_type(&[4096, 4096], Q8_0), GgmlType::Q8_0);
+    assert_eq!(choose_type(&[8, 4096, 64], Q4_0), GgmlType::Q4_0);
+    assert_eq!(choose_type(&[4096], Q8_0), GgmlType::F32);
+    assert_eq!(choose_type(&[], Q4_0), GgmlType::F32);
+    assert_eq!(choose_type(&[4096], F16), GgmlType::F16);
+    assert_eq!(choose_type(&[10, 33], Q8_0), GgmlType::F16);
+    assert_eq!(choose_type(&[33, 10], F32), GgmlType::F32);
+    assert_eq!(Quantization::parse("q4_0").unwrap(), Q4_0);
+    assert_eq!(
+        Quantization::parse("q4_k").unwrap_err().code(),
+        "ERR_INVALID_ARGUMENT"
+    );
+}
+
+#[test]
+fn align_up_rounds_to_power_of_two() {
+    assert_eq!(align_up(0, 32), Some(0));
+    assert_eq!(align_up(1, 32), Some(32));
+    assert_eq!(align_up(64, 32), Some(64));
+    assert_eq!(align_up(u64::MAX, 32), None);
+}

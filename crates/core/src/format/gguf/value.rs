@@ -1,0 +1,341 @@
+//! Typed metadata values of GGUF key-value pairs, and their byte encoding.
+
+use serde_json::Value as Json;
+
+/// The type tag of a metadata value, with its id in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GgufValueType {
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
+}
+
+impl GgufValueType {
+    const ALL: [GgufValueType; 13] = [
+        GgufValueType::U8,
+        GgufValueType::I8,
+        GgufValueType::U16,
+        GgufValueType::I16,
+        GgufValueType::U32,
+        GgufValueType::I32,
+        GgufValueType::F32,
+        GgufValueType::Bool,
+        GgufValueType::String,
+        GgufValueType::Array,
+        GgufValueType::U64,
+        GgufValueType::I64,
+        GgufValueType::F64,
+    ];
+
+    pub fn from_id(id: u32) -> Option<GgufValueType> {
+        GgufValueType::ALL.into_iter().find(|t| t.id() == id)
+    }
+
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    /// The spec's name of the type (`UINT32`, `STRING`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            GgufValueType::U8 => "UINT8",
+            GgufValueType::I8 => "INT8",
+            GgufValueType::U16 => "UINT16",
+            GgufValueType::I16 => "INT16",
+            GgufValueType::U32 => "UINT32",
+            GgufValueType::I32 => "INT32",
+            GgufValueType::F32 => "FLOAT32",
+            GgufValueType::Bool => "BOOL",
+            GgufValueType::String => "STRING",
+            GgufValueType::Array => "ARRAY",
+            GgufValueType::U64 => "UINT64",
+            GgufValueType::I64 => "INT64",
+            GgufValueType::F64 => "FLOAT64",
+        }
+    }
+
+    /// Bytes of one value of a fixed-size type; `None` for strings and arrays.
+    pub fn fixed_size(self) -> Option<usize> {
+        match self {
+            GgufValueType::U8 | GgufValueType::I8 | GgufValueType::Bool => Some(1),
+            GgufValueType::U16 | GgufValueType::I16 => Some(2),
+            GgufValueType::U32 | GgufValueType::I32 | GgufValueType::F32 => Some(4),
+            GgufValueType::U64 | GgufValueType::I64 | GgufValueType::F64 => Some(8),
+            GgufValueType::String | GgufValueType::Array => None,
+        }
+    }
+
+    /// The fewest bytes one value of this type can occupy in a file: a string is at least its
+    /// u64 length, an array at least its element type and u64 count. Used to bound counts
+    /// read from the file by the bytes that remain.
+    pub(crate) fn min_encoded_size(self) -> usize {
+        match self {
+            GgufValueType::String => 8,
+            GgufValueType::Array => 12,
+            fixed => fixed.fixed_size().unwrap_or(1),
+        }
+    }
+}
+
+/// One metadata value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgufValue {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    String(String),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Array(GgufArray),
+}
+
+/// A homogeneous array value. Elements are stored in typed vectors (not one `GgufValue`
+/// each) so that a large array, say a 150k-token vocabulary, costs what its elements cost,
+/// and an empty array still knows its element type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgufArray {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    /// Arrays of arrays: allowed by the spec and read, but ggml's own reader rejects them, so
+    /// the writer refuses to produce them.
+    Array(Vec<GgufArray>),
+}
+
+impl GgufValue {
+    pub fn value_type(&self) -> GgufValueType {
+        match self {
+            GgufValue::U8(_) => GgufValueType::U8,
+            GgufValue::I8(_) => GgufValueType::I8,
+            GgufValue::U16(_) => GgufValueType::U16,
+            GgufValue::I16(_) => GgufValueType::I16,
+            GgufValue::U32(_) => GgufValueType::U32,
+            GgufValue::I32(_) => GgufValueType::I32,
+            GgufValue::F32(_) => GgufValueType::F32,
+            GgufValue::Bool(_) => GgufValueType::Bool,
+            GgufValue::String(_) => GgufValueType::String,
+            GgufValue::U64(_) => GgufValueType::U64,
+            GgufValue::I64(_) => GgufValueType::I64,
+            GgufValue::F64(_) => GgufValueType::F64,
+            GgufValue::Array(_) => GgufValueType::Array,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            GgufValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as an unsigned integer, for any integer type holding a non-negative value.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            GgufValue::U8(v) => Some(v.into()),
+            GgufValue::U16(v) => Some(v.into()),
+            GgufValue::U32(v) => Some(v.into()),
+            GgufValue::U64(v) => Some(v),
+            GgufValue::I8(v) => u64::try_from(v).ok(),
+            GgufValue::I16(v) => u64::try_from(v).ok(),
+            GgufValue::I32(v) => u64::try_from(v).ok(),
+            GgufValue::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as JSON. 64-bit integers stay exact (serde_json keeps them as integers);
+    /// non-finite floats, which JSON cannot hold, become `null`.
+    pub fn to_json(&self) -> Json {
+        match self {
+            GgufValue::U8(v) => Json::from(*v),
+            GgufValue::I8(v) => Json::from(*v),
+            GgufValue::U16(v) => Json::from(*v),
+            GgufValue::I16(v) => Json::from(*v),
+            GgufValue::U32(v) => Json::from(*v),
+            GgufValue::I32(v) => Json::from(*v),
+            GgufValue::F32(v) => float_json(f64::from(*v)),
+            GgufValue::Bool(v) => Json::from(*v),
+            GgufValue::String(v) => Json::from(v.as_str()),
+            GgufValue::U64(v) => Json::from(*v),
+            GgufValue::I64(v) => Json::from(*v),
+            GgufValue::F64(v) => float_json(*v),
+            GgufValue::Array(a) => a.to_json(),
+        }
+    }
+
+    /// Append the value's payload (everything after its type tag).
+    pub(crate) fn encode_payload(&self, out: &mut Vec<u8>) {
+        match self {
+            GgufValue::U8(v) => out.push(*v),
+            GgufValue::I8(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::Bool(v) => out.push(u8::from(*v)),
+            GgufValue::String(v) => encode_string(v, out),
+            GgufValue::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            GgufValue::Array(a) => a.encode_payload(out),
+        }
+    }
+}
+
+fn float_json(v: f64) -> Json {
+    serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number)
+}
+
+/// A GGUF string: u64 byte length, then the bytes.
+pub(crate) fn encode_string(s: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+impl GgufArray {
+    pub fn item_type(&self) -> GgufValueType {
+        match self {
+            GgufArray::U8(_) => GgufValueType::U8,
+            GgufArray::I8(_) => GgufValueType::I8,
+            GgufArray::U16(_) => GgufValueType::U16,
+            GgufArray::I16(_) => GgufValueType::I16,
+            GgufArray::U32(_) => GgufValueType::U32,
+            GgufArray::I32(_) => GgufValueType::I32,
+            GgufArray::F32(_) => GgufValueType::F32,
+            GgufArray::Bool(_) => GgufValueType::Bool,
+            GgufArray::String(_) => GgufValueType::String,
+            GgufArray::U64(_) => GgufValueType::U64,
+            GgufArray::I64(_) => GgufValueType::I64,
+            GgufArray::F64(_) => GgufValueType::F64,
+            GgufArray::Array(_) => GgufValueType::Array,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            GgufArray::U8(v) => v.len(),
+            GgufArray::I8(v) => v.len(),
+            GgufArray::U16(v) => v.len(),
+            GgufArray::I16(v) => v.len(),
+            GgufArray::U32(v) => v.len(),
+            GgufArray::I32(v) => v.len(),
+            GgufArray::F32(v) => v.len(),
+            GgufArray::Bool(v) => v.len(),
+            GgufArray::String(v) => v.len(),
+            GgufArray::U64(v) => v.len(),
+            GgufArray::I64(v) => v.len(),
+            GgufArray::F64(v) => v.len(),
+            GgufArray::Array(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the elements are themselves arrays.
+    pub fn is_nested(&self) -> bool {
+        matches!(self, GgufArray::Array(_))
+    }
+
+    pub fn to_json(&self) -> Json {
+        fn all<T: Copy>(v: &[T], f: impl Fn(T) -> Json) -> Json {
+            Json::Array(v.iter().map(|&x| f(x)).collect())
+        }
+        match self {
+            GgufArray::U8(v) => all(v, Json::from),
+            GgufArray::I8(v) => all(v, Json::from),
+            GgufArray::U16(v) => all(v, Json::from),
+            GgufArray::I16(v) => all(v, Json::from),
+            GgufArray::U32(v) => all(v, Json::from),
+            GgufArray::I32(v) => all(v, Json::from),
+            GgufArray::F32(v) => all(v, |x| float_json(f64::from(x))),
+            GgufArray::Bool(v) => all(v, Json::from),
+            GgufArray::String(v) => Json::Array(v.iter().map(|s| Json::from(s.as_str())).collect()),
+            GgufArray::U64(v) => all(v, Json::from),
+            GgufArray::I64(v) => all(v, Json::from),
+            GgufArray::F64(v) => all(v, float_json),
+            GgufArray::Array(v) => Json::Array(v.iter().map(GgufArray::to_json).collect()),
+        }
+    }
+
+    /// Append item type, count and items.
+    pub(crate) fn encode_payload(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.item_type().id().to_le_bytes());
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        fn each<T: Copy, const N: usize>(v: &[T], out: &mut Vec<u8>, f: impl Fn(T) -> [u8; N]) {
+            out.reserve(v.len() * N);
+            for &x in v {
+                out.extend_from_slice(&f(x));
+            }
+        }
+        match self {
+            GgufArray::U8(v) => out.extend_from_slice(v),
+            GgufArray::I8(v) => each(v, out, i8::to_le_bytes),
+            GgufArray::U16(v) => each(v, out, u16::to_le_bytes),
+            GgufArray::I16(v) => each(v, out, i16::to_le_bytes),
+            GgufArray::U32(v) => each(v, out, u32::to_le_bytes),
+            GgufArray::I32(v) => each(v, out, i32::to_le_bytes),
+            GgufArray::F32(v) => each(v, out, f32::to_le_bytes),
+            GgufArray::Bool(v) => each(v, out, |b| [u8::from(b)]),
+            GgufArray::String(v) => v.iter().for_each(|s| encode_string(s, out)),
+            GgufArray::U64(v) => each(v, out, u64::to_le_bytes),
+            GgufArray::I64(v) => each(v, out, i64::to_le_bytes),
+            GgufArray::F64(v) => each(v, out, f64::to_le_bytes),
+            GgufArray::Array(v) => v.iter().for_each(|a| a.encode_payload(out)),
+        }
+    }
+}
+
+macro_rules! from_scalar {
+    ($($t:ty => $variant:ident),* $(,)?) => {
+        $(impl From<$t> for GgufValue {
+            fn from(v: $t) -> Self { GgufValue::$variant(v) }
+        })*
+        $(impl From<Vec<$t>> for GgufValue {
+            fn from(v: Vec<$t>) -> Self { GgufValue::Array(GgufArray::$variant(v)) }
+        })*
+    };
+}
+from_scalar! {
+    u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32,
+    bool => Bool, String => String, u64 => U64, i64 => I64, f64 => F64,
+}
+
+impl From<&str> for GgufValue {
+    fn from(v: &str) -> Self {
+        GgufValue::String(v.to_string())
+    }
+}
+
+impl From<GgufArray> for GgufValue {
+    fn from(v: GgufArray) -> Self {
+        GgufValue::Array(v)
+    }
+}

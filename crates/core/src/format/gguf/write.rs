@@ -1,0 +1,430 @@
+//! The streaming GGUF writer and the type policy for checkpoint conversion.
+//!
+//! The header lists every tensor with its data offset, so it is written first, from the
+//! names, shapes and target types alone (sizes follow from shape and type). Tensor data is
+//! then pulled one tensor at a time through a callback, converted or quantized in chunks of
+//! about a million elements, and written: a model never needs to be in memory twice.
+//!
+//! Files follow the rules of ggml's own reader (`gguf.cpp`) so llama.cpp tools accept them:
+//! version 3, tensor names shorter than 64 bytes, at most 4 dimensions, none of them empty,
+//! rows a whole number of blocks, every offset a multiple of `general.alignment` (32 unless
+//! given), tensors laid out in order with zero padding to the alignment after each one, the
+//! last included, strings and arrays within ggml's limits, no arrays of arrays.
+
+use super::quant::{self, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
+use super::value::{encode_string, GgufArray, GgufValue};
+use super::{
+    align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT,
+    MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, QUANTIZATION_VERSION,
+};
+use crate::cast;
+use crate::dtype::DType;
+use crate::error::{CoreError, ErrorKind, Result};
+use crate::fsutil;
+use crate::tensor::{checked_numel, TensorView};
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+
+/// Elements converted per step while streaming a tensor (a multiple of the block size).
+const CHUNK_ELEMENTS: usize = 1 << 20;
+/// ggml's `GGML_MAX_NAME` counts the terminating NUL: names must be shorter.
+const MAX_WRITTEN_NAME_BYTES: usize = 63;
+/// The spec's limit on key length.
+const MAX_KEY_BYTES: usize = u16::MAX as usize;
+
+/// The storage a conversion asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Quantization {
+    F32,
+    F16,
+    Q8_0,
+    Q4_0,
+}
+
+impl Quantization {
+    /// Parse a caller's choice: "F32", "F16", "Q8_0" or "Q4_0" (any case).
+    pub fn parse(name: &str) -> Result<Quantization> {
+        [
+            Quantization::F32,
+            Quantization::F16,
+            Quantization::Q8_0,
+            Quantization::Q4_0,
+        ]
+        .into_iter()
+        .find(|q| q.name().eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            CoreError::invalid_argument(format!(
+                "unknown GGUF type '{name}'; expected F32, F16, Q8_0 or Q4_0"
+            ))
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        self.ggml_type().name()
+    }
+
+    pub fn ggml_type(self) -> GgmlType {
+        match self {
+            Quantization::F32 => GgmlType::F32,
+            Quantization::F16 => GgmlType::F16,
+            Quantization::Q8_0 => GgmlType::Q8_0,
+            Quantization::Q4_0 => GgmlType::Q4_0,
+        }
+    }
+}
+
+/// The type a checkpoint tensor of `shape` (outermost first) is stored as when `requested`
+/// is asked for, following llama.cpp's conversion habits:
+///
+/// * F32 and F16 apply to every tensor.
+/// * Q8_0 and Q4_0 apply to weights of two or more dimensions. Tensors of one dimension or
+///   none (norms, biases, scalars) are small and precision-sensitive: they stay F32.
+/// * A Q8_0/Q4_0 block covers 32 consecutive elements of a row, so a tensor whose innermost
+///   dimension is not a multiple of 32 cannot be stored that way: it falls back to F16.
+pub fn choose_type(shape: &[usize], requested: Quantization) -> GgmlType {
+    match requested {
+        Quantization::F32 | Quantization::F16 => requested.ggml_type(),
+        Quantization::Q8_0 | Quantization::Q4_0 => match shape.last() {
+            _ if shape.len() < 2 => GgmlType::F32,
+            Some(row) if !row.is_multiple_of(QK) => GgmlType::F16,
+            _ => requested.ggml_type(),
+        },
+    }
+}
+
+/// A tensor to be written: name, shape (outermost first) and the type it is stored as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufTensorSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub ggml_type: GgmlType,
+}
+
+impl GgufTensorSpec {
+    pub fn new(name: impl Into<String>, shape: Vec<usize>, ggml_type: GgmlType) -> Self {
+        GgufTensorSpec {
+            name: name.into(),
+            shape,
+            ggml_type,
+        }
+    }
+
+    /// Check the spec against what the writer (and ggml's reader) accept, and return the
+    /// tensor's size in bytes. Errors are ERR_INVALID_ARGUMENT naming the tensor.
+    pub fn byte_len(&self) -> Result<usize> {
+        let fail = |msg: String| Err(CoreError::invalid_argument(msg).with_tensor(&self.name));
+        if !matches!(
+            self.ggml_type,
+            GgmlType::F32 | GgmlType::F16 | GgmlType::Q8_0 | GgmlType::Q4_0
+        ) {
+            return fail(format!(
+                "GGUF type {} cannot be written; use F32, F16, Q8_0 or Q4_0",
+                self.ggml_type
+            ));
+        }
+        if self.name.is_empty() || self.name.len() > MAX_WRITTEN_NAME_BYTES {
+            return fail(format!(
+                "GGUF tensor names must have 1 to {MAX_WRITTEN_NAME_BYTES} bytes, this one has {}",
+                self.name.len()
+            ));
+        }
+        if self.shape.len() > MAX_DIMS {
+            return fail(format!(
+                "GGUF tensors have at most {MAX_DIMS} dimensions, shape {:?} has {}",
+                self.shape,
+                self.shape.len()
+            ));
+        }
+        if self.shape.contains(&0) {
+            // ggml's reader divides by the outer dimensions while checking sizes.
+            return fail(format!(
+                "shape {:?} has an empty dimension, which ggml's reader cannot load",
+                self.shape
+            ));
+        }
+        let numel = match checked_numel(&self.shape) {
+            Some(n) if n as u64 <= i64::MAX as u64 => n,
+            _ => return fail(format!("shape {:?} has too many elements", self.shape)),
+        };
+        let row = self.shape.last().copied().unwrap_or(1);
+        if !row.is_multiple_of(self.ggml_type.block_size()) {
+            return fail(format!(
+                "{} stores rows in blocks of {}, but the innermost dimension is {row} \
+                 (choose_type falls back to F16 for such tensors)",
+                self.ggml_type,
+                self.ggml_type.block_size()
+            ));
+        }
+        match self.ggml_type.byte_len(numel) {
+            Some(n) => Ok(n),
+            None => fail(format!("shape {:?} overflows the size", self.shape)),
+        }
+    }
+}
+
+/// The metadata every written model starts with: `general.architecture`, `general.name`,
+/// `general.alignment` (UINT32 32) and, when any tensor is Q8_0/Q4_0,
+/// `general.quantization_version` (UINT32 2). Append model-specific keys after these.
+pub fn standard_metadata(
+    architecture: &str,
+    name: &str,
+    tensors: &[GgufTensorSpec],
+) -> Vec<(String, GgufValue)> {
+    let mut metadata = vec![
+        (
+            keys::ARCHITECTURE.to_string(),
+            GgufValue::from(architecture),
+        ),
+        (keys::NAME.to_string(), GgufValue::from(name)),
+        (
+            keys::ALIGNMENT.to_string(),
+            GgufValue::U32(DEFAULT_ALIGNMENT as u32),
+        ),
+    ];
+    if tensors.iter().any(|t| t.ggml_type.is_quantized()) {
+        metadata.push((
+            keys::QUANTIZATION_VERSION.to_string(),
+            GgufValue::U32(QUANTIZATION_VERSION),
+        ));
+    }
+    metadata
+}
+
+/// Validate the metadata and return the alignment it implies.
+fn check_metadata(metadata: &[(String, GgufValue)]) -> Result<usize> {
+    let mut seen = HashSet::new();
+    for (key, value) in metadata {
+        let fail = |msg: String| {
+            Err(CoreError::invalid_argument(format!(
+                "metadata '{key}': {msg}"
+            )))
+        };
+        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+            return fail(format!("keys must have 1 to {MAX_KEY_BYTES} bytes"));
+        }
+        if !seen.insert(key.as_str()) {
+            return fail("duplicate key".to_string());
+        }
+        match value {
+            GgufValue::Array(a) if a.is_nested() => {
+                return fail("arrays of arrays are not accepted by ggml's reader".to_string());
+            }
+            GgufValue::Array(a) if a.len() as u64 > MAX_ARRAY_ELEMENTS => {
+                return fail(format!("arrays hold at most {MAX_ARRAY_ELEMENTS} elements"));
+            }
+            _ => {}
+        }
+        let too_long = |s: &String| s.len() as u64 > MAX_STRING_BYTES;
+        let long_string = match value {
+            GgufValue::String(s) => too_long(s),
+            GgufValue::Array(GgufArray::String(v)) => v.iter().any(too_long),
+            _ => false,
+        };
+        if long_string {
+            return fail(format!("strings hold at most {MAX_STRING_BYTES} bytes"));
+        }
+    }
+    match metadata.iter().find(|(k, _)| k == keys::ARCHITECTURE) {
+        Some((_, GgufValue::String(_))) => {}
+        _ => {
+            return Err(CoreError::invalid_argument(format!(
+                "metadata must contain '{}' as a string",
+                keys::ARCHITECTURE
+            )))
+        }
+    }
+    match metadata.iter().find(|(k, _)| k == keys::ALIGNMENT) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some((_, GgufValue::U32(a))) if a.is_power_of_two() && *a as usize <= MAX_ALIGNMENT => {
+            Ok(*a as usize)
+        }
+        Some(_) => Err(CoreError::invalid_argument(format!(
+            "'{}' must be a UINT32 power of two of at most {MAX_ALIGNMENT}",
+            keys::ALIGNMENT
+        ))),
+    }
+}
+
+fn io_error(err: std::io::Error) -> CoreError {
+    CoreError::new(ErrorKind::Io, err.to_string())
+}
+
+/// Counts what goes out, so padding and the final size need no `seek`.
+struct Counting<'w> {
+    out: &'w mut dyn Write,
+    written: u64,
+}
+
+impl Counting<'_> {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes).map_err(io_error)?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn pad_to(&mut self, alignment: u64) -> Result<()> {
+        let target = align_up(self.written, alignment)
+            .ok_or_else(|| CoreError::invalid_argument("file size overflows"))?;
+        let zeros = [0u8; 64];
+        while self.written < target {
+            let n = ((target - self.written) as usize).min(zeros.len());
+            self.write(&zeros[..n])?;
+        }
+        Ok(())
+    }
+}
+
+/// Write a GGUF file to `out`: the header for `metadata` and `tensors`, then each tensor's
+/// data, obtained by calling `load(index, spec)` once per tensor, in order. The loaded view
+/// must have the spec's shape and any real dtype; it is converted to the spec's type (F16 by
+/// round to nearest even; Q8_0/Q4_0 by ggml's reference rules) in chunks. `metadata` must
+/// hold `general.architecture` (see [`standard_metadata`]). Returns the bytes written.
+pub fn write_gguf<'d, F>(
+    out: &mut dyn Write,
+    metadata: &[(String, GgufValue)],
+    tensors: &[GgufTensorSpec],
+    mut load: F,
+) -> Result<u64>
+where
+    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
+{
+    let alignment = check_metadata(metadata)?;
+    let mut names = HashSet::new();
+    let mut sizes = Vec::with_capacity(tensors.len());
+    for spec in tensors {
+        if !names.insert(spec.name.as_str()) {
+            return Err(
+                CoreError::invalid_argument("duplicate tensor name").with_tensor(&spec.name)
+            );
+        }
+        sizes.push(spec.byte_len()?);
+    }
+
+    let mut header = Vec::new();
+    header.extend_from_slice(&GGUF_MAGIC);
+    header.extend_from_slice(&GGUF_VERSION.to_le_bytes());
+    header.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    header.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (key, value) in metadata {
+        encode_string(key, &mut header);
+        header.extend_from_slice(&value.value_type().id().to_le_bytes());
+        value.encode_payload(&mut header);
+    }
+    let mut offset = 0u64;
+    for (spec, &size) in tensors.iter().zip(&sizes) {
+        encode_string(&spec.name, &mut header);
+        // A scalar is written as one dimension of 1, as ggml itself represents it.
+        let ne: Vec<u64> = if spec.shape.is_empty() {
+            vec![1]
+        } else {
+            spec.shape.iter().rev().map(|&d| d as u64).collect()
+        };
+        header.extend_from_slice(&(ne.len() as u32).to_le_bytes());
+        for d in ne {
+            header.extend_from_slice(&d.to_le_bytes());
+        }
+        header.extend_from_slice(&spec.ggml_type.id().to_le_bytes());
+        header.extend_from_slice(&offset.to_le_bytes());
+        offset = (size as u64)
+            .checked_add(offset)
+            .and_then(|end| align_up(end, alignment as u64))
+            .ok_or_else(|| CoreError::invalid_argument("total tensor size overflows"))?;
+    }
+
+    let mut out = Counting { out, written: 0 };
+    out.write(&header)?;
+    out.pad_to(alignment as u64)?;
+    for (i, (spec, &size)) in tensors.iter().zip(&sizes).enumerate() {
+        let view = load(i, spec).map_err(|e| e.with_tensor(&spec.name))?;
+        if view.shape != spec.shape {
+            return Err(CoreError::invalid_argument(format!(
+                "loaded shape {:?} differs from the announced {:?}",
+                view.shape, spec.shape
+            ))
+            .with_tensor(&spec.name));
+        }
+        let before = out.written;
+        write_tensor_data(&mut out, &view, spec.ggml_type)
+            .map_err(|e| e.with_tensor(&spec.name))?;
+        if out.written - before != size as u64 {
+            return Err(CoreError::invalid_argument(format!(
+                "wrote {} bytes where the header announced {size}",
+                out.written - before
+            ))
+            .with_tensor(&spec.name));
+        }
+        out.pad_to(alignment as u64)?;
+    }
+    Ok(out.written)
+}
+
+/// [`write_gguf`] to a file, atomically (see [`fsutil::write_atomic`]).
+pub fn write_gguf_file<'d, F>(
+    path: &Path,
+    metadata: &[(String, GgufValue)],
+    tensors: &[GgufTensorSpec],
+    load: F,
+) -> Result<()>
+where
+    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
+{
+    fsutil::write_atomic(path, |w| write_gguf(w, metadata, tensors, load).map(|_| ()))
+        .map_err(|e| e.with_path(path))
+}
+
+/// Convert `view` to `ty` chunk by chunk and write it.
+fn write_tensor_data(out: &mut Counting<'_>, view: &TensorView<'_>, ty: GgmlType) -> Result<()> {
+    let src = view.dtype;
+    // Same type: the bytes are already right.
+    if (ty == GgmlType::F32 && src == DType::F32) || (ty == GgmlType::F16 && src == DType::F16) {
+        return out.write(&view.data);
+    }
+    if !src.is_real_numeric() {
+        return Err(CoreError::unsupported_dtype(format!(
+            "{src} cannot be converted to {ty}"
+        )));
+    }
+    let elem = src
+        .size()
+        .ok_or_else(|| CoreError::unsupported_dtype(format!("{src} packs below a byte")))?;
+    let mut values = vec![0f32; view.numel().min(CHUNK_ELEMENTS)];
+    let mut encoded = Vec::new();
+    for chunk in view.data.chunks(CHUNK_ELEMENTS * elem) {
+        let n = chunk.len() / elem;
+        if ty == GgmlType::F16 && src == DType::F64 {
+            // Straight from f64, avoiding a double rounding through f32.
+            let wide = cast::copy_elements::<f64>(chunk);
+            out.write(&cast::encode_f64(&wide, DType::F16)?)?;
+            continue;
+        }
+        let floats: &[f32] = match cast::aligned_elements::<f32>(chunk) {
+            Some(f) if src == DType::F32 => f,
+            _ => {
+                let dst = values.get_mut(..n).unwrap_or_default();
+                cast::to_f32(src, chunk, dst)?;
+                dst
+            }
+        };
+        match ty {
+            GgmlType::F32 => out.write(cast::element_bytes(floats))?,
+            GgmlType::F16 => out.write(&cast::encode_f32(floats, DType::F16)?)?,
+            GgmlType::Q8_0 => {
+                encoded.resize(n / QK * Q8_0_BLOCK_BYTES, 0);
+                quant::quantize_q8_0(floats, &mut encoded)?;
+                out.write(&encoded)?;
+            }
+            GgmlType::Q4_0 => {
+                encoded.resize(n / QK * Q4_0_BLOCK_BYTES, 0);
+                quant::quantize_q4_0(floats, &mut encoded)?;
+                out.write(&encoded)?;
+            }
+            other => {
+                return Err(CoreError::invalid_argument(format!(
+                    "GGUF type {other} cannot be written"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
