@@ -1,0 +1,413 @@
+//! Classical models: fitting, prediction and persistence.
+//!
+//! * [`LinearRegression`]: ordinary least squares by Householder QR with column pivoting
+//!   (minimum-norm solution when the design is rank deficient).
+//! * [`LogisticRegression`]: L2-penalised logistic regression with the objective of
+//!   scikit-learn's `LogisticRegression(C=...)`, solved by Newton's method; sigmoid for two
+//!   classes, multinomial softmax for three or more.
+//!
+//! Numerics run in f64; fitted coefficients are stored as f32, which is also what is
+//! persisted. Inputs arrive as a borrowed row-major [`MatrixRef`] of f32 or f64, so a
+//! JavaScript `Float32Array`/`Float64Array` is used without a copy.
+//!
+//! Persistence goes through [`TensorView`]s plus a string metadata map (the SafeTensors
+//! `__metadata__`); the binary layouts are exactly those of the Rust crate `aprender`
+//! (`coefficients` F32 `[n_features]`, `intercept` F32 `[1]`), so files move both ways.
+
+mod linalg;
+mod linear;
+mod logistic;
+mod persist;
+
+pub use linear::LinearRegression;
+pub use logistic::{LogisticRegression, LogisticRegressionParams};
+
+use crate::error::{CoreError, Result};
+use crate::tensor::TensorView;
+use std::collections::BTreeMap;
+
+/// The elements of a [`MatrixRef`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MatrixData<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+impl MatrixData<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            MatrixData::F32(values) => values.len(),
+            MatrixData::F64(values) => values.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A borrowed, row-major `rows × cols` matrix of f32 or f64: one sample per row.
+///
+/// Construction checks the shape (non-empty, `data.len() == rows * cols`); finiteness is
+/// checked where it matters: in full when fitting, and at prediction only for a row whose
+/// score comes out non-finite (a NaN or ±Inf feature always makes the score non-finite),
+/// so clean data pays nothing for the check.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatrixRef<'a> {
+    data: MatrixData<'a>,
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> MatrixRef<'a> {
+    /// Check and wrap `data` as a `rows × cols` row-major matrix. ERR_INVALID_ARGUMENT for
+    /// 0 rows, 0 columns, or a data length other than `rows * cols`.
+    pub fn new(data: MatrixData<'a>, rows: usize, cols: usize) -> Result<Self> {
+        if rows == 0 || cols == 0 {
+            return Err(CoreError::invalid_argument(format!(
+                "x is empty ({rows} rows × {cols} columns); at least one row and one column are needed"
+            )));
+        }
+        let expected = rows.checked_mul(cols).ok_or_else(|| {
+            CoreError::invalid_argument(format!("x of {rows} rows × {cols} columns is too large"))
+        })?;
+        if data.len() != expected {
+            return Err(CoreError::invalid_argument(format!(
+                "x has {} values, but {rows} rows × {cols} columns need {expected}",
+                data.len()
+            )));
+        }
+        Ok(MatrixRef { data, rows, cols })
+    }
+
+    /// Shorthand for [`MatrixRef::new`] over f32 data.
+    pub fn from_f32(data: &'a [f32], rows: usize, cols: usize) -> Result<Self> {
+        MatrixRef::new(MatrixData::F32(data), rows, cols)
+    }
+
+    /// Shorthand for [`MatrixRef::new`] over f64 data.
+    pub fn from_f64(data: &'a [f64], rows: usize, cols: usize) -> Result<Self> {
+        MatrixRef::new(MatrixData::F64(data), rows, cols)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn data(&self) -> MatrixData<'a> {
+        self.data
+    }
+
+    /// Element `(row, col)` widened to f64; `None` out of bounds.
+    pub fn get(&self, row: usize, col: usize) -> Option<f64> {
+        if row >= self.rows || col >= self.cols {
+            return None;
+        }
+        let index = row * self.cols + col;
+        match self.data {
+            MatrixData::F32(values) => values.get(index).map(|&v| f64::from(v)),
+            MatrixData::F64(values) => values.get(index).copied(),
+        }
+    }
+
+    /// ERR_INVALID_ARGUMENT naming the first NaN/±Inf element, if any.
+    pub fn check_finite(&self) -> Result<()> {
+        match self.data {
+            MatrixData::F32(values) => check_finite_rows(values, self.cols, "x"),
+            MatrixData::F64(values) => check_finite_rows(values, self.cols, "x"),
+        }
+    }
+
+    /// ERR_INVALID_ARGUMENT unless the matrix has `n_features` columns.
+    pub(crate) fn check_width(&self, n_features: usize) -> Result<()> {
+        if self.cols != n_features {
+            return Err(CoreError::invalid_argument(format!(
+                "x has {} columns, but the model was fitted with {n_features} features",
+                self.cols
+            )));
+        }
+        Ok(())
+    }
+
+    /// Row `row` widened to f64 and appended to `out` (nothing when out of bounds).
+    pub(crate) fn extend_with_row(&self, row: usize, out: &mut Vec<f64>) {
+        let range = row * self.cols..(row + 1) * self.cols;
+        match self.data {
+            MatrixData::F32(values) => {
+                if let Some(values) = values.get(range) {
+                    out.extend(values.iter().map(|&v| f64::from(v)));
+                }
+            }
+            MatrixData::F64(values) => {
+                if let Some(values) = values.get(range) {
+                    out.extend_from_slice(values);
+                }
+            }
+        }
+    }
+}
+
+/// A feature value: f32 or f64, widened to f64 for arithmetic.
+pub(crate) trait Feature: Copy {
+    fn widen(self) -> f64;
+}
+
+impl Feature for f32 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Feature for f64 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self
+    }
+}
+
+fn check_finite_rows<T: Feature>(values: &[T], cols: usize, what: &str) -> Result<()> {
+    match values.iter().position(|v| !v.widen().is_finite()) {
+        None => Ok(()),
+        Some(index) => {
+            let value = values[index].widen();
+            Err(CoreError::invalid_argument(format!(
+                "{what} contains {} at row {}, column {}",
+                describe_non_finite(value),
+                index / cols.max(1),
+                index % cols.max(1)
+            )))
+        }
+    }
+}
+
+fn describe_non_finite(value: f64) -> &'static str {
+    if value.is_nan() {
+        "NaN"
+    } else if value > 0.0 {
+        "Infinity"
+    } else {
+        "-Infinity"
+    }
+}
+
+/// The error for a row whose score came out non-finite: names the offending element, or,
+/// when every feature is finite, says that the score overflowed.
+pub(crate) fn non_finite_row_error<T: Feature>(row: &[T], row_index: usize) -> CoreError {
+    match row.iter().position(|v| !v.widen().is_finite()) {
+        Some(col) => CoreError::invalid_argument(format!(
+            "x contains {} at row {row_index}, column {col}",
+            describe_non_finite(row[col].widen())
+        )),
+        None => CoreError::invalid_argument(format!(
+            "x row {row_index} is too large: its linear score overflows f64"
+        )),
+    }
+}
+
+/// ERR_INVALID_ARGUMENT unless `y` has one finite value per row of `x`.
+pub(crate) fn check_targets(y: &[f64], rows: usize) -> Result<()> {
+    check_label_count(y.len(), rows)?;
+    match y.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(CoreError::invalid_argument(format!(
+            "y contains {} at index {index}",
+            describe_non_finite(y[index])
+        ))),
+    }
+}
+
+pub(crate) fn check_label_count(len: usize, rows: usize) -> Result<()> {
+    if len != rows {
+        return Err(CoreError::invalid_argument(format!(
+            "y has {len} values, but x has {rows} rows"
+        )));
+    }
+    Ok(())
+}
+
+/// `Σ row[j] · coefficients[j]` in f64.
+///
+/// Eight independent accumulators over contiguous chunks: floating-point addition is not
+/// associative, so the compiler only vectorises a reduction whose lanes are spelt out.
+#[inline]
+pub(crate) fn dot<T: Feature>(row: &[T], coefficients: &[f64]) -> f64 {
+    const LANES: usize = 8;
+    let mut lanes = [0.0f64; LANES];
+    let row_chunks = row.chunks_exact(LANES);
+    let coefficient_chunks = coefficients.chunks_exact(LANES);
+    let tail: f64 = row_chunks
+        .remainder()
+        .iter()
+        .zip(coefficient_chunks.remainder())
+        .map(|(&x, &c)| x.widen() * c)
+        .sum();
+    for (xs, cs) in row_chunks.zip(coefficient_chunks) {
+        // Fixed-size arrays: the compiler sees eight independent lanes and no bounds.
+        let (Ok(xs), Ok(cs)) = (<&[T; LANES]>::try_from(xs), <&[f64; LANES]>::try_from(cs)) else {
+            continue;
+        };
+        for lane in 0..LANES {
+            lanes[lane] += xs[lane].widen() * cs[lane];
+        }
+    }
+    let [a, b, c, d, e, f, g, h] = lanes;
+    ((a + b) + (c + d)) + ((e + f) + (g + h)) + tail
+}
+
+/// Turn `number[][]`-style rows into a row-major buffer: `(data, rows, cols)`.
+/// ERR_INVALID_ARGUMENT for no rows, an empty first row, or a row whose length differs
+/// from the first (naming its index).
+pub fn matrix_from_rows(rows: &[Vec<f64>]) -> Result<(Vec<f64>, usize, usize)> {
+    let first = rows
+        .first()
+        .ok_or_else(|| CoreError::invalid_argument("x has no rows"))?;
+    let cols = first.len();
+    if cols == 0 {
+        return Err(CoreError::invalid_argument("x row 0 is empty"));
+    }
+    let mut data = Vec::with_capacity(rows.len().saturating_mul(cols));
+    for (index, row) in rows.iter().enumerate() {
+        if row.len() != cols {
+            return Err(CoreError::invalid_argument(format!(
+                "x row {index} has {} values, but row 0 has {cols}",
+                row.len()
+            )));
+        }
+        data.extend_from_slice(row);
+    }
+    Ok((data, rows.len(), cols))
+}
+
+/// Either model, for code that loads a model without knowing its class in advance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnyModel {
+    Linear(LinearRegression),
+    Logistic(LogisticRegression),
+}
+
+impl AnyModel {
+    /// Rebuild a model from its `config_json` and its tensors. The class comes from
+    /// `config.model_type`, else from the metadata's `model_type`; an unknown or missing
+    /// one is ERR_INVALID_MODEL. Everything the config states (`n_features`,
+    /// `fit_intercept`, `n_classes`, `classes`, logistic hyperparameters) must agree with
+    /// the tensors.
+    pub fn from_config_and_tensors<'t>(
+        config: &serde_json::Value,
+        get: &dyn Fn(&str) -> Option<TensorView<'t>>,
+        metadata: Option<&BTreeMap<String, String>>,
+    ) -> Result<AnyModel> {
+        let config = persist::ModelConfig::parse(config)?;
+        let model_type = match (
+            &config.model_type,
+            metadata.and_then(|m| m.get("model_type")),
+        ) {
+            (Some(from_config), _) => from_config.clone(),
+            (None, Some(from_metadata)) => from_metadata.clone(),
+            (None, None) => {
+                return Err(CoreError::invalid_model(
+                    "the model config has no model_type (and the file metadata none either)",
+                ))
+            }
+        };
+        match model_type.as_str() {
+            linear::MODEL_TYPE => {
+                let model = LinearRegression::from_tensors(get, metadata)?;
+                Ok(AnyModel::Linear(model.with_config(&config)?))
+            }
+            logistic::MODEL_TYPE => {
+                let model = LogisticRegression::from_tensors(get, metadata)?;
+                Ok(AnyModel::Logistic(model.with_config(&config)?))
+            }
+            other => Err(CoreError::invalid_model(format!(
+                "unknown model_type '{other}'; expected '{}' or '{}'",
+                linear::MODEL_TYPE,
+                logistic::MODEL_TYPE
+            ))),
+        }
+    }
+
+    /// `linear_regression` or `logistic_regression`.
+    pub fn model_type(&self) -> &'static str {
+        match self {
+            AnyModel::Linear(_) => linear::MODEL_TYPE,
+            AnyModel::Logistic(_) => logistic::MODEL_TYPE,
+        }
+    }
+
+    /// Number of f32 values [`AnyModel::predict`] returns per row: 1 for linear
+    /// regression, the number of classes for logistic regression (0 when not fitted).
+    pub fn output_width(&self) -> usize {
+        match self {
+            AnyModel::Linear(_) => 1,
+            AnyModel::Logistic(model) => model.classes().len(),
+        }
+    }
+
+    /// The model's numeric output, row-major: linear regression → the predictions
+    /// (`rows` values); logistic regression → the class probabilities (`rows × n_classes`,
+    /// columns in the order of `classes()`, two columns for a binary model). Labels are
+    /// deliberately not returned here: probabilities carry strictly more information and
+    /// keep the output f32 for both classes of model.
+    pub fn predict(&self, x: MatrixRef<'_>) -> Result<Vec<f32>> {
+        match self {
+            AnyModel::Linear(model) => model.predict(x),
+            AnyModel::Logistic(model) => model.predict_proba(x),
+        }
+    }
+
+    /// [`AnyModel::predict`] into `out` (`rows × output_width()` values).
+    pub fn predict_into(&self, x: MatrixRef<'_>, out: &mut [f32]) -> Result<()> {
+        match self {
+            AnyModel::Linear(model) => model.predict_into(x, out),
+            AnyModel::Logistic(model) => model.predict_proba_into(x, out),
+        }
+    }
+
+    pub fn n_features(&self) -> Option<usize> {
+        match self {
+            AnyModel::Linear(model) => model.n_features(),
+            AnyModel::Logistic(model) => model.n_features(),
+        }
+    }
+
+    pub fn is_fitted(&self) -> bool {
+        match self {
+            AnyModel::Linear(model) => model.is_fitted(),
+            AnyModel::Logistic(model) => model.is_fitted(),
+        }
+    }
+
+    pub fn to_tensors(&self) -> Result<(Vec<TensorView<'static>>, BTreeMap<String, String>)> {
+        match self {
+            AnyModel::Linear(model) => model.to_tensors(),
+            AnyModel::Logistic(model) => model.to_tensors(),
+        }
+    }
+
+    pub fn config_json(&self) -> serde_json::Value {
+        match self {
+            AnyModel::Linear(model) => model.config_json(),
+            AnyModel::Logistic(model) => model.config_json(),
+        }
+    }
+}
+
+impl From<LinearRegression> for AnyModel {
+    fn from(model: LinearRegression) -> Self {
+        AnyModel::Linear(model)
+    }
+}
+
+impl From<LogisticRegression> for AnyModel {
+    fn from(model: LogisticRegression) -> Self {
+        AnyModel::Logistic(model)
+    }
+}
+
+#[cfg(test)]
+mod tests;
