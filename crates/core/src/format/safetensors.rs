@@ -244,6 +244,100 @@ impl Header {
     }
 }
 
+/// Every problem in a file, not only the first: the rules of [`Header::parse`], continued
+/// past a failing tensor wherever the header's structure still allows it. An empty list
+/// means the file is valid. Only the header is read.
+pub fn validate_file(path: &Path) -> Vec<CoreError> {
+    let run = || -> Result<Vec<CoreError>> {
+        let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
+        let file_len = file.metadata().map_err(|e| CoreError::io(e, path))?.len();
+        let mut prefix = [0u8; N_LEN];
+        let got = read_up_to(&file, &mut prefix, 0).map_err(|e| CoreError::io(e, path))?;
+        let json_len = Header::json_len(&prefix[..got], file_len)?;
+        let mut json = vec![0u8; json_len];
+        file.read_exact_at(&mut json, N_LEN as u64).map_err(|e| CoreError::io(e, path))?;
+        Ok(header_problems(&json, file_len))
+    };
+    match run() {
+        Ok(list) => list,
+        Err(e) => vec![e],
+    }
+    .into_iter()
+    .map(|e| e.with_path(path))
+    .collect()
+}
+
+/// See [`validate_file`]; `json` is the header JSON of a file of `file_len` bytes.
+pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
+    let text = match std::str::from_utf8(json) {
+        Ok(t) => t,
+        Err(e) => return vec![CoreError::invalid_header(format!("header is not valid UTF-8: {e}"))],
+    };
+    let raw: RawHeader = match serde_json::from_str(text) {
+        Ok(r) => r,
+        Err(e) => {
+            return vec![CoreError::invalid_header(format!(
+                "header is not a valid SafeTensors JSON header: {e}"
+            ))]
+        }
+    };
+    let mut problems = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut tensors = Vec::new();
+    for entry in raw.entries {
+        let RawEntry::Tensor(name, info) = entry else { continue };
+        if !seen.insert(name.clone()) {
+            problems.push(CoreError::invalid_header(format!("duplicate entry '{name}' in header")).with_tensor(&name));
+            continue;
+        }
+        match DType::from_name(&info.dtype) {
+            Some(dtype) => tensors.push(TensorInfo {
+                name,
+                dtype,
+                shape: info.shape,
+                data_offsets: info.data_offsets,
+            }),
+            None => problems.push(CoreError::invalid_header(format!("unknown dtype '{}'", info.dtype)).with_tensor(&name)),
+        }
+    }
+    tensors.sort_by(|a, b| a.data_offsets.cmp(&b.data_offsets).then_with(|| a.name.cmp(&b.name)));
+    // Check each tensor on its own, resuming after a failure at the tensor's own end.
+    let mut start = 0usize;
+    for t in &tensors {
+        if let Err(e) = validate_layout_from(t, start) {
+            problems.push(e);
+        }
+        start = start.max(t.data_offsets.1);
+    }
+    let data_len = tensors.iter().map(|t| t.data_offsets.1).max().unwrap_or(0) as u64;
+    let have = file_len.saturating_sub(N_LEN as u64 + json.len() as u64);
+    if data_len != have {
+        let what = if data_len > have { "truncated" } else { "has trailing bytes" };
+        problems.push(CoreError::incomplete_file(format!(
+            "data section {what}: tensors cover {data_len} bytes, the file holds {have}"
+        )));
+    }
+    problems
+}
+
+/// The per-tensor rules for one tensor expected to start at `start`.
+fn validate_layout_from(t: &TensorInfo, start: usize) -> Result<()> {
+    let (s, e) = t.data_offsets;
+    if s != start || e < s {
+        let why = if e < s {
+            format!("data_offsets [{s}, {e}] end before they start")
+        } else {
+            format!("data_offsets [{s}, {e}] do not continue from the previous tensor's end ({start})")
+        };
+        return Err(CoreError::invalid_offsets(why).with_tensor(&t.name));
+    }
+    validate_layout(std::slice::from_ref(&TensorInfo {
+        data_offsets: (0, e - s),
+        ..t.clone()
+    }))
+    .map(|_| ())
+}
+
 /// The reference's per-tensor rules, in its order: contiguous offsets, then exact sizes.
 fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
     let mut start = 0usize;
@@ -671,98 +765,144 @@ impl SlicePlan {
 // ---------------------------------------------------------------------------------------
 // Writer.
 
+/// What the writer needs to know of a tensor before its data: name, dtype, shape, size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub byte_len: usize,
+}
+
+impl TensorSpec {
+    /// The spec of a tensor whose data comes later (size from shape and dtype).
+    pub fn new(name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> Result<TensorSpec> {
+        let name = name.into();
+        let byte_len = checked_numel(&shape)
+            .and_then(|n| dtype.byte_len(n))
+            .ok_or_else(|| {
+                CoreError::invalid_argument(format!("shape {shape:?} of {dtype} overflows or does not fill whole bytes"))
+                    .with_tensor(&name)
+            })?;
+        Ok(TensorSpec {
+            name,
+            dtype,
+            shape,
+            byte_len,
+        })
+    }
+
+    fn of(view: &TensorView<'_>) -> TensorSpec {
+        TensorSpec {
+            name: view.name.clone(),
+            dtype: view.dtype,
+            shape: view.shape.clone(),
+            byte_len: view.data.len(),
+        }
+    }
+}
+
 /// The header bytes (length prefix + padded JSON) of the file the reference writer would
-/// produce, and the order in which tensor data must follow.
-pub fn prepare<'v>(
-    tensors: &'v [TensorView<'_>],
-    metadata: Option<&BTreeMap<String, String>>,
-) -> Result<(Vec<u8>, Vec<&'v TensorView<'v>>)> {
-    let mut order: Vec<&TensorView> = tensors.iter().collect();
-    // Descending dtype (the reference's alignment order), then by name.
-    order.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
+/// produce for `specs`, and the order (indices into `specs`) in which their data follows:
+/// dtype descending (the reference's alignment order), then name.
+pub fn header_bytes(specs: &[TensorSpec], metadata: Option<&BTreeMap<String, String>>) -> Result<(Vec<u8>, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&specs[a], &specs[b]);
+        b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name))
+    });
     for pair in order.windows(2) {
-        if pair[0].name == pair[1].name {
-            return Err(CoreError::invalid_argument(format!(
-                "duplicate tensor name '{}'",
-                pair[0].name
-            )));
+        if specs[pair[0]].name == specs[pair[1]].name {
+            return Err(CoreError::invalid_argument(format!("duplicate tensor name '{}'", specs[pair[0]].name)));
         }
     }
     let mut json = String::from("{");
-    let mut first = true;
-    let push_key = |json: &mut String, first: &mut bool, key: &str| {
-        if !*first {
-            json.push(',');
-        }
-        *first = false;
-        json.push_str(&serde_json::to_string(key).unwrap_or_default());
-        json.push(':');
-    };
     if let Some(m) = metadata {
-        push_key(&mut json, &mut first, "__metadata__");
-        json.push_str(
-            &serde_json::to_string(m).map_err(|e| CoreError::invalid_argument(e.to_string()))?,
-        );
+        json.push_str("\"__metadata__\":");
+        json.push_str(&to_json(m)?);
     }
     let mut offset = 0usize;
-    for t in &order {
+    for &i in &order {
+        let t = &specs[i];
         if t.name == "__metadata__" {
-            return Err(CoreError::invalid_argument(
-                "'__metadata__' is reserved and cannot name a tensor",
-            ));
+            return Err(CoreError::invalid_argument("'__metadata__' is reserved and cannot name a tensor"));
         }
-        let n = t.data.len();
-        push_key(&mut json, &mut first, &t.name);
+        if json.len() > 1 {
+            json.push(',');
+        }
+        let end = offset
+            .checked_add(t.byte_len)
+            .ok_or_else(|| CoreError::invalid_argument("total size overflows"))?;
         json.push_str(&format!(
-            "{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
+            "{}:{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{offset},{end}]}}",
+            to_json(&t.name)?,
             t.dtype,
-            serde_json::to_string(&t.shape).unwrap_or_default(),
-            offset,
-            offset + n
+            to_json(&t.shape)?,
         ));
-        offset += n;
+        offset = end;
     }
     json.push('}');
     let padded = json.len().next_multiple_of(N_LEN);
-    let mut header = Vec::with_capacity(N_LEN + padded);
-    header.extend_from_slice(&(padded as u64).to_le_bytes());
-    header.extend_from_slice(json.as_bytes());
-    header.resize(N_LEN + padded, b' ');
     if padded > MAX_HEADER_SIZE {
         return Err(CoreError::invalid_argument(format!(
             "the header would be {padded} bytes, over the format's limit of {MAX_HEADER_SIZE}"
         )));
     }
+    let mut header = Vec::with_capacity(N_LEN + padded);
+    header.extend_from_slice(&(padded as u64).to_le_bytes());
+    header.extend_from_slice(json.as_bytes());
+    header.resize(N_LEN + padded, b' ');
     Ok((header, order))
+}
+
+/// JSON text of a value, exactly as the reference (serde_json, compact) writes it.
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| CoreError::invalid_argument(e.to_string()))
 }
 
 /// Serialize tensors to the bytes of a SafeTensors file, byte-identical to the reference
 /// writer (metadata keys sorted, so the output is deterministic).
-pub fn serialize(
-    tensors: &[TensorView<'_>],
-    metadata: Option<&BTreeMap<String, String>>,
-) -> Result<Vec<u8>> {
-    let (header, order) = prepare(tensors, metadata)?;
-    let total = header.len() + order.iter().map(|t| t.data.len()).sum::<usize>();
+pub fn serialize(tensors: &[TensorView<'_>], metadata: Option<&BTreeMap<String, String>>) -> Result<Vec<u8>> {
+    let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
+    let (header, order) = header_bytes(&specs, metadata)?;
+    let total = header.len() + specs.iter().map(|t| t.byte_len).sum::<usize>();
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&header);
-    for t in order {
-        out.extend_from_slice(&t.data);
+    for i in order {
+        out.extend_from_slice(&tensors[i].data);
     }
     Ok(out)
 }
 
 /// Write tensors to `path` atomically (temporary file in the same directory, then rename).
-pub fn save_file(
+pub fn save_file(path: &Path, tensors: &[TensorView<'_>], metadata: Option<&BTreeMap<String, String>>) -> Result<()> {
+    let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
+    save_streaming(path, &specs, metadata, &mut |i| Ok(Cow::Borrowed(tensors[i].data.as_ref())))
+}
+
+/// Write a file whose tensor data is produced one tensor at a time by `fetch(i)` (an index
+/// into `specs`), so a conversion never holds the whole model in memory twice. Atomic.
+pub fn save_streaming<'d>(
     path: &Path,
-    tensors: &[TensorView<'_>],
+    specs: &[TensorSpec],
     metadata: Option<&BTreeMap<String, String>>,
+    fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
 ) -> Result<()> {
-    let (header, order) = prepare(tensors, metadata).map_err(|e| e.with_path(path))?;
+    let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
     fsutil::write_atomic(path, |out: &mut dyn Write| {
         fsutil::write_all(out, &header, path)?;
-        for t in order {
-            fsutil::write_all(out, &t.data, path)?;
+        for i in order {
+            let spec = &specs[i];
+            let data = fetch(i)?;
+            if data.len() != spec.byte_len {
+                return Err(CoreError::invalid_argument(format!(
+                    "expected {} bytes of data, got {}",
+                    spec.byte_len,
+                    data.len()
+                ))
+                .with_tensor(&spec.name));
+            }
+            fsutil::write_all(out, &data, path)?;
         }
         Ok(())
     })
