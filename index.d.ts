@@ -20,6 +20,48 @@ export interface LoadPretrainedOptions {
   onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
 }
 
+/** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
+export type Matrix = number[][] | { data: Float32Array | Float64Array; rows: number; cols: number }
+
+export interface ConvertOptions {
+  to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
+  /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
+  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
+}
+
+export interface ConvertReport {
+  input: string
+  output: string
+  inputFormat: 'safetensors' | 'sharded-safetensors' | 'model-dir' | 'gguf' | 'mlx'
+  outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
+  tensors: number
+  inputBytes: number
+  outputBytes: number
+  quantization?: string
+}
+
+export interface FileReport {
+  path: string
+  /** 'safetensors' | 'sharded-safetensors' | 'gguf' | 'mlx' (a model directory reports the format of its weights, and its config). */
+  format: string
+  fileSize: number
+  files: string[]
+  numTensors: number
+  numParameters: number
+  metadata: Record<string, unknown> | null
+  config?: Record<string, unknown>
+  /** GGUF tensors report their ggml type name (e.g. 'Q8_0') as dtype. */
+  tensors: Array<{ name: string; dtype: string; shape: number[]; byteLength: number; file?: string }>
+}
+
+export interface ValidationReport {
+  path: string
+  format: string | null
+  ok: boolean
+  errors: Array<{ code: string; message: string; tensor?: string }>
+}
+
 export type TypedArray =
   | Int8Array
   | Uint8Array
@@ -40,6 +82,81 @@ export type TypedArray =
  * can point the loader at a WASI artifact this package does not build itself.
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
+
+/** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
+export declare class LinearRegression {
+  constructor(options?: LinearRegressionOptions | undefined | null)
+  fit(x: Matrix, y: ArrayLike<number>): this
+  predict(x: Matrix): Float32Array
+  /** `predict` off the event loop (for large batches; the input is copied first). */
+  predictAsync(x: Matrix): Promise<Float32Array>
+  /** R² of the predictions. */
+  score(x: Matrix, y: ArrayLike<number>): number
+  get coefficients(): Float32Array
+  get intercept(): number
+  get nFeatures(): number
+  get isFitted(): boolean
+  get fitIntercept(): boolean
+  /**
+   * Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
+   * and the caller's metadata in `__metadata__`.
+   */
+  saveSafetensors(path: string, options?: SaveOptions | undefined | null): void
+  saveSafetensorsAsync(path: string, options?: SaveOptions | undefined | null): Promise<void>
+  /** Load a file written by `saveSafetensors` or by aprender. */
+  static loadSafetensors(path: string): LinearRegression
+  static loadSafetensorsAsync(path: string): Promise<LinearRegression>
+  /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
+  save(dir: string): Promise<void>
+  /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
+  toGguf(path: string, options?: GgufOptions | undefined | null): void
+  /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
+  toOnnx(path: string): void
+}
+
+/**
+ * L2-regularised logistic regression (binary: sigmoid; 3+ classes: multinomial softmax),
+ * the objective of scikit-learn's `LogisticRegression(C=…)`, solved by Newton's method.
+ */
+export declare class LogisticRegression {
+  constructor(options?: LogisticRegressionOptions | undefined | null)
+  /** Fit to integer class labels (any integers; two classes or more). */
+  fit(x: Matrix, y: ArrayLike<number>): this
+  /** Predicted class labels. */
+  predict(x: Matrix): Int32Array
+  /** Class probabilities, rows × classes, row-major (columns in `classes` order). */
+  predictProba(x: Matrix): Float32Array
+  predictAsync(x: Matrix): Promise<Int32Array>
+  predictProbaAsync(x: Matrix): Promise<Float32Array>
+  /** Accuracy. */
+  score(x: Matrix, y: ArrayLike<number>): number
+  /** The class labels, sorted ascending. */
+  get classes(): Int32Array
+  /** Binary: `[nFeatures]`; multiclass: `[nClasses × nFeatures]`, row-major. */
+  get coefficients(): Float32Array
+  /** Binary: one value; multiclass: one per class. */
+  get intercept(): Float32Array
+  get nFeatures(): number
+  get isFitted(): boolean
+  /** Newton iterations of the last fit, and whether it converged within `maxIter`. */
+  get nIter(): number | null
+  get converged(): boolean | null
+  /**
+   * Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
+   * and the caller's metadata in `__metadata__`.
+   */
+  saveSafetensors(path: string, options?: SaveOptions | undefined | null): void
+  saveSafetensorsAsync(path: string, options?: SaveOptions | undefined | null): Promise<void>
+  /** Load a file written by `saveSafetensors` or by aprender. */
+  static loadSafetensors(path: string): LogisticRegression
+  static loadSafetensorsAsync(path: string): Promise<LogisticRegression>
+  /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
+  save(dir: string): Promise<void>
+  /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
+  toGguf(path: string, options?: GgufOptions | undefined | null): void
+  /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
+  toOnnx(path: string): void
+}
 
 /**
  * A pretrained model directory: `config.json` plus weights (`weights.safetensors`,
@@ -64,6 +181,12 @@ export declare class Model {
   tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
   /** Write config.json and the weights to `dir` (atomically per file). */
   save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<void>
+  /**
+   * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
+   * (config.json `model_type`): linear → one value per row; logistic → class
+   * probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
+   */
+  predict(x: Matrix): Float32Array
 }
 
 /**
@@ -99,15 +222,45 @@ export declare class SafeTensorsFile {
   tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
 }
 
+/**
+ * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
+ * `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
+ */
+export declare function convert(input: string, output: string, options: ConvertOptions): Promise<ConvertReport>
+
+export interface ConvertProgress {
+  doneBytes: number
+  totalBytes: number
+}
+
 export interface GetOptions {
   as?: 'native' | 'F32' | 'F64' | 'raw'
   copy?: boolean
+}
+
+export interface GgufOptions {
+  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+}
+
+/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
+export declare function inspect(path: string): Promise<FileReport>
+
+export interface LinearRegressionOptions {
+  fitIntercept?: boolean
 }
 
 /** Open a file and read every tensor. */
 export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
 
 export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+
+export interface LogisticRegressionOptions {
+  fitIntercept?: boolean
+  /** Inverse L2 strength (default 1.0). */
+  c?: number
+  maxIter?: number
+  tol?: number
+}
 
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
@@ -156,3 +309,6 @@ export interface TensorInfo {
   byteLength: number
   numel: number
 }
+
+/** Every problem found in a file or directory (not only the first), with codes. */
+export declare function validate(path: string): Promise<ValidationReport>

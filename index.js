@@ -835,10 +835,15 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.LinearRegression = nativeBinding.LinearRegression
+module.exports.LogisticRegression = nativeBinding.LogisticRegression
 module.exports.Model = nativeBinding.Model
 module.exports.SafeTensorsFile = nativeBinding.SafeTensorsFile
+module.exports.convert = nativeBinding.convert
+module.exports.inspect = nativeBinding.inspect
 module.exports.loadFile = nativeBinding.loadFile
 module.exports.loadFileAsync = nativeBinding.loadFileAsync
 module.exports.saveFile = nativeBinding.saveFile
 module.exports.saveFileAsync = nativeBinding.saveFileAsync
 module.exports.serialize = nativeBinding.serialize
+module.exports.validate = nativeBinding.validate

@@ -1,15 +1,15 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::error::{CoreResult, invalid_argument, OrThrow};
+use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::typed::{to_typed_array, ReadAs, ReadMode, TypedArrayOut};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
+use stcore::format::safetensors::{Backend, SafeTensors, SliceArg, TensorInfo as CoreInfo};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use stcore::format::safetensors::{Backend, SafeTensors, SliceArg, TensorInfo as CoreInfo};
 
 #[napi(object)]
 pub struct OpenOptions {
@@ -28,7 +28,11 @@ pub struct GetOptions {
 impl GetOptions {
     pub fn mode(options: &Option<GetOptions>, default: ReadAs) -> CoreResult<ReadMode> {
         let o = options.as_ref();
-        ReadMode::parse(o.and_then(|o| o.as_.as_deref()), o.and_then(|o| o.copy), default)
+        ReadMode::parse(
+            o.and_then(|o| o.as_.as_deref()),
+            o.and_then(|o| o.copy),
+            default,
+        )
     }
 }
 
@@ -84,7 +88,10 @@ impl TypeName for TensorRecord {
 }
 
 impl ToNapiValue for TensorRecord {
-    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
         let env = Env::from_raw(env);
         let mut obj = Object::new(&env)?;
         for t in val.0 {
@@ -100,13 +107,17 @@ fn parse_backend(options: &Option<OpenOptions>) -> CoreResult<Backend> {
     match options.as_ref().and_then(|o| o.backend.as_deref()) {
         None | Some("mmap") => Ok(Backend::Mmap),
         Some("read") => Ok(Backend::Read),
-        Some(other) => Err(invalid_argument(format!("options.backend must be 'mmap' or 'read', not '{other}'"))),
+        Some(other) => Err(invalid_argument(format!(
+            "options.backend must be 'mmap' or 'read', not '{other}'"
+        ))),
     }
 }
 
 fn open_file(path: &str, backend: CoreResult<Backend>) -> CoreResult<SafeTensorsFile> {
     let inner = SafeTensors::open(Path::new(path), backend?)?;
-    Ok(SafeTensorsFile { inner: Arc::new(inner) })
+    Ok(SafeTensorsFile {
+        inner: Arc::new(inner),
+    })
 }
 
 /// Read one tensor in the requested form.
@@ -141,13 +152,20 @@ pub struct SafeTensorsFile {
 impl SafeTensorsFile {
     /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
     #[napi(factory)]
-    pub fn open(env: Env, path: String, options: Option<OpenOptions>) -> napi::Result<SafeTensorsFile> {
+    pub fn open(
+        env: Env,
+        path: String,
+        options: Option<OpenOptions>,
+    ) -> napi::Result<SafeTensorsFile> {
         open_file(&path, parse_backend(&options)).or_throw(&env)
     }
 
     /// `open` off the event loop.
     #[napi(ts_return_type = "Promise<SafeTensorsFile>")]
-    pub fn open_async(path: String, options: Option<OpenOptions>) -> AsyncTask<CoreTask<SafeTensorsFile>> {
+    pub fn open_async(
+        path: String,
+        options: Option<OpenOptions>,
+    ) -> AsyncTask<CoreTask<SafeTensorsFile>> {
         let backend = parse_backend(&options);
         CoreTask::new(move || open_file(&path, backend))
     }
@@ -156,7 +174,9 @@ impl SafeTensorsFile {
     #[napi(factory)]
     pub fn from_bytes(env: Env, bytes: Uint8Array) -> napi::Result<SafeTensorsFile> {
         SafeTensors::from_bytes(bytes.to_vec())
-            .map(|inner| SafeTensorsFile { inner: Arc::new(inner) })
+            .map(|inner| SafeTensorsFile {
+                inner: Arc::new(inner),
+            })
             .or_throw(&env)
     }
 
@@ -168,13 +188,19 @@ impl SafeTensorsFile {
     /// The `__metadata__` map, or null.
     #[napi(getter)]
     pub fn metadata(&self) -> Option<HashMap<String, String>> {
-        self.inner.metadata().map(|m| m.clone().into_iter().collect())
+        self.inner
+            .metadata()
+            .map(|m| m.clone().into_iter().collect())
     }
 
     /// Tensor names in data-offset order.
     #[napi(getter)]
     pub fn tensor_names(&self) -> Vec<String> {
-        self.inner.tensors().iter().map(|t| t.name.clone()).collect()
+        self.inner
+            .tensors()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     #[napi(getter)]
@@ -199,14 +225,23 @@ impl SafeTensorsFile {
     }
 
     #[napi]
-    pub fn get_tensor(&self, env: Env, name: String, options: Option<GetOptions>) -> napi::Result<Tensor> {
+    pub fn get_tensor(
+        &self,
+        env: Env,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> napi::Result<Tensor> {
         GetOptions::mode(&options, ReadAs::Native)
             .and_then(|mode| read_tensor(&self.inner, &name, mode))
             .or_throw(&env)
     }
 
     #[napi(ts_return_type = "Promise<Tensor>")]
-    pub fn get_tensor_async(&self, name: String, options: Option<GetOptions>) -> AsyncTask<CoreTask<Tensor>> {
+    pub fn get_tensor_async(
+        &self,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> AsyncTask<CoreTask<Tensor>> {
         let st = Arc::clone(&self.inner);
         let mode = GetOptions::mode(&options, ReadAs::Native);
         CoreTask::new(move || read_tensor(&st, &name, mode?))
@@ -214,7 +249,9 @@ impl SafeTensorsFile {
 
     /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
     /// (which drops the dimension), or null for all of it. Negative values count from the end.
-    #[napi(ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions")]
+    #[napi(
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
+    )]
     pub fn get_slice(
         &self,
         env: Env,
@@ -224,7 +261,10 @@ impl SafeTensorsFile {
     ) -> napi::Result<Tensor> {
         let run = || -> CoreResult<Tensor> {
             let mode = GetOptions::mode(&options, ReadAs::Native)?;
-            let args = ranges.iter().map(slice_arg).collect::<CoreResult<Vec<_>>>()?;
+            let args = ranges
+                .iter()
+                .map(slice_arg)
+                .collect::<CoreResult<Vec<_>>>()?;
             let (shape, bytes) = self.inner.slice(&name, &args)?;
             let info = self.inner.info(&name)?;
             let data = to_typed_array(info.dtype, bytes, mode)?;
@@ -256,7 +296,9 @@ impl SafeTensorsFile {
 
 fn integer(v: f64, what: &str) -> CoreResult<i64> {
     if v.fract() != 0.0 || !v.is_finite() || v.abs() > 9007199254740991.0 {
-        return Err(invalid_argument(format!("{what} must be an integer, got {v}")));
+        return Err(invalid_argument(format!(
+            "{what} must be an integer, got {v}"
+        )));
     }
     Ok(v as i64)
 }
@@ -265,9 +307,10 @@ fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
     Ok(match r {
         None => SliceArg::Full,
         Some(Either::B(i)) => SliceArg::Index(integer(*i, "a slice index")?),
-        Some(Either::A(pair)) if pair.len() == 2 => {
-            SliceArg::Range(integer(pair[0], "a slice start")?, integer(pair[1], "a slice stop")?)
-        }
+        Some(Either::A(pair)) if pair.len() == 2 => SliceArg::Range(
+            integer(pair[0], "a slice start")?,
+            integer(pair[1], "a slice stop")?,
+        ),
         Some(Either::A(_)) => return Err(invalid_argument("a slice range must be [start, stop]")),
     })
 }
@@ -279,12 +322,19 @@ fn load_all(path: &str, mode: CoreResult<ReadMode>) -> CoreResult<TensorRecord> 
 
 /// Open a file and read every tensor.
 #[napi(ts_return_type = "Record<string, Tensor>")]
-pub fn load_file(env: Env, path: String, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
+pub fn load_file(
+    env: Env,
+    path: String,
+    options: Option<GetOptions>,
+) -> napi::Result<TensorRecord> {
     load_all(&path, GetOptions::mode(&options, ReadAs::Native)).or_throw(&env)
 }
 
 #[napi(ts_return_type = "Promise<Record<string, Tensor>>")]
-pub fn load_file_async(path: String, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
+pub fn load_file_async(
+    path: String,
+    options: Option<GetOptions>,
+) -> AsyncTask<CoreTask<TensorRecord>> {
     let mode = GetOptions::mode(&options, ReadAs::Native);
     CoreTask::new(move || load_all(&path, mode))
 }

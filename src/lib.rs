@@ -3,9 +3,11 @@
 
 #![deny(clippy::all)]
 
+mod convert;
 mod error;
 mod file;
 mod model;
+mod models;
 mod tasks;
 mod typed;
 mod write;

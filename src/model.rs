@@ -2,15 +2,16 @@
 
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::tasks::CoreTask;
+use crate::models::matrix_arg;
+use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
+use stcore::models::AnyModel;
 use stcore::pretrained::{LoadProgress, ModelDir, SaveOptions};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 #[napi(object)]
 pub struct ProgressEvent {
@@ -101,6 +102,8 @@ fn progress_callback<'a>(options: &Option<Object<'a>>) -> CoreResult<Option<Prog
 pub struct Model {
     inner: Arc<ModelDir>,
     default_as: ReadAs,
+    /// The classical model the directory holds, built on first `predict`.
+    predictor: OnceLock<CoreResult<AnyModel>>,
 }
 
 #[napi]
@@ -117,42 +120,19 @@ impl Model {
         // Bad options reject the promise (like every other failure) rather than throw.
         let default_as = default_as(&options);
         let callback = progress_callback(&options);
-        let tsfn = match &callback {
-            Ok(Some(f)) => Some(
-                f.build_threadsafe_function()
-                    .callee_handled::<false>()
-                    .weak::<false>()
-                    .build()?,
-            ),
-            _ => None,
+        let (sink, callback_ok) = match callback {
+            Ok(f) => (ProgressSink::new(f)?, Ok(())),
+            Err(e) => (None, Err(e)),
         };
-        let callback_ok = callback.map(|_| ());
         Ok(CoreTask::new(move || {
             callback_ok?;
             let default_as = default_as?;
             let inner = ModelDir::open(Path::new(&dir), &mut |p| {
-                if let Some(f) = &tsfn {
-                    // Wait until JS has run the callback, so every progress event is
-                    // delivered before the promise settles (a bounded wait: a closing
-                    // environment drops the callback and ends the wait at once).
-                    let (done, wait) = std::sync::mpsc::channel::<()>();
-                    let status = f.call_with_return_value(
-                        ProgressEvent::from(p),
-                        ThreadsafeFunctionCallMode::Blocking,
-                        move |_: napi::Result<()>, _| {
-                            let _ = done.send(());
-                            Ok(())
-                        },
-                    );
-                    if status == napi::Status::Ok {
-                        let _ = wait.recv_timeout(std::time::Duration::from_secs(30));
-                    }
+                if let Some(sink) = &sink {
+                    sink.send(ProgressEvent::from(p));
                 }
             })?;
-            Ok(Model {
-                inner: Arc::new(inner),
-                default_as,
-            })
+            Ok(Model::new(inner, default_as))
         }))
     }
 
@@ -177,10 +157,7 @@ impl Model {
         if let Some(e) = callback_error {
             return Err(e);
         }
-        Ok(Model {
-            inner: Arc::new(inner),
-            default_as,
-        })
+        Ok(Model::new(inner, default_as))
     }
 
     #[napi(getter)]
@@ -267,6 +244,36 @@ impl Model {
         let inner = Arc::clone(&self.inner);
         let options = save_options(&options);
         CoreTask::new(move || inner.save(Path::new(&dir), &options?).map(|_| ()))
+    }
+}
+
+impl Model {
+    fn new(inner: ModelDir, default_as: ReadAs) -> Model {
+        Model {
+            inner: Arc::new(inner),
+            default_as,
+            predictor: OnceLock::new(),
+        }
+    }
+}
+
+#[napi]
+impl Model {
+    /// Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
+    /// (config.json `model_type`): linear → one value per row; logistic → class
+    /// probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
+    #[napi(ts_args_type = "x: Matrix")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
+        let run = || {
+            let model = self
+                .predictor
+                .get_or_init(|| AnyModel::from_model_dir(&self.inner))
+                .as_ref()
+                .map_err(Clone::clone)?;
+            let x = matrix_arg(&x)?;
+            model.predict(x.as_ref()?)
+        };
+        run().map(Float32Array::new).or_throw(&env)
     }
 }
 

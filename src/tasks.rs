@@ -44,7 +44,10 @@ impl<T: Send + ToNapiValue + TypeName + 'static> Task for CoreTask<T> {
                 Err(napi::Error::from_reason(reason))
             }
             Err(_) => {
-                let e = CoreError::new(stcore::ErrorKind::Io, "internal error (panic) in safetensors-node");
+                let e = CoreError::new(
+                    stcore::ErrorKind::Io,
+                    "internal error (panic) in safetensors-node",
+                );
                 self.failure = Some(e);
                 Err(napi::Error::from_reason("panic"))
             }
@@ -59,6 +62,42 @@ impl<T: Send + ToNapiValue + TypeName + 'static> Task for CoreTask<T> {
         match self.failure.take() {
             Some(e) => Err(to_js(&env, &e)),
             None => Err(err),
+        }
+    }
+}
+
+/// A JS progress callback that worker threads can call. Each call waits until JS has run
+/// the callback, so every event is delivered before the task's promise settles (the wait is
+/// bounded: a closing environment drops the callback, which ends it at once).
+pub struct ProgressSink<T: 'static + ToNapiValue> {
+    tsfn: napi::threadsafe_function::ThreadsafeFunction<T, (), T, napi::Status, false>,
+}
+
+impl<T: 'static + ToNapiValue + JsValuesTupleIntoVec> ProgressSink<T> {
+    pub fn new(callback: Option<Function<'_, T, ()>>) -> napi::Result<Option<Self>> {
+        callback
+            .map(|f| {
+                f.build_threadsafe_function()
+                    .callee_handled::<false>()
+                    .weak::<false>()
+                    .build()
+                    .map(|tsfn| ProgressSink { tsfn })
+            })
+            .transpose()
+    }
+
+    pub fn send(&self, event: T) {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let status = self.tsfn.call_with_return_value(
+            event,
+            napi::threadsafe_function::ThreadsafeFunctionCallMode::Blocking,
+            move |_: napi::Result<()>, _| {
+                let _ = done.send(());
+                Ok(())
+            },
+        );
+        if status == napi::Status::Ok {
+            let _ = wait.recv_timeout(std::time::Duration::from_secs(30));
         }
     }
 }

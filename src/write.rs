@@ -1,15 +1,15 @@
 //! `saveFile`, `saveFileAsync`, `serialize`: JS tensors → SafeTensors bytes.
 
-use crate::error::{CoreResult, invalid_argument, OrThrow};
+use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use std::collections::BTreeMap;
-use std::path::Path;
 use stcore::cast;
 use stcore::format::safetensors;
 use stcore::{CoreError, DType, TensorView};
+use std::collections::BTreeMap;
+use std::path::Path;
 
 #[napi(object, object_to_js = false)]
 pub struct SaveOptions {
@@ -32,12 +32,14 @@ pub fn string_map(value: &serde_json::Value, what: &str) -> CoreResult<BTreeMap<
     map.iter()
         .map(|(k, v)| match v {
             serde_json::Value::String(s) => Ok((k.clone(), s.clone())),
-            other => Err(invalid_argument(format!("{what}['{k}'] must be a string, got {other}"))),
+            other => Err(invalid_argument(format!(
+                "{what}['{k}'] must be a string, got {other}"
+            ))),
         })
         .collect()
 }
 
-fn natural_dtype(t: TypedArrayType) -> CoreResult<DType> {
+pub fn natural_dtype(t: TypedArrayType) -> CoreResult<DType> {
     Ok(match t {
         TypedArrayType::Int8 => DType::I8,
         TypedArrayType::Uint8 | TypedArrayType::Uint8Clamped => DType::U8,
@@ -49,7 +51,11 @@ fn natural_dtype(t: TypedArrayType) -> CoreResult<DType> {
         TypedArrayType::Float64 => DType::F64,
         TypedArrayType::BigInt64 => DType::I64,
         TypedArrayType::BigUint64 => DType::U64,
-        other => return Err(invalid_argument(format!("unsupported typed array type {other:?}"))),
+        other => {
+            return Err(invalid_argument(format!(
+                "unsupported typed array type {other:?}"
+            )))
+        }
     })
 }
 
@@ -64,7 +70,10 @@ fn shape_arg(values: &[f64], name: &str) -> CoreResult<Vec<usize>> {
             if d.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&d) {
                 Ok(d as usize)
             } else {
-                Err(invalid_argument(format!("shape entries must be non-negative integers, got {d}")).with_tensor(name))
+                Err(invalid_argument(format!(
+                    "shape entries must be non-negative integers, got {d}"
+                ))
+                .with_tensor(name))
             }
         })
         .collect()
@@ -75,11 +84,17 @@ fn shape_arg(values: &[f64], name: &str) -> CoreResult<Vec<usize>> {
 fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>> {
     let err = napi_arg(name);
     let dtype: Option<String> = entry.get_named_property("dtype").map_err(&err)?;
-    let target = dtype.as_deref().map(DType::parse_arg).transpose().map_err(|e| e.with_tensor(name))?;
+    let target = dtype
+        .as_deref()
+        .map(DType::parse_arg)
+        .transpose()
+        .map_err(|e| e.with_tensor(name))?;
     let shape: Vec<f64> = entry
         .get_named_property::<Option<Vec<f64>>>("shape")
         .map_err(&err)?
-        .ok_or_else(|| invalid_argument("missing shape (an array of integers)").with_tensor(name))?;
+        .ok_or_else(|| {
+            invalid_argument("missing shape (an array of integers)").with_tensor(name)
+        })?;
     let shape = shape_arg(&shape, name)?;
     let data: Unknown = entry.get_named_property("data").map_err(&err)?;
     let (dtype, bytes) = if data.is_typedarray().map_err(&err)? {
@@ -87,18 +102,33 @@ fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>
         let array: TypedArray<'a> = unsafe { data.cast() }.map_err(&err)?;
         let src = natural_dtype(array.typed_array_type).map_err(|e| e.with_tensor(name))?;
         // SAFETY: the view's bytes stay valid for this synchronous call; they are only read.
-        let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(array.arraybuffer.as_ptr(), array.arraybuffer.len()) };
+        let bytes: &'a [u8] = unsafe {
+            std::slice::from_raw_parts(array.arraybuffer.as_ptr(), array.arraybuffer.len())
+        };
         let dtype = target.unwrap_or(src);
-        (dtype, cast::convert_bytes(src, bytes, dtype).map_err(|e| e.with_tensor(name))?)
+        (
+            dtype,
+            cast::convert_bytes(src, bytes, dtype).map_err(|e| e.with_tensor(name))?,
+        )
     } else if data.is_dataview().map_err(&err)? {
-        return Err(invalid_argument("DataView data is not supported; pass a Uint8Array of the raw bytes").with_tensor(name));
+        return Err(invalid_argument(
+            "DataView data is not supported; pass a Uint8Array of the raw bytes",
+        )
+        .with_tensor(name));
     } else if data.is_array().map_err(&err)? {
         // SAFETY: checked to be an array just above.
         let values: Vec<f64> = unsafe { data.cast() }.map_err(&err)?;
         let dtype = target.unwrap_or(DType::F32);
-        (dtype, std::borrow::Cow::Owned(cast::encode_f64(&values, dtype).map_err(|e| e.with_tensor(name))?))
+        (
+            dtype,
+            std::borrow::Cow::Owned(
+                cast::encode_f64(&values, dtype).map_err(|e| e.with_tensor(name))?,
+            ),
+        )
     } else {
-        return Err(invalid_argument("data must be a typed array or an array of numbers").with_tensor(name));
+        return Err(
+            invalid_argument("data must be a typed array or an array of numbers").with_tensor(name),
+        );
     };
     TensorView::new(name, dtype, shape, bytes)
 }
@@ -108,9 +138,10 @@ pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>
     let names = Object::keys(tensors).map_err(|e| invalid_argument(e.reason.clone()))?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let entry: Object<'a> = tensors
-            .get_named_property(&name)
-            .map_err(|_| invalid_argument("each tensor must be an object {dtype?, shape, data}").with_tensor(&name))?;
+        let entry: Object<'a> = tensors.get_named_property(&name).map_err(|_| {
+            invalid_argument("each tensor must be an object {dtype?, shape, data}")
+                .with_tensor(&name)
+        })?;
         out.push(tensor_input(&name, &entry)?);
     }
     Ok(out)
@@ -118,7 +149,12 @@ pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>
 
 /// Write tensors to a SafeTensors file, atomically.
 #[napi(ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions")]
-pub fn save_file(env: Env, path: String, tensors: Object, options: Option<SaveOptions>) -> napi::Result<()> {
+pub fn save_file(
+    env: Env,
+    path: String,
+    tensors: Object,
+    options: Option<SaveOptions>,
+) -> napi::Result<()> {
     let run = || {
         let views = tensor_inputs(&tensors)?;
         safetensors::save_file(Path::new(&path), &views, metadata_arg(&options)?.as_ref())
@@ -142,7 +178,9 @@ pub fn save_file_async(
         .map(|v| v.into_iter().map(TensorView::into_owned).collect())
         .or_throw(&env)?;
     let metadata = metadata_arg(&options).or_throw(&env)?;
-    Ok(CoreTask::new(move || safetensors::save_file(Path::new(&path), &views, metadata.as_ref())))
+    Ok(CoreTask::new(move || {
+        safetensors::save_file(Path::new(&path), &views, metadata.as_ref())
+    }))
 }
 
 /// The bytes of a SafeTensors file holding `tensors`.
@@ -154,4 +192,3 @@ pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> nap
     };
     run().map(Buffer::from).or_throw(&env)
 }
-

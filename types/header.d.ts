@@ -19,3 +19,45 @@ export interface LoadPretrainedOptions {
   /** Called as each weight file is opened or parsed (at least once per file). */
   onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
 }
+
+/** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
+export type Matrix = number[][] | { data: Float32Array | Float64Array; rows: number; cols: number }
+
+export interface ConvertOptions {
+  to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
+  /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
+  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
+}
+
+export interface ConvertReport {
+  input: string
+  output: string
+  inputFormat: 'safetensors' | 'sharded-safetensors' | 'model-dir' | 'gguf' | 'mlx'
+  outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
+  tensors: number
+  inputBytes: number
+  outputBytes: number
+  quantization?: string
+}
+
+export interface FileReport {
+  path: string
+  /** 'safetensors' | 'sharded-safetensors' | 'gguf' | 'mlx' (a model directory reports the format of its weights, and its config). */
+  format: string
+  fileSize: number
+  files: string[]
+  numTensors: number
+  numParameters: number
+  metadata: Record<string, unknown> | null
+  config?: Record<string, unknown>
+  /** GGUF tensors report their ggml type name (e.g. 'Q8_0') as dtype. */
+  tensors: Array<{ name: string; dtype: string; shape: number[]; byteLength: number; file?: string }>
+}
+
+export interface ValidationReport {
+  path: string
+  format: string | null
+  ok: boolean
+  errors: Array<{ code: string; message: string; tensor?: string }>
+}

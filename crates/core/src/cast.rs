@@ -590,7 +590,7 @@ mod tests {
         assert_eq!(f16_bits_to_f32_ref(0xFC00), f32::NEG_INFINITY);
         assert!(f16_bits_to_f32_ref(0x7E00).is_nan());
         assert_eq!(f16_bits_to_f32_ref(0x8000).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(f16_bits_to_f32_ref(0x3555), 0.333251953125);
+        assert_eq!(f16_bits_to_f32_ref(0x3555), 0.33325195);
     }
 
     #[test]

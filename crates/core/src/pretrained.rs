@@ -76,8 +76,10 @@ struct ShardIndex {
 pub fn safe_join(dir: &Path, name: &str) -> Result<PathBuf> {
     let rel = Path::new(name);
     let unsafe_path = || {
-        CoreError::unsafe_path(format!("'{name}' is not a plain path inside the model directory"))
-            .with_path(dir)
+        CoreError::unsafe_path(format!(
+            "'{name}' is not a plain path inside the model directory"
+        ))
+        .with_path(dir)
     };
     if name.is_empty()
         || rel.is_absolute()
@@ -112,12 +114,17 @@ impl ModelDir {
             return Err(CoreError::invalid_argument("not a directory").with_path(dir));
         }
         let config_path = dir.join(CONFIG_FILE);
-        let config_text = std::fs::read(&config_path).map_err(|e| CoreError::io(e, &config_path))?;
+        let config_text =
+            std::fs::read(&config_path).map_err(|e| CoreError::io(e, &config_path))?;
         let config: serde_json::Value = serde_json::from_slice(&config_text).map_err(|e| {
-            CoreError::invalid_model(format!("config.json is not valid JSON: {e}")).with_path(&config_path)
+            CoreError::invalid_model(format!("config.json is not valid JSON: {e}"))
+                .with_path(&config_path)
         })?;
         if !config.is_object() {
-            return Err(CoreError::invalid_model("config.json must hold a JSON object").with_path(&config_path));
+            return Err(
+                CoreError::invalid_model("config.json must hold a JSON object")
+                    .with_path(&config_path),
+            );
         }
 
         for name in SINGLE_FILES {
@@ -130,7 +137,13 @@ impl ModelDir {
                     loaded_bytes: total,
                     total_bytes: total,
                 });
-                return ModelDir::assemble(dir, config, WeightFormat::SafeTensors, vec![name.to_string()], vec![source]);
+                return ModelDir::assemble(
+                    dir,
+                    config,
+                    WeightFormat::SafeTensors,
+                    vec![name.to_string()],
+                    vec![source],
+                );
             }
         }
         let index_path = dir.join(INDEX_FILE);
@@ -147,16 +160,36 @@ impl ModelDir {
                 })
             })?;
             // Serve MLX tensors through the same engine: an in-memory SafeTensors buffer.
-            let bytes = st::serialize(&weights.tensors, weights.metadata.as_ref()).map_err(|e| e.with_path(&mlx_path))?;
+            let bytes = st::serialize(&weights.tensors, weights.metadata.as_ref())
+                .map_err(|e| e.with_path(&mlx_path))?;
             drop(weights);
             let source = SafeTensors::from_bytes(bytes).map_err(|e| e.with_path(&mlx_path))?;
-            return ModelDir::assemble(dir, config, WeightFormat::Mlx, vec![MLX_FILE.to_string()], vec![source]);
+            return ModelDir::assemble(
+                dir,
+                config,
+                WeightFormat::Mlx,
+                vec![MLX_FILE.to_string()],
+                vec![source],
+            );
         }
         Err(CoreError::no_weights(format!(
             "no weight file found; looked for {}, {}, {} and {}",
             SINGLE_FILES[0], SINGLE_FILES[1], INDEX_FILE, MLX_FILE
         ))
         .with_path(dir))
+    }
+
+    /// Open the shards of a `*.index.json` on its own (no config.json needed): for
+    /// inspection and conversion of a sharded checkpoint.
+    pub fn open_index(
+        index_path: &Path,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<ModelDir> {
+        let dir = index_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        ModelDir::open_sharded(dir, serde_json::json!({}), index_path, progress)
     }
 
     fn open_sharded(
@@ -167,20 +200,28 @@ impl ModelDir {
     ) -> Result<ModelDir> {
         let text = std::fs::read(index_path).map_err(|e| CoreError::io(e, index_path))?;
         let index: ShardIndex = serde_json::from_slice(&text).map_err(|e| {
-            CoreError::invalid_model(format!("not a valid sharded index ({{\"weight_map\": {{tensor: file}}}}): {e}"))
-                .with_path(index_path)
+            CoreError::invalid_model(format!(
+                "not a valid sharded index ({{\"weight_map\": {{tensor: file}}}}): {e}"
+            ))
+            .with_path(index_path)
         })?;
         // Shards in file-name order (model-00001-of-…, model-00002-of-…), each once.
         let shard_names: std::collections::BTreeSet<&String> = index.weight_map.values().collect();
         let pairs: Vec<(String, PathBuf)> = shard_names
             .into_iter()
-            .map(|name| Ok((name.clone(), safe_join(dir, name).map_err(|e| e.with_path(index_path))?)))
+            .map(|name| {
+                Ok((
+                    name.clone(),
+                    safe_join(dir, name).map_err(|e| e.with_path(index_path))?,
+                ))
+            })
             .collect::<Result<_>>()?;
         let mut total = 0u64;
         for (_, p) in &pairs {
             total += file_size(p).map_err(|e| {
                 if e.code() == "ERR_NOT_FOUND" {
-                    CoreError::invalid_model(format!("shard listed in {INDEX_FILE} is missing")).with_path(p)
+                    CoreError::invalid_model(format!("shard listed in {INDEX_FILE} is missing"))
+                        .with_path(p)
                 } else {
                     e
                 }
@@ -191,8 +232,16 @@ impl ModelDir {
         for (name, path) in &pairs {
             let source = SafeTensors::open(path, Backend::Mmap).map_err(|e| {
                 let shard = e.path().unwrap_or_default().to_string();
-                let mut err = CoreError::invalid_model(format!("shard '{name}' failed validation: [{}] {}", e.code(), e.detail()))
-                    .with_path(if shard.is_empty() { path.display().to_string() } else { shard });
+                let mut err = CoreError::invalid_model(format!(
+                    "shard '{name}' failed validation: [{}] {}",
+                    e.code(),
+                    e.detail()
+                ))
+                .with_path(if shard.is_empty() {
+                    path.display().to_string()
+                } else {
+                    shard
+                });
                 if let Some(t) = e.tensor() {
                     err = err.with_tensor(t);
                 }
@@ -210,14 +259,25 @@ impl ModelDir {
         // Every tensor the index lists must be in the shard it names.
         for (tensor, file) in &index.weight_map {
             let i = files.iter().position(|f| f == file).unwrap_or(usize::MAX);
-            if sources.get(i).is_none_or(|s| s.header().get(tensor).is_none()) {
-                return Err(CoreError::invalid_model(format!("{INDEX_FILE} places this tensor in '{file}', which does not hold it"))
-                    .with_tensor(tensor)
-                    .with_path(dir.join(file)));
+            if sources
+                .get(i)
+                .is_none_or(|s| s.header().get(tensor).is_none())
+            {
+                return Err(CoreError::invalid_model(format!(
+                    "{INDEX_FILE} places this tensor in '{file}', which does not hold it"
+                ))
+                .with_tensor(tensor)
+                .with_path(dir.join(file)));
             }
         }
         // Tensors in a shard but absent from the index are served too (as loaders do).
-        ModelDir::assemble(dir, config, WeightFormat::ShardedSafeTensors, files, sources)
+        ModelDir::assemble(
+            dir,
+            config,
+            WeightFormat::ShardedSafeTensors,
+            files,
+            sources,
+        )
     }
 
     fn assemble(
@@ -271,7 +331,10 @@ impl ModelDir {
         self.order.iter().map(|(n, _)| n.as_str())
     }
     pub fn num_parameters(&self) -> u64 {
-        self.sources.iter().map(|s| s.header().num_parameters()).sum()
+        self.sources
+            .iter()
+            .map(|s| s.header().num_parameters())
+            .sum()
     }
 
     /// The source holding `name`, or ERR_NOT_FOUND.
@@ -279,7 +342,11 @@ impl ModelDir {
         self.lookup
             .get(name)
             .and_then(|&i| self.sources.get(i))
-            .ok_or_else(|| CoreError::not_found("no such tensor in the model").with_tensor(name).with_path(&self.dir))
+            .ok_or_else(|| {
+                CoreError::not_found("no such tensor in the model")
+                    .with_tensor(name)
+                    .with_path(&self.dir)
+            })
     }
 
     pub fn info(&self, name: &str) -> Result<&TensorInfo> {
@@ -338,14 +405,21 @@ pub fn save_model_dir(
         match options.max_shard_bytes {
             Some(max) if total > max => save_shards(dir, tensors, max, options.metadata.as_ref())?,
             _ => {
-                st::save_file(&dir.join(SINGLE_FILES[0]), tensors, options.metadata.as_ref())?;
+                st::save_file(
+                    &dir.join(SINGLE_FILES[0]),
+                    tensors,
+                    options.metadata.as_ref(),
+                )?;
                 vec![SINGLE_FILES[0].to_string()]
             }
         }
     };
     let config_path = dir.join(CONFIG_FILE);
-    let text = serde_json::to_string_pretty(config).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
-    fsutil::write_atomic(&config_path, |out| fsutil::write_all(out, text.as_bytes(), &config_path))?;
+    let text = serde_json::to_string_pretty(config)
+        .map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+    fsutil::write_atomic(&config_path, |out| {
+        fsutil::write_all(out, text.as_bytes(), &config_path)
+    })?;
     remove_stale_weights(dir, &written)?;
     Ok(written)
 }
@@ -401,7 +475,8 @@ fn save_shards(
         "weight_map": weight_map,
     });
     let path = dir.join(INDEX_FILE);
-    let text = serde_json::to_string_pretty(&index).map_err(|e| CoreError::invalid_argument(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&index)
+        .map_err(|e| CoreError::invalid_argument(e.to_string()))?;
     fsutil::write_atomic(&path, |out| fsutil::write_all(out, text.as_bytes(), &path))?;
     let mut all = files;
     all.push(INDEX_FILE.to_string());
@@ -416,7 +491,9 @@ fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<()> {
         let is_weight = SINGLE_FILES.contains(&name.as_str())
             || name == INDEX_FILE
             || name == MLX_FILE
-            || (name.starts_with("model-") && name.contains("-of-") && name.ends_with(".safetensors"));
+            || (name.starts_with("model-")
+                && name.contains("-of-")
+                && name.ends_with(".safetensors"));
         if is_weight && !written.contains(&name) {
             std::fs::remove_file(entry.path()).map_err(|e| CoreError::io(e, entry.path()))?;
         }

@@ -255,7 +255,8 @@ pub fn validate_file(path: &Path) -> Vec<CoreError> {
         let got = read_up_to(&file, &mut prefix, 0).map_err(|e| CoreError::io(e, path))?;
         let json_len = Header::json_len(&prefix[..got], file_len)?;
         let mut json = vec![0u8; json_len];
-        file.read_exact_at(&mut json, N_LEN as u64).map_err(|e| CoreError::io(e, path))?;
+        file.read_exact_at(&mut json, N_LEN as u64)
+            .map_err(|e| CoreError::io(e, path))?;
         Ok(header_problems(&json, file_len))
     };
     match run() {
@@ -271,7 +272,11 @@ pub fn validate_file(path: &Path) -> Vec<CoreError> {
 pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
     let text = match std::str::from_utf8(json) {
         Ok(t) => t,
-        Err(e) => return vec![CoreError::invalid_header(format!("header is not valid UTF-8: {e}"))],
+        Err(e) => {
+            return vec![CoreError::invalid_header(format!(
+                "header is not valid UTF-8: {e}"
+            ))]
+        }
     };
     let raw: RawHeader = match serde_json::from_str(text) {
         Ok(r) => r,
@@ -285,9 +290,14 @@ pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
     let mut seen = std::collections::HashSet::new();
     let mut tensors = Vec::new();
     for entry in raw.entries {
-        let RawEntry::Tensor(name, info) = entry else { continue };
+        let RawEntry::Tensor(name, info) = entry else {
+            continue;
+        };
         if !seen.insert(name.clone()) {
-            problems.push(CoreError::invalid_header(format!("duplicate entry '{name}' in header")).with_tensor(&name));
+            problems.push(
+                CoreError::invalid_header(format!("duplicate entry '{name}' in header"))
+                    .with_tensor(&name),
+            );
             continue;
         }
         match DType::from_name(&info.dtype) {
@@ -297,10 +307,17 @@ pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
                 shape: info.shape,
                 data_offsets: info.data_offsets,
             }),
-            None => problems.push(CoreError::invalid_header(format!("unknown dtype '{}'", info.dtype)).with_tensor(&name)),
+            None => problems.push(
+                CoreError::invalid_header(format!("unknown dtype '{}'", info.dtype))
+                    .with_tensor(&name),
+            ),
         }
     }
-    tensors.sort_by(|a, b| a.data_offsets.cmp(&b.data_offsets).then_with(|| a.name.cmp(&b.name)));
+    tensors.sort_by(|a, b| {
+        a.data_offsets
+            .cmp(&b.data_offsets)
+            .then_with(|| a.name.cmp(&b.name))
+    });
     // Check each tensor on its own, resuming after a failure at the tensor's own end.
     let mut start = 0usize;
     for t in &tensors {
@@ -312,7 +329,11 @@ pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
     let data_len = tensors.iter().map(|t| t.data_offsets.1).max().unwrap_or(0) as u64;
     let have = file_len.saturating_sub(N_LEN as u64 + json.len() as u64);
     if data_len != have {
-        let what = if data_len > have { "truncated" } else { "has trailing bytes" };
+        let what = if data_len > have {
+            "truncated"
+        } else {
+            "has trailing bytes"
+        };
         problems.push(CoreError::incomplete_file(format!(
             "data section {what}: tensors cover {data_len} bytes, the file holds {have}"
         )));
@@ -327,7 +348,9 @@ fn validate_layout_from(t: &TensorInfo, start: usize) -> Result<()> {
         let why = if e < s {
             format!("data_offsets [{s}, {e}] end before they start")
         } else {
-            format!("data_offsets [{s}, {e}] do not continue from the previous tensor's end ({start})")
+            format!(
+                "data_offsets [{s}, {e}] do not continue from the previous tensor's end ({start})"
+            )
         };
         return Err(CoreError::invalid_offsets(why).with_tensor(&t.name));
     }
@@ -781,8 +804,10 @@ impl TensorSpec {
         let byte_len = checked_numel(&shape)
             .and_then(|n| dtype.byte_len(n))
             .ok_or_else(|| {
-                CoreError::invalid_argument(format!("shape {shape:?} of {dtype} overflows or does not fill whole bytes"))
-                    .with_tensor(&name)
+                CoreError::invalid_argument(format!(
+                    "shape {shape:?} of {dtype} overflows or does not fill whole bytes"
+                ))
+                .with_tensor(&name)
             })?;
         Ok(TensorSpec {
             name,
@@ -805,7 +830,10 @@ impl TensorSpec {
 /// The header bytes (length prefix + padded JSON) of the file the reference writer would
 /// produce for `specs`, and the order (indices into `specs`) in which their data follows:
 /// dtype descending (the reference's alignment order), then name.
-pub fn header_bytes(specs: &[TensorSpec], metadata: Option<&BTreeMap<String, String>>) -> Result<(Vec<u8>, Vec<usize>)> {
+pub fn header_bytes(
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<(Vec<u8>, Vec<usize>)> {
     let mut order: Vec<usize> = (0..specs.len()).collect();
     order.sort_by(|&a, &b| {
         let (a, b) = (&specs[a], &specs[b]);
@@ -813,7 +841,10 @@ pub fn header_bytes(specs: &[TensorSpec], metadata: Option<&BTreeMap<String, Str
     });
     for pair in order.windows(2) {
         if specs[pair[0]].name == specs[pair[1]].name {
-            return Err(CoreError::invalid_argument(format!("duplicate tensor name '{}'", specs[pair[0]].name)));
+            return Err(CoreError::invalid_argument(format!(
+                "duplicate tensor name '{}'",
+                specs[pair[0]].name
+            )));
         }
     }
     let mut json = String::from("{");
@@ -825,7 +856,9 @@ pub fn header_bytes(specs: &[TensorSpec], metadata: Option<&BTreeMap<String, Str
     for &i in &order {
         let t = &specs[i];
         if t.name == "__metadata__" {
-            return Err(CoreError::invalid_argument("'__metadata__' is reserved and cannot name a tensor"));
+            return Err(CoreError::invalid_argument(
+                "'__metadata__' is reserved and cannot name a tensor",
+            ));
         }
         if json.len() > 1 {
             json.push(',');
@@ -862,7 +895,10 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
 
 /// Serialize tensors to the bytes of a SafeTensors file, byte-identical to the reference
 /// writer (metadata keys sorted, so the output is deterministic).
-pub fn serialize(tensors: &[TensorView<'_>], metadata: Option<&BTreeMap<String, String>>) -> Result<Vec<u8>> {
+pub fn serialize(
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<Vec<u8>> {
     let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
     let (header, order) = header_bytes(&specs, metadata)?;
     let total = header.len() + specs.iter().map(|t| t.byte_len).sum::<usize>();
@@ -875,9 +911,15 @@ pub fn serialize(tensors: &[TensorView<'_>], metadata: Option<&BTreeMap<String, 
 }
 
 /// Write tensors to `path` atomically (temporary file in the same directory, then rename).
-pub fn save_file(path: &Path, tensors: &[TensorView<'_>], metadata: Option<&BTreeMap<String, String>>) -> Result<()> {
+pub fn save_file(
+    path: &Path,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<()> {
     let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
-    save_streaming(path, &specs, metadata, &mut |i| Ok(Cow::Borrowed(tensors[i].data.as_ref())))
+    save_streaming(path, &specs, metadata, &mut |i| {
+        Ok(Cow::Borrowed(tensors[i].data.as_ref()))
+    })
 }
 
 /// Write a file whose tensor data is produced one tensor at a time by `fetch(i)` (an index

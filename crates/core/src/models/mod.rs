@@ -14,10 +14,12 @@
 //! `__metadata__`); the binary layouts are exactly those of the Rust crate `aprender`
 //! (`coefficients` F32 `[n_features]`, `intercept` F32 `[1]`), so files move both ways.
 
+mod files;
 mod linalg;
 mod linear;
 mod logistic;
 mod persist;
+pub use files::ModelKind;
 
 pub use linear::LinearRegression;
 pub use logistic::{LogisticRegression, LogisticRegressionParams};

@@ -439,7 +439,8 @@ fn validate_reports_every_problem() {
     let header = r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]},"b":{"dtype":"Q9","shape":[1],"data_offsets":[8,9]},"c":{"dtype":"U8","shape":[1],"data_offsets":[12,13]}}"#;
     std::fs::write(&p, file_with(header, 20)).unwrap();
     let problems = validate_file(&p);
-    let summary: Vec<(&str, Option<&str>)> = problems.iter().map(|e| (e.code(), e.tensor())).collect();
+    let summary: Vec<(&str, Option<&str>)> =
+        problems.iter().map(|e| (e.code(), e.tensor())).collect();
     assert_eq!(
         summary,
         vec![
@@ -452,7 +453,13 @@ fn validate_reports_every_problem() {
     assert!(problems.iter().all(|e| e.path().is_some()));
     let ok = fixture("safetensors/all_dtypes.safetensors");
     assert!(validate_file(&ok).is_empty());
-    assert_eq!(validate_file(&dir.path().join("none")).pop().unwrap().code(), "ERR_NOT_FOUND");
+    assert_eq!(
+        validate_file(&dir.path().join("none"))
+            .pop()
+            .unwrap()
+            .code(),
+        "ERR_NOT_FOUND"
+    );
     // The first problem is the one open() reports.
     let first = SafeTensors::open(&p, Backend::Read).err().unwrap();
     assert_eq!(first.code(), "ERR_INVALID_HEADER");

@@ -1,0 +1,118 @@
+//! `convert`, `inspect`, `validate`: conversion and inspection from JavaScript.
+
+use crate::error::{invalid_argument, CoreResult};
+use crate::tasks::{CoreTask, ProgressSink};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use stcore::convert::{self, Target};
+use stcore::format::gguf::Quantization;
+use std::path::Path;
+
+#[napi(object)]
+pub struct ConvertProgress {
+    pub done_bytes: f64,
+    pub total_bytes: f64,
+}
+
+/// A report handed to JS as a plain object.
+pub struct Json(serde_json::Value);
+
+impl TypeName for Json {
+    fn type_name() -> &'static str {
+        "object"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for Json {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: forwarding to serde_json::Value's conversion.
+        unsafe { serde_json::Value::to_napi_value(env, val.0) }
+    }
+}
+
+fn json<T: serde::Serialize>(value: T) -> CoreResult<Json> {
+    serde_json::to_value(value)
+        .map(Json)
+        .map_err(|e| invalid_argument(e.to_string()))
+}
+
+/// Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
+/// `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
+#[napi(
+    ts_args_type = "input: string, output: string, options: ConvertOptions",
+    ts_return_type = "Promise<ConvertReport>"
+)]
+pub fn convert(
+    input: String,
+    output: String,
+    options: Object,
+) -> napi::Result<AsyncTask<CoreTask<Json>>> {
+    let to = options
+        .get_named_property::<Option<String>>("to")
+        .map_err(|e| invalid_argument(format!("options.to: {}", e.reason)))
+        .and_then(|t| {
+            t.ok_or_else(|| {
+                invalid_argument("options.to is required ('gguf' | 'onnx' | 'safetensors' | 'mlx')")
+            })
+        })
+        .and_then(|t| Target::parse(&t));
+    let quantization = options
+        .get_named_property::<Option<String>>("quantization")
+        .map_err(|e| invalid_argument(format!("options.quantization: {}", e.reason)))
+        .and_then(|q| q.as_deref().map(Quantization::parse).transpose());
+    let callback = options
+        .get_named_property::<Option<Function<ConvertProgress, ()>>>("onProgress")
+        .map_err(|e| {
+            invalid_argument(format!(
+                "options.onProgress must be a function: {}",
+                e.reason
+            ))
+        });
+    let (sink, callback_ok) = match callback {
+        Ok(f) => (ProgressSink::new(f)?, Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    Ok(CoreTask::new(move || {
+        callback_ok?;
+        let (to, quantization) = (to?, quantization?);
+        // Report at most ~100 steps: each one is a round trip to the JS thread.
+        let mut last_percent = None;
+        let report = convert::convert(
+            Path::new(&input),
+            Path::new(&output),
+            to,
+            quantization,
+            &mut |done, total| {
+                let percent = if total == 0 { 100 } else { done * 100 / total };
+                if let Some(sink) = &sink {
+                    if last_percent != Some(percent) {
+                        last_percent = Some(percent);
+                        sink.send(ConvertProgress {
+                            done_bytes: done as f64,
+                            total_bytes: total as f64,
+                        });
+                    }
+                }
+            },
+        )?;
+        json(report)
+    }))
+}
+
+/// Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory.
+#[napi(ts_return_type = "Promise<FileReport>")]
+pub fn inspect(path: String) -> AsyncTask<CoreTask<Json>> {
+    CoreTask::new(move || json(convert::inspect(Path::new(&path))?))
+}
+
+/// Every problem found in a file or directory (not only the first), with codes.
+#[napi(ts_return_type = "Promise<ValidationReport>")]
+pub fn validate(path: String) -> AsyncTask<CoreTask<Json>> {
+    CoreTask::new(move || json(convert::validate(Path::new(&path))))
+}

@@ -1,0 +1,535 @@
+//! `LinearRegression` and `LogisticRegression` from JavaScript.
+
+use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::tasks::CoreTask;
+use crate::write::{natural_dtype, string_map, SaveOptions};
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+use stcore::cast;
+use stcore::format::gguf::Quantization;
+use stcore::models::{
+    matrix_from_rows, AnyModel, LinearRegression as CoreLinear, LogisticRegression as CoreLogistic,
+    LogisticRegressionParams, MatrixData, MatrixRef, ModelKind,
+};
+use stcore::CoreError;
+use std::path::Path;
+use std::sync::Arc;
+
+/// An owned row-major matrix from a JS `Matrix` argument.
+pub enum OwnedMatrix {
+    F32(Vec<f32>, usize, usize),
+    F64(Vec<f64>, usize, usize),
+}
+
+impl OwnedMatrix {
+    pub fn as_ref(&self) -> CoreResult<MatrixRef<'_>> {
+        match self {
+            OwnedMatrix::F32(d, r, c) => MatrixRef::new(MatrixData::F32(d), *r, *c),
+            OwnedMatrix::F64(d, r, c) => MatrixRef::new(MatrixData::F64(d), *r, *c),
+        }
+    }
+}
+
+fn napi_invalid(what: &'static str) -> impl Fn(napi::Error) -> CoreError {
+    move |e| invalid_argument(format!("{what}: {}", e.reason))
+}
+
+fn count(v: f64, what: &str) -> CoreResult<usize> {
+    if v.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&v) {
+        Ok(v as usize)
+    } else {
+        Err(invalid_argument(format!(
+            "{what} must be a non-negative integer, got {v}"
+        )))
+    }
+}
+
+/// `number[][]` or `{ data: Float32Array | Float64Array, rows, cols }` (row-major).
+pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
+    let err = napi_invalid("x");
+    if x.is_array().map_err(&err)? {
+        // SAFETY: checked to be an array.
+        let rows: Vec<Vec<f64>> = unsafe { x.cast() }.map_err(|e| {
+            invalid_argument(format!(
+                "x must be an array of rows of numbers: {}",
+                e.reason
+            ))
+        })?;
+        let (data, r, c) = matrix_from_rows(&rows)?;
+        return Ok(OwnedMatrix::F64(data, r, c));
+    }
+    if x.get_type().map_err(&err)? != ValueType::Object {
+        return Err(invalid_argument(
+            "x must be number[][] or { data, rows, cols }",
+        ));
+    }
+    // SAFETY: checked to be an object.
+    let obj: Object = unsafe { x.cast() }.map_err(&err)?;
+    let rows: f64 = obj
+        .get_named_property::<Option<f64>>("rows")
+        .map_err(&err)?
+        .ok_or_else(|| invalid_argument("x.rows is missing"))?;
+    let cols: f64 = obj
+        .get_named_property::<Option<f64>>("cols")
+        .map_err(&err)?
+        .ok_or_else(|| invalid_argument("x.cols is missing"))?;
+    let (rows, cols) = (count(rows, "x.rows")?, count(cols, "x.cols")?);
+    let data: Unknown = obj.get_named_property("data").map_err(&err)?;
+    if !data.is_typedarray().map_err(&err)? {
+        return Err(invalid_argument(
+            "x.data must be a Float32Array or Float64Array",
+        ));
+    }
+    // SAFETY: checked to be a typed array.
+    let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
+    let bytes: &[u8] = &array.arraybuffer;
+    match array.typed_array_type {
+        TypedArrayType::Float32 => Ok(OwnedMatrix::F32(cast::copy_elements(bytes), rows, cols)),
+        TypedArrayType::Float64 => Ok(OwnedMatrix::F64(cast::copy_elements(bytes), rows, cols)),
+        other => Err(invalid_argument(format!(
+            "x.data must be a Float32Array or Float64Array, not {other:?}"
+        ))),
+    }
+}
+
+/// `ArrayLike<number>`: an array of numbers or any numeric typed array.
+fn numbers_arg(y: &Unknown, what: &'static str) -> CoreResult<Vec<f64>> {
+    let err = napi_invalid(what);
+    if y.is_array().map_err(&err)? {
+        // SAFETY: checked to be an array.
+        return unsafe { y.cast::<Vec<f64>>() }.map_err(&err);
+    }
+    if y.is_typedarray().map_err(&err)? {
+        // SAFETY: checked to be a typed array.
+        let array: TypedArray = unsafe { y.cast() }.map_err(&err)?;
+        let dtype = natural_dtype(array.typed_array_type)?;
+        return cast::to_f64_vec(dtype, &array.arraybuffer);
+    }
+    Err(invalid_argument(format!(
+        "{what} must be an array of numbers or a typed array"
+    )))
+}
+
+fn labels_arg(y: &Unknown) -> CoreResult<Vec<i32>> {
+    numbers_arg(y, "y")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) {
+                Ok(v as i32)
+            } else {
+                Err(invalid_argument(format!(
+                    "y[{i}] = {v} is not an integer class label"
+                )))
+            }
+        })
+        .collect()
+}
+
+#[napi(object, object_to_js = false)]
+pub struct GgufOptions {
+    #[napi(ts_type = "'F32' | 'F16' | 'Q8_0' | 'Q4_0'")]
+    pub quantization: Option<String>,
+}
+
+fn quantization_arg(options: &Option<GgufOptions>) -> CoreResult<Quantization> {
+    match options.as_ref().and_then(|o| o.quantization.as_deref()) {
+        None => Ok(Quantization::F32),
+        Some(q) => Quantization::parse(q),
+    }
+}
+
+fn metadata_arg(
+    options: &Option<SaveOptions>,
+) -> CoreResult<Option<std::collections::BTreeMap<String, String>>> {
+    match options.as_ref().and_then(|o| o.metadata.as_ref()) {
+        Some(v) => string_map(v, "options.metadata").map(Some),
+        None => Ok(None),
+    }
+}
+
+fn not_fitted() -> CoreError {
+    CoreError::not_fitted("the model is not fitted: call fit() or load it first")
+}
+
+/// Persistence and export members shared by both classes.
+macro_rules! persistence_methods {
+    ($class:ident, $promise:literal, $kind:expr, $wrap:expr, $unwrap:pat => $inner:ident) => {
+        #[napi]
+        impl $class {
+            /// Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
+            /// and the caller's metadata in `__metadata__`.
+            #[napi]
+            pub fn save_safetensors(
+                &self,
+                env: Env,
+                path: String,
+                options: Option<SaveOptions>,
+            ) -> napi::Result<()> {
+                let run = || {
+                    self.any()
+                        .save_safetensors(Path::new(&path), metadata_arg(&options)?.as_ref())
+                };
+                run().or_throw(&env)
+            }
+
+            #[napi(ts_return_type = "Promise<void>")]
+            pub fn save_safetensors_async(
+                &self,
+                path: String,
+                options: Option<SaveOptions>,
+            ) -> AsyncTask<CoreTask<()>> {
+                let model = self.any();
+                let metadata = metadata_arg(&options);
+                CoreTask::new(move || model.save_safetensors(Path::new(&path), metadata?.as_ref()))
+            }
+
+            /// Load a file written by `saveSafetensors` or by aprender.
+            #[napi(factory)]
+            pub fn load_safetensors(env: Env, path: String) -> napi::Result<$class> {
+                Self::from_file(&path).or_throw(&env)
+            }
+
+            #[napi(ts_return_type = $promise)]
+            pub fn load_safetensors_async(path: String) -> AsyncTask<CoreTask<$class>> {
+                CoreTask::new(move || Self::from_file(&path))
+            }
+
+            /// Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`).
+            #[napi(ts_return_type = "Promise<void>")]
+            pub fn save(&self, dir: String) -> AsyncTask<CoreTask<()>> {
+                let model = self.any();
+                CoreTask::new(move || model.save_dir(Path::new(&dir)))
+            }
+
+            /// Export to GGUF (`quantization` applies to 2-D coefficient matrices).
+            #[napi]
+            pub fn to_gguf(
+                &self,
+                env: Env,
+                path: String,
+                options: Option<GgufOptions>,
+            ) -> napi::Result<()> {
+                let run = || {
+                    self.fitted()?
+                        .to_gguf(Path::new(&path), quantization_arg(&options)?)
+                };
+                run().or_throw(&env)
+            }
+
+            /// Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime.
+            #[napi]
+            pub fn to_onnx(&self, env: Env, path: String) -> napi::Result<()> {
+                let run = || self.fitted()?.to_onnx(Path::new(&path));
+                run().or_throw(&env)
+            }
+        }
+
+        impl $class {
+            fn any(&self) -> Arc<AnyModel> {
+                Arc::new($wrap(self.inner.clone()))
+            }
+            fn fitted(&self) -> CoreResult<Arc<AnyModel>> {
+                if self.inner.is_fitted() {
+                    Ok(self.any())
+                } else {
+                    Err(not_fitted())
+                }
+            }
+            fn from_file(path: &str) -> CoreResult<$class> {
+                match AnyModel::load_safetensors(Path::new(path), $kind)? {
+                    $unwrap => Ok($class { inner: $inner }),
+                    _ => Err(CoreError::invalid_model("unexpected model class").with_path(path)),
+                }
+            }
+        }
+    };
+}
+
+#[napi(object, object_to_js = false)]
+pub struct LinearRegressionOptions {
+    pub fit_intercept: Option<bool>,
+}
+
+/// Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent).
+#[napi]
+pub struct LinearRegression {
+    inner: CoreLinear,
+}
+
+#[napi]
+impl LinearRegression {
+    #[napi(constructor)]
+    pub fn new(options: Option<LinearRegressionOptions>) -> Self {
+        let fit_intercept = options.and_then(|o| o.fit_intercept).unwrap_or(true);
+        LinearRegression {
+            inner: CoreLinear::new(fit_intercept),
+        }
+    }
+
+    #[napi(
+        ts_args_type = "x: Matrix, y: ArrayLike<number>",
+        ts_return_type = "this"
+    )]
+    pub fn fit<'a>(
+        &mut self,
+        env: Env,
+        this: This<'a>,
+        x: Unknown,
+        y: Unknown,
+    ) -> napi::Result<This<'a>> {
+        let mut run = || {
+            let x = matrix_arg(&x)?;
+            let y = numbers_arg(&y, "y")?;
+            self.inner.fit(x.as_ref()?, &y)
+        };
+        run().or_throw(&env)?;
+        Ok(this)
+    }
+
+    #[napi(ts_args_type = "x: Matrix")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
+        let run = || {
+            let x = matrix_arg(&x)?;
+            self.inner.predict(x.as_ref()?)
+        };
+        run().map(Float32Array::new).or_throw(&env)
+    }
+
+    /// `predict` off the event loop (for large batches; the input is copied first).
+    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
+    pub fn predict_async(
+        &self,
+        env: Env,
+        x: Unknown,
+    ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
+        let x = matrix_arg(&x).or_throw(&env)?;
+        let model = self.inner.clone();
+        Ok(CoreTask::new(move || {
+            model.predict(x.as_ref()?).map(Float32Array::new)
+        }))
+    }
+
+    /// R² of the predictions.
+    #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
+        let run = || {
+            let x = matrix_arg(&x)?;
+            let y = numbers_arg(&y, "y")?;
+            self.inner.score(x.as_ref()?, &y)
+        };
+        run().or_throw(&env)
+    }
+
+    #[napi(getter)]
+    pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
+        self.require_fitted(&env)?;
+        Ok(Float32Array::new(self.inner.coefficients().to_vec()))
+    }
+
+    #[napi(getter)]
+    pub fn intercept(&self, env: Env) -> napi::Result<f64> {
+        self.require_fitted(&env)?;
+        Ok(self.inner.intercept() as f64)
+    }
+
+    #[napi(getter)]
+    pub fn n_features(&self, env: Env) -> napi::Result<u32> {
+        self.require_fitted(&env)?;
+        Ok(self.inner.n_features().unwrap_or(0) as u32)
+    }
+
+    #[napi(getter)]
+    pub fn is_fitted(&self) -> bool {
+        self.inner.is_fitted()
+    }
+
+    #[napi(getter)]
+    pub fn fit_intercept(&self) -> bool {
+        self.inner.fit_intercept()
+    }
+}
+
+impl LinearRegression {
+    fn require_fitted(&self, env: &Env) -> napi::Result<()> {
+        if self.inner.is_fitted() {
+            Ok(())
+        } else {
+            Err(crate::error::to_js(env, &not_fitted()))
+        }
+    }
+}
+
+persistence_methods!(LinearRegression, "Promise<LinearRegression>", ModelKind::Linear, AnyModel::Linear, AnyModel::Linear(inner) => inner);
+
+#[napi(object, object_to_js = false)]
+pub struct LogisticRegressionOptions {
+    pub fit_intercept: Option<bool>,
+    /// Inverse L2 strength (default 1.0).
+    pub c: Option<f64>,
+    pub max_iter: Option<f64>,
+    pub tol: Option<f64>,
+}
+
+/// L2-regularised logistic regression (binary: sigmoid; 3+ classes: multinomial softmax),
+/// the objective of scikit-learn's `LogisticRegression(C=…)`, solved by Newton's method.
+#[napi]
+pub struct LogisticRegression {
+    inner: CoreLogistic,
+}
+
+#[napi]
+impl LogisticRegression {
+    #[napi(constructor)]
+    pub fn new(env: Env, options: Option<LogisticRegressionOptions>) -> napi::Result<Self> {
+        let run = || {
+            let mut params = LogisticRegressionParams::default();
+            if let Some(o) = options {
+                params.fit_intercept = o.fit_intercept.unwrap_or(params.fit_intercept);
+                params.c = o.c.unwrap_or(params.c);
+                params.tol = o.tol.unwrap_or(params.tol);
+                if let Some(m) = o.max_iter {
+                    params.max_iter = count(m, "maxIter")?;
+                }
+            }
+            CoreLogistic::new(params)
+        };
+        run()
+            .map(|inner| LogisticRegression { inner })
+            .or_throw(&env)
+    }
+
+    /// Fit to integer class labels (any integers; two classes or more).
+    #[napi(
+        ts_args_type = "x: Matrix, y: ArrayLike<number>",
+        ts_return_type = "this"
+    )]
+    pub fn fit<'a>(
+        &mut self,
+        env: Env,
+        this: This<'a>,
+        x: Unknown,
+        y: Unknown,
+    ) -> napi::Result<This<'a>> {
+        let mut run = || {
+            let x = matrix_arg(&x)?;
+            let y = labels_arg(&y)?;
+            self.inner.fit(x.as_ref()?, &y)
+        };
+        run().or_throw(&env)?;
+        Ok(this)
+    }
+
+    /// Predicted class labels.
+    #[napi(ts_args_type = "x: Matrix")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
+        let run = || {
+            let x = matrix_arg(&x)?;
+            self.inner.predict(x.as_ref()?)
+        };
+        run().map(Int32Array::new).or_throw(&env)
+    }
+
+    /// Class probabilities, rows × classes, row-major (columns in `classes` order).
+    #[napi(ts_args_type = "x: Matrix")]
+    pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
+        let run = || {
+            let x = matrix_arg(&x)?;
+            self.inner.predict_proba(x.as_ref()?)
+        };
+        run().map(Float32Array::new).or_throw(&env)
+    }
+
+    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Int32Array>")]
+    pub fn predict_async(
+        &self,
+        env: Env,
+        x: Unknown,
+    ) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
+        let x = matrix_arg(&x).or_throw(&env)?;
+        let model = self.inner.clone();
+        Ok(CoreTask::new(move || {
+            model.predict(x.as_ref()?).map(Int32Array::new)
+        }))
+    }
+
+    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
+    pub fn predict_proba_async(
+        &self,
+        env: Env,
+        x: Unknown,
+    ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
+        let x = matrix_arg(&x).or_throw(&env)?;
+        let model = self.inner.clone();
+        Ok(CoreTask::new(move || {
+            model.predict_proba(x.as_ref()?).map(Float32Array::new)
+        }))
+    }
+
+    /// Accuracy.
+    #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
+        let run = || {
+            let x = matrix_arg(&x)?;
+            let y = labels_arg(&y)?;
+            self.inner.score(x.as_ref()?, &y)
+        };
+        run().or_throw(&env)
+    }
+
+    /// The class labels, sorted ascending.
+    #[napi(getter)]
+    pub fn classes(&self, env: Env) -> napi::Result<Int32Array> {
+        self.require_fitted(&env)?;
+        Ok(Int32Array::new(self.inner.classes().to_vec()))
+    }
+
+    /// Binary: `[nFeatures]`; multiclass: `[nClasses × nFeatures]`, row-major.
+    #[napi(getter)]
+    pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
+        self.require_fitted(&env)?;
+        Ok(Float32Array::new(self.inner.coefficients().to_vec()))
+    }
+
+    /// Binary: one value; multiclass: one per class.
+    #[napi(getter)]
+    pub fn intercept(&self, env: Env) -> napi::Result<Float32Array> {
+        self.require_fitted(&env)?;
+        Ok(Float32Array::new(self.inner.intercept().to_vec()))
+    }
+
+    #[napi(getter)]
+    pub fn n_features(&self, env: Env) -> napi::Result<u32> {
+        self.require_fitted(&env)?;
+        Ok(self.inner.n_features().unwrap_or(0) as u32)
+    }
+
+    #[napi(getter)]
+    pub fn is_fitted(&self) -> bool {
+        self.inner.is_fitted()
+    }
+
+    /// Newton iterations of the last fit, and whether it converged within `maxIter`.
+    #[napi(getter)]
+    pub fn n_iter(&self) -> Option<u32> {
+        self.inner.n_iter().map(|n| n as u32)
+    }
+
+    #[napi(getter)]
+    pub fn converged(&self) -> Option<bool> {
+        self.inner.converged()
+    }
+}
+
+impl LogisticRegression {
+    fn require_fitted(&self, env: &Env) -> napi::Result<()> {
+        if self.inner.is_fitted() {
+            Ok(())
+        } else {
+            Err(crate::error::to_js(env, &not_fitted()))
+        }
+    }
+}
+
+persistence_methods!(LogisticRegression, "Promise<LogisticRegression>", ModelKind::Logistic, AnyModel::Logistic, AnyModel::Logistic(inner) => inner);
