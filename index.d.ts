@@ -1,314 +1,69 @@
-/* safetensors-node: hand-written declarations shared by the generated bindings below. */
+// safetensors-node: the generated native binding's types (binding.d.ts), plus remote files
+// and directories (lib/remote.js).
+import type { GetOptions, LoadPretrainedOptions, Tensor, TensorInfo } from './binding'
 
-/** The element types of the SafeTensors format (the reference implementation's full list). */
-export type DType =
-  | 'BOOL' | 'U8' | 'I8' | 'U16' | 'I16' | 'F16' | 'BF16' | 'U32' | 'I32' | 'F32' | 'U64' | 'I64' | 'F64'
-  | 'F8_E4M3' | 'F8_E5M2' | 'F8_E8M0' | 'F8_E4M3FNUZ' | 'F8_E5M2FNUZ' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'C64'
+export * from './binding'
 
-/** A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32). */
-export interface TensorInput {
-  dtype?: DType
-  shape: number[]
-  data: ArrayBufferView | number[]
+export interface OpenUrlOptions {
+  /** Extra request headers (e.g. Authorization). */
+  headers?: Record<string, string>
+  /** Per-request timeout, including the body (default 30,000 ms). */
+  timeoutMs?: number
+  /** Retries of network errors, timeouts, short bodies and 5xx answers, with exponential backoff (default 2). */
+  retries?: number
+  /** First backoff delay (default 200 ms; doubles each retry). */
+  retryDelayMs?: number
+  /** Parallel requests of tensorsAsync (default 8). */
+  concurrency?: number
+  /** Called after each request with the bytes transferred so far. */
+  onProgress?: (p: { loadedBytes: number; totalBytes: number | null }) => void
 }
 
-/** Options of `Model.loadPretrained`. */
-export interface LoadPretrainedOptions {
-  /** The default form of `getTensor`/`tensors`: `'F32'` upcasts every float type (the MLX-Node behaviour). */
-  as?: 'native' | 'F32'
-  /** Called as each weight file is opened or parsed (at least once per file). */
-  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
-}
-
-/** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
-export type Matrix = number[][] | { data: Float32Array | Float64Array; rows: number; cols: number }
-
-export interface ConvertOptions {
-  to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
-  /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
-  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
-  onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
-}
-
-export interface ConvertReport {
-  input: string
-  output: string
-  inputFormat: 'safetensors' | 'sharded-safetensors' | 'model-dir' | 'gguf' | 'mlx'
-  outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
-  tensors: number
-  inputBytes: number
-  outputBytes: number
-  quantization?: string
-}
-
-export interface FileReport {
-  path: string
-  /** 'safetensors' | 'sharded-safetensors' | 'gguf' | 'mlx' (a model directory reports the format of its weights, and its config). */
-  format: string
-  fileSize: number
-  files: string[]
-  numTensors: number
-  numParameters: number
-  metadata: Record<string, unknown> | null
-  config?: Record<string, unknown>
-  /** GGUF tensors report their ggml type name (e.g. 'Q8_0') as dtype. */
-  tensors: Array<{ name: string; dtype: string; shape: number[]; byteLength: number; file?: string }>
-}
-
-export interface ValidationReport {
-  path: string
-  format: string | null
-  ok: boolean
-  errors: Array<{ code: string; message: string; tensor?: string }>
-}
-
-export type TypedArray =
-  | Int8Array
-  | Uint8Array
-  | Uint8ClampedArray
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | BigUint64Array
-
-/**
- * Which binding artifact the generated loader actually loaded: `'native'` for
- * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
- * flavor napi-rs can build is listed, because `NAPI_RS_NATIVE_LIBRARY_PATH`
- * can point the loader at a WASI artifact this package does not build itself.
- */
-export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
-
-/** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
-export declare class LinearRegression {
-  constructor(options?: LinearRegressionOptions | undefined | null)
-  fit(x: Matrix, y: ArrayLike<number>): this
-  predict(x: Matrix): Float32Array
-  /** `predict` off the event loop (for large batches; the input is copied first). */
-  predictAsync(x: Matrix): Promise<Float32Array>
-  /** R² of the predictions. */
-  score(x: Matrix, y: ArrayLike<number>): number
-  get coefficients(): Float32Array
-  get intercept(): number
-  get nFeatures(): number
-  get isFitted(): boolean
-  get fitIntercept(): boolean
-  /**
-   * Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
-   * and the caller's metadata in `__metadata__`.
-   */
-  saveSafetensors(path: string, options?: SaveOptions | undefined | null): void
-  saveSafetensorsAsync(path: string, options?: SaveOptions | undefined | null): Promise<void>
-  /** Load a file written by `saveSafetensors` or by aprender. */
-  static loadSafetensors(path: string): LinearRegression
-  static loadSafetensorsAsync(path: string): Promise<LinearRegression>
-  /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
-  save(dir: string): Promise<void>
-  /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
-  toGguf(path: string, options?: GgufOptions | undefined | null): void
-  /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
-  toOnnx(path: string): void
-}
-
-/**
- * L2-regularised logistic regression (binary: sigmoid; 3+ classes: multinomial softmax),
- * the objective of scikit-learn's `LogisticRegression(C=…)`, solved by Newton's method.
- */
-export declare class LogisticRegression {
-  constructor(options?: LogisticRegressionOptions | undefined | null)
-  /** Fit to integer class labels (any integers; two classes or more). */
-  fit(x: Matrix, y: ArrayLike<number>): this
-  /** Predicted class labels. */
-  predict(x: Matrix): Int32Array
-  /** Class probabilities, rows × classes, row-major (columns in `classes` order). */
-  predictProba(x: Matrix): Float32Array
-  predictAsync(x: Matrix): Promise<Int32Array>
-  predictProbaAsync(x: Matrix): Promise<Float32Array>
-  /** Accuracy. */
-  score(x: Matrix, y: ArrayLike<number>): number
-  /** The class labels, sorted ascending. */
-  get classes(): Int32Array
-  /** Binary: `[nFeatures]`; multiclass: `[nClasses × nFeatures]`, row-major. */
-  get coefficients(): Float32Array
-  /** Binary: one value; multiclass: one per class. */
-  get intercept(): Float32Array
-  get nFeatures(): number
-  get isFitted(): boolean
-  /** Newton iterations of the last fit, and whether it converged within `maxIter`. */
-  get nIter(): number | null
-  get converged(): boolean | null
-  /**
-   * Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
-   * and the caller's metadata in `__metadata__`.
-   */
-  saveSafetensors(path: string, options?: SaveOptions | undefined | null): void
-  saveSafetensorsAsync(path: string, options?: SaveOptions | undefined | null): Promise<void>
-  /** Load a file written by `saveSafetensors` or by aprender. */
-  static loadSafetensors(path: string): LogisticRegression
-  static loadSafetensorsAsync(path: string): Promise<LogisticRegression>
-  /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
-  save(dir: string): Promise<void>
-  /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
-  toGguf(path: string, options?: GgufOptions | undefined | null): void
-  /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
-  toOnnx(path: string): void
-}
-
-/**
- * A pretrained model directory: `config.json` plus weights (`weights.safetensors`,
- * `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
- */
-export declare class Model {
-  /** Load a model directory off the event loop. */
-  static loadPretrained(dir: string, options?: LoadPretrainedOptions): Promise<Model>
-  /** `loadPretrained` on the calling thread. */
-  static loadPretrainedSync(dir: string, options?: LoadPretrainedOptions): Model
-  get dir(): string
-  /** config.json, parsed (keys as written). */
-  get config(): Record<string, unknown>
-  get format(): 'safetensors' | 'sharded-safetensors' | 'mlx'
-  /** Weight files used, relative to `dir`. */
-  get files(): Array<string>
-  get tensorNames(): Array<string>
-  get numParameters(): number
-  has(name: string): boolean
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  /** Write config.json and the weights to `dir` (atomically per file). */
-  save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<void>
-  /**
-   * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
-   * (config.json `model_type`): linear → one value per row; logistic → class
-   * probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
-   */
-  predict(x: Matrix): Float32Array
-}
-
-/**
- * A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
- * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
- */
-export declare class SafeTensorsFile {
-  /** Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map. */
-  static open(path: string, options?: OpenOptions | undefined | null): SafeTensorsFile
-  /** `open` off the event loop. */
-  static openAsync(path: string, options?: OpenOptions | undefined | null): Promise<SafeTensorsFile>
-  /** Validate a whole file held in memory (the bytes are copied). */
-  static fromBytes(bytes: Uint8Array): SafeTensorsFile
-  get path(): string | null
-  /** The `__metadata__` map, or null. */
-  get metadata(): Record<string, string> | null
-  /** Tensor names in data-offset order. */
-  get tensorNames(): Array<string>
-  get numParameters(): number
-  /** Size of the whole file in bytes. */
-  get byteLength(): number
+/** A SafeTensors file behind a URL: its header is validated at open, tensors fetched on demand. */
+export declare class RemoteSafeTensorsFile {
+  readonly url: string
+  readonly path: string
+  readonly metadata: Record<string, string> | null
+  readonly tensorNames: string[]
+  readonly numParameters: number
+  readonly byteLength: number
+  /** Bytes transferred so far (header and tensors). */
+  readonly bytesFetched: number
   has(name: string): boolean
   info(name: string): TensorInfo
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
-  /**
-   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
-   * (which drops the dimension), or null for all of it. Negative values count from the end.
-   */
+  /** Throws ERR_INVALID_ARGUMENT (use getTensorAsync) unless the server sent the whole file. */
+  getTensor(name: string, options?: GetOptions): Tensor
+  getTensorAsync(name: string, options?: GetOptions): Promise<Tensor>
   getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
-  /** Every tensor, keyed by name in data-offset order. */
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
+  tensors(options?: GetOptions): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions): Promise<Record<string, Tensor>>
 }
 
-/**
- * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
- * `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
- */
-export declare function convert(input: string, output: string, options: ConvertOptions): Promise<ConvertReport>
-
-export interface ConvertProgress {
-  doneBytes: number
-  totalBytes: number
+/** A model directory behind a URL (same discovery order and path rules as a local one). */
+export declare class RemoteModel {
+  readonly dir: string
+  readonly config: Record<string, unknown>
+  readonly format: 'safetensors' | 'sharded-safetensors' | 'mlx'
+  readonly files: string[]
+  readonly tensorNames: string[]
+  readonly numParameters: number
+  readonly bytesFetched: number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions): Tensor
+  getTensorAsync(name: string, options?: GetOptions): Promise<Tensor>
+  tensors(options?: GetOptions): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions): Promise<Record<string, Tensor>>
 }
 
-export interface GetOptions {
-  as?: 'native' | 'F32' | 'F64' | 'raw'
-  copy?: boolean
+declare module './binding' {
+  namespace SafeTensorsFile {
+    /** Open a SafeTensors file over HTTP(S) with range requests. */
+    function openUrl(url: string, options?: OpenUrlOptions): Promise<RemoteSafeTensorsFile>
+  }
+  namespace Model {
+    /** Load a model directory: a local path, or an http(s):// URL (fetched lazily). */
+    function loadPretrained(dir: `http://${string}` | `https://${string}`, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<RemoteModel>
+    function loadPretrained(dir: string, options?: LoadPretrainedOptions): Promise<Model>
+  }
 }
-
-export interface GgufOptions {
-  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
-}
-
-/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
-export declare function inspect(path: string): Promise<FileReport>
-
-export interface LinearRegressionOptions {
-  fitIntercept?: boolean
-}
-
-/** Open a file and read every tensor. */
-export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
-
-export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
-
-export interface LogisticRegressionOptions {
-  fitIntercept?: boolean
-  /** Inverse L2 strength (default 1.0). */
-  c?: number
-  maxIter?: number
-  tol?: number
-}
-
-export interface ModelSaveOptions {
-  format?: 'safetensors' | 'mlx'
-  maxShardBytes?: number
-}
-
-export interface OpenOptions {
-  backend?: 'mmap' | 'read'
-}
-
-export interface ProgressEvent {
-  /** The weight file, relative to the model directory. */
-  file: string
-  loadedBytes: number
-  totalBytes: number
-}
-
-/** Write tensors to a SafeTensors file, atomically. */
-export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
-
-/**
- * `saveFile` off the event loop (the tensor data is copied first, so the caller may reuse
- * its arrays at once).
- */
-export declare function saveFileAsync(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): Promise<void>
-
-export interface SaveOptions {
-  metadata?: Record<string, string>
-}
-
-/** The bytes of a SafeTensors file holding `tensors`. */
-export declare function serialize(tensors: Record<string, TensorInput>, options?: SaveOptions): Buffer
-
-export interface Tensor {
-  name: string
-  dtype: DType
-  shape: Array<number>
-  data: TypedArray
-}
-
-export interface TensorInfo {
-  name: string
-  dtype: DType
-  shape: Array<number>
-  dataOffsets: [number, number]
-  byteLength: number
-  numel: number
-}
-
-/** Every problem found in a file or directory (not only the first), with codes. */
-export declare function validate(path: string): Promise<ValidationReport>

@@ -77,7 +77,7 @@ describe('Model.loadPretrained', () => {
     expect(model.files).toEqual(['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors'])
     for (const [name, t] of Object.entries(weights)) {
       const shard = SafeTensorsFile.open(join(dir, `model-0000${Number(name.split('.')[1]) + 1}-of-00003.safetensors`))
-      expect(Array.from(model.getTensor(name, { as: 'raw' }).data)).toEqual(Array.from(shard.getTensor(name, { as: 'raw' }).data))
+      expect(Array.from(model.getTensor(name, { as: 'raw' }).data as Uint8Array)).toEqual(Array.from(shard.getTensor(name, { as: 'raw' }).data as Uint8Array))
       expect(model.getTensor(name).shape).toEqual(t.shape)
     }
     expect(events.map((e) => e.file)).toEqual(model.files)

@@ -115,8 +115,8 @@ describe('SafeTensorsFile', () => {
       const got = f.getTensor('x').data as Float64Array
       expect(Array.from(got)).toEqual(Array.from(values))
       expect(got.byteOffset % 8).toBe(0)
-      expect(Array.from(f.getTensor('x', { as: 'F32' }).data)).toEqual(Array.from(new Float32Array(values)))
-      expect(Array.from(f.getTensor('x', { as: 'raw' }).data)).toEqual(Array.from(new Uint8Array(values.buffer)))
+      expect(Array.from(f.getTensor('x', { as: 'F32' }).data as Float32Array)).toEqual(Array.from(new Float32Array(values)))
+      expect(Array.from(f.getTensor('x', { as: 'raw' }).data as Uint8Array)).toEqual(Array.from(new Uint8Array(values.buffer)))
     }
   })
 

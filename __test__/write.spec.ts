@@ -84,7 +84,7 @@ describe('writer', () => {
         c: { dtype: 'C64', shape: [2], data: new Uint8Array(16) },
       }),
     )
-    expect(Array.from(f.getTensor('f4', { as: 'raw' }).data)).toEqual([0xab, 0xcd])
+    expect(Array.from(f.getTensor('f4', { as: 'raw' }).data as Uint8Array)).toEqual([0xab, 0xcd])
     expect(f.info('f6').byteLength).toBe(3)
     expect(f.info('c').byteLength).toBe(16)
   })

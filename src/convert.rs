@@ -89,7 +89,7 @@ pub fn convert(
             to,
             quantization,
             &mut |done, total| {
-                let percent = if total == 0 { 100 } else { done * 100 / total };
+                let percent = (done * 100).checked_div(total).unwrap_or(100);
                 if let Some(sink) = &sink {
                     if last_percent != Some(percent) {
                         last_percent = Some(percent);

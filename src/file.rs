@@ -303,7 +303,7 @@ fn integer(v: f64, what: &str) -> CoreResult<i64> {
     Ok(v as i64)
 }
 
-fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
+pub fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
     Ok(match r {
         None => SliceArg::Full,
         Some(Either::B(i)) => SliceArg::Index(integer(*i, "a slice index")?),

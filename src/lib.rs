@@ -8,6 +8,7 @@ mod error;
 mod file;
 mod model;
 mod models;
+mod remote;
 mod tasks;
 mod typed;
 mod write;

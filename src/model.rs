@@ -108,12 +108,13 @@ pub struct Model {
 
 #[napi]
 impl Model {
-    /// Load a model directory off the event loop.
+    /// Load a local model directory off the event loop (`Model.loadPretrained`, defined in
+    /// index.js, also takes http(s) URLs and calls this for paths).
     #[napi(
         ts_args_type = "dir: string, options?: LoadPretrainedOptions",
         ts_return_type = "Promise<Model>"
     )]
-    pub fn load_pretrained(
+    pub fn load_pretrained_dir(
         dir: String,
         options: Option<Object>,
     ) -> napi::Result<AsyncTask<CoreTask<Model>>> {
@@ -143,6 +144,14 @@ impl Model {
         dir: String,
         options: Option<Object>,
     ) -> napi::Result<Model> {
+        if dir.starts_with("http://") || dir.starts_with("https://") {
+            return Err(crate::error::to_js(
+                &env,
+                &invalid_argument(
+                    "remote directories need the network: use Model.loadPretrained (async)",
+                ),
+            ));
+        }
         let default_as = default_as(&options).or_throw(&env)?;
         let callback = progress_callback(&options).or_throw(&env)?;
         let mut callback_error = None;

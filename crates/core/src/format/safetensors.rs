@@ -406,6 +406,9 @@ fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
 // ---------------------------------------------------------------------------------------
 // Storage.
 
+/// `(offset, length)` of a run of bytes within a file.
+pub type FileSpan = (u64, u64);
+
 /// How `SafeTensors::open` reaches the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -437,6 +440,9 @@ impl Deref for Memory {
 enum Storage {
     Memory(Arc<Memory>),
     File(File),
+    /// Only the header is here; the data lives elsewhere (e.g. behind HTTP range requests)
+    /// and is fetched by the caller, which asks [`SafeTensors::file_range`] where to look.
+    Detached,
 }
 
 /// A validated SafeTensors file (or buffer) whose tensors are read lazily.
@@ -528,6 +534,53 @@ impl SafeTensors {
         })
     }
 
+    /// Validate a file known only by its first bytes (the 8-byte prefix and the whole JSON
+    /// header, possibly more) and its total length. Tensor data is not available from the
+    /// result: callers fetch the bytes of [`SafeTensors::file_range`] themselves.
+    pub fn from_header(head: &[u8], file_len: u64, origin: &str) -> Result<SafeTensors> {
+        let json_len = Header::json_len(head, file_len)?;
+        let json = head.get(N_LEN..N_LEN + json_len).ok_or_else(|| {
+            CoreError::incomplete_file(format!(
+                "have {} bytes of the file's start, the header needs {}",
+                head.len(),
+                N_LEN + json_len
+            ))
+        })?;
+        let header = Header::parse(json, file_len).map_err(|e| e.with_path(origin))?;
+        Ok(SafeTensors {
+            header,
+            storage: Storage::Detached,
+            path: Some(PathBuf::from(origin)),
+            file_len,
+        })
+    }
+
+    /// Absolute byte range `[start, end)` of a tensor within the file.
+    pub fn file_range(&self, info: &TensorInfo) -> (u64, u64) {
+        let base = self.header.data_start() as u64;
+        (
+            base + info.data_offsets.0 as u64,
+            base + info.data_offsets.1 as u64,
+        )
+    }
+
+    /// The absolute byte spans of a slice (see [`SafeTensors::slice`]) and its shape.
+    pub fn slice_spans(
+        &self,
+        name: &str,
+        ranges: &[SliceArg],
+    ) -> Result<(Vec<usize>, Vec<FileSpan>)> {
+        let info = self.info(name)?;
+        let plan = SlicePlan::new(info, ranges).map_err(|e| self.context(e.with_tensor(name)))?;
+        let (base, _) = self.file_range(info);
+        let spans = plan
+            .spans
+            .iter()
+            .map(|&(s, l)| (base + s as u64, l as u64))
+            .collect();
+        Ok((plan.shape, spans))
+    }
+
     pub fn from_bytes(bytes: Vec<u8>) -> Result<SafeTensors> {
         SafeTensors::from_memory(Arc::new(Memory::Owned(bytes)))
     }
@@ -593,6 +646,9 @@ impl SafeTensors {
                 })?;
                 Ok(TensorBytes::Owned(buf))
             }
+            Storage::Detached => Err(self.context(CoreError::invalid_argument(
+                "this file's data is remote: use getTensorAsync (or getSliceAsync)",
+            ))),
         }
     }
 

@@ -464,3 +464,39 @@ fn validate_reports_every_problem() {
     let first = SafeTensors::open(&p, Backend::Read).err().unwrap();
     assert_eq!(first.code(), "ERR_INVALID_HEADER");
 }
+
+#[test]
+fn detached_files_validate_the_header_and_locate_tensors() {
+    let data: Vec<u8> = (0..12i32).flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = serialize(
+        &[TensorView::new("t", DType::I32, vec![3, 4], data).unwrap()],
+        None,
+    )
+    .unwrap();
+    let head = &bytes[..bytes.len() - 48];
+    let st = SafeTensors::from_header(head, bytes.len() as u64, "http://x/m.safetensors").unwrap();
+    let info = st.info("t").unwrap().clone();
+    let (s, e) = st.file_range(&info);
+    assert_eq!(&bytes[s as usize..e as usize], &bytes[bytes.len() - 48..]);
+    assert_eq!(st.view("t").unwrap_err().code(), "ERR_INVALID_ARGUMENT");
+    let (shape, spans) = st
+        .slice_spans("t", &[SliceArg::Full, SliceArg::Range(1, 2)])
+        .unwrap();
+    assert_eq!((shape, spans.len()), (vec![3, 1], 3));
+    assert_eq!(spans[1], (s + 16 + 4, 4));
+    // Too few bytes for the header, and the usual validation with the real length.
+    assert_eq!(
+        SafeTensors::from_header(&bytes[..10], bytes.len() as u64, "u")
+            .err()
+            .unwrap()
+            .code(),
+        "ERR_INCOMPLETE_FILE"
+    );
+    assert_eq!(
+        SafeTensors::from_header(head, bytes.len() as u64 + 1, "u")
+            .err()
+            .unwrap()
+            .code(),
+        "ERR_INCOMPLETE_FILE"
+    );
+}

@@ -1,0 +1,161 @@
+//! Building blocks for remote files (the HTTP range requests themselves are made in JS by
+//! `lib/remote.js` with Node's `fetch`): validate a header fetched on its own, locate a
+//! tensor's bytes, and decode bytes fetched separately.
+
+use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::file::{shape_to_js, slice_arg, GetOptions, SafeTensorsFile, Tensor};
+use crate::tasks::CoreTask;
+use crate::typed::{to_typed_array, ReadAs};
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+use stcore::format::safetensors::{self as st, SafeTensors, TensorBytes};
+use stcore::tensor::checked_numel;
+use stcore::DType;
+use std::sync::Arc;
+
+#[napi(object, object_from_js = false)]
+pub struct SliceSpans {
+    pub shape: Vec<i64>,
+    /// Absolute `[offset, length]` byte spans within the file, in output order.
+    #[napi(ts_type = "Array<[number, number]>")]
+    pub spans: Vec<Vec<f64>>,
+}
+
+#[napi]
+impl SafeTensorsFile {
+    /// Validate a file from its first bytes (8-byte prefix + whole JSON header) and total
+    /// length; its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes).
+    /// Used by `openUrl`.
+    #[napi(factory)]
+    pub fn from_header(
+        env: Env,
+        head: Uint8Array,
+        file_length: f64,
+        origin: String,
+    ) -> napi::Result<SafeTensorsFile> {
+        SafeTensors::from_header(&head, file_length as u64, &origin)
+            .map(|inner| SafeTensorsFile {
+                inner: Arc::new(inner),
+            })
+            .or_throw(&env)
+    }
+
+    /// Absolute byte range `[start, end)` of a tensor within the file.
+    #[napi(ts_return_type = "[number, number]")]
+    pub fn file_range(&self, env: Env, name: String) -> napi::Result<Vec<f64>> {
+        let info = self.inner.info(&name).or_throw(&env)?;
+        let (s, e) = self.inner.file_range(info);
+        Ok(vec![s as f64, e as f64])
+    }
+
+    /// The absolute byte spans a `getSlice` would read, and the result's shape.
+    #[napi(ts_args_type = "name: string, ranges: Array<[number, number] | number | null>")]
+    pub fn slice_spans(
+        &self,
+        env: Env,
+        name: String,
+        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+    ) -> napi::Result<SliceSpans> {
+        let run = || {
+            let args = ranges
+                .iter()
+                .map(slice_arg)
+                .collect::<CoreResult<Vec<_>>>()?;
+            let (shape, spans) = self.inner.slice_spans(&name, &args)?;
+            Ok(SliceSpans {
+                shape: shape_to_js(&shape),
+                spans: spans
+                    .into_iter()
+                    .map(|(s, l)| vec![s as f64, l as f64])
+                    .collect(),
+            })
+        };
+        run().or_throw(&env)
+    }
+
+    /// `getSlice` off the event loop.
+    #[napi(
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
+        ts_return_type = "Promise<Tensor>"
+    )]
+    pub fn get_slice_async(
+        &self,
+        env: Env,
+        name: String,
+        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        let args = ranges
+            .iter()
+            .map(slice_arg)
+            .collect::<CoreResult<Vec<_>>>()
+            .or_throw(&env)?;
+        let mode = GetOptions::mode(&options, ReadAs::Native);
+        let st = Arc::clone(&self.inner);
+        Ok(CoreTask::new(move || {
+            let (shape, bytes) = st.slice(&name, &args)?;
+            let dtype = st.info(&name)?.dtype;
+            Ok(Tensor {
+                name: name.clone(),
+                dtype: dtype.name().to_string(),
+                shape: shape_to_js(&shape),
+                data: to_typed_array(dtype, bytes, mode?)?,
+            })
+        }))
+    }
+}
+
+/// Decode a tensor's stored bytes (fetched separately) into the form `options` asks for.
+#[napi(
+    ts_args_type = "name: string, dtype: DType, shape: number[], bytes: Uint8Array, options?: GetOptions"
+)]
+pub fn decode_tensor(
+    env: Env,
+    name: String,
+    dtype: String,
+    shape: Vec<f64>,
+    bytes: Uint8Array,
+    options: Option<GetOptions>,
+) -> napi::Result<Tensor> {
+    let run = || {
+        let dtype = DType::parse_arg(&dtype)?;
+        let shape: Vec<usize> = shape
+            .iter()
+            .map(|&d| {
+                if d.fract() == 0.0 && d >= 0.0 {
+                    Ok(d as usize)
+                } else {
+                    Err(invalid_argument(format!("bad shape entry {d}")))
+                }
+            })
+            .collect::<CoreResult<_>>()?;
+        let expected = checked_numel(&shape).and_then(|n| dtype.byte_len(n));
+        if expected != Some(bytes.len()) {
+            return Err(stcore::CoreError::incomplete_file(format!(
+                "expected {expected:?} bytes for shape {shape:?} of {dtype}, got {}",
+                bytes.len()
+            ))
+            .with_tensor(&name));
+        }
+        let mode = GetOptions::mode(&options, ReadAs::Native)?;
+        let data = to_typed_array(dtype, TensorBytes::Owned(bytes.to_vec()), mode)?;
+        Ok(Tensor {
+            name: name.clone(),
+            dtype: dtype.name().to_string(),
+            shape: shape_to_js(&shape),
+            data,
+        })
+    };
+    run().or_throw(&env)
+}
+
+/// The SafeTensors bytes of a weights.mlx document (used for remote MLX directories).
+#[napi]
+pub fn mlx_to_safetensors(env: Env, bytes: Uint8Array) -> napi::Result<Buffer> {
+    let run = || {
+        let weights = stcore::format::mlx::parse_mlx(&bytes)?;
+        st::serialize(&weights.tensors, weights.metadata.as_ref())
+    };
+    run().map(Buffer::from).or_throw(&env)
+}
