@@ -65,5 +65,6 @@ declare module './binding' {
     /** Load a model directory: a local path, or an http(s):// URL (fetched lazily). */
     function loadPretrained(dir: `http://${string}` | `https://${string}`, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<RemoteModel>
     function loadPretrained(dir: string, options?: LoadPretrainedOptions): Promise<Model>
+    function loadPretrained(dir: string, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<Model | RemoteModel>
   }
 }
