@@ -130,6 +130,49 @@ impl<'de> Deserialize<'de> for RawHeader {
     }
 }
 
+/// serde_json's recursion limit as the reference meets it: the reference buffers every entry
+/// (its header struct flattens the tensor map), so a value nested 128 levels deep anywhere
+/// in the header is refused there, even inside a field it would otherwise ignore. Our parser
+/// skips unknown fields without recursing, so the same rule is applied here, explicitly.
+const MAX_JSON_DEPTH: usize = 127;
+
+/// Parse the header JSON into its raw entries, with the reference's verdict on nesting.
+fn parse_raw(text: &str) -> Result<RawHeader> {
+    let invalid = |e: String| {
+        CoreError::invalid_header(format!(
+            "header is not a valid SafeTensors JSON header: {e}"
+        ))
+    };
+    let raw: RawHeader = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(invalid(format!(
+                        "values nested more than {MAX_JSON_DEPTH} levels deep (at byte {i})"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(raw)
+}
+
 impl Header {
     /// Read the 8-byte little-endian length prefix and check it against the limits and the
     /// file size. Returns the JSON length.
@@ -160,11 +203,7 @@ impl Header {
     pub fn parse(json: &[u8], file_len: u64) -> Result<Header> {
         let text = std::str::from_utf8(json)
             .map_err(|e| CoreError::invalid_header(format!("header is not valid UTF-8: {e}")))?;
-        let raw: RawHeader = serde_json::from_str(text).map_err(|e| {
-            CoreError::invalid_header(format!(
-                "header is not a valid SafeTensors JSON header: {e}"
-            ))
-        })?;
+        let raw = parse_raw(text)?;
         if let Some(name) = raw.duplicate {
             return Err(
                 CoreError::invalid_header(format!("duplicate entry '{name}' in header"))
@@ -198,8 +237,10 @@ impl Header {
         });
         let data_len = validate_layout(&tensors)?;
         let json_len = json.len();
-        if data_len as u64 + N_LEN as u64 + json_len as u64 != file_len {
-            let have = file_len - N_LEN as u64 - json_len as u64;
+        // `json_len` was checked against `file_len` by `json_len()`; `data_len` may be close to
+        // 2^64 (the offsets only have to tile), so compare instead of adding.
+        let have = file_len.saturating_sub(N_LEN as u64 + json_len as u64);
+        if data_len as u64 != have {
             let what = if (data_len as u64) > have {
                 "truncated"
             } else {
@@ -278,13 +319,9 @@ pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
             ))]
         }
     };
-    let raw: RawHeader = match serde_json::from_str(text) {
+    let raw = match parse_raw(text) {
         Ok(r) => r,
-        Err(e) => {
-            return vec![CoreError::invalid_header(format!(
-                "header is not a valid SafeTensors JSON header: {e}"
-            ))]
-        }
+        Err(e) => return vec![e],
     };
     let mut problems = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -341,7 +378,17 @@ pub fn header_problems(json: &[u8], file_len: u64) -> Vec<CoreError> {
     problems
 }
 
-/// The per-tensor rules for one tensor expected to start at `start`.
+/// The reference's per-tensor rules, in its order: contiguous offsets, then exact sizes.
+fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
+    let mut start = 0usize;
+    for t in tensors {
+        validate_layout_from(t, start)?;
+        start = t.data_offsets.1;
+    }
+    Ok(start)
+}
+
+/// The rules for one tensor expected to start at `start`.
 fn validate_layout_from(t: &TensorInfo, start: usize) -> Result<()> {
     let (s, e) = t.data_offsets;
     if s != start || e < s {
@@ -354,53 +401,31 @@ fn validate_layout_from(t: &TensorInfo, start: usize) -> Result<()> {
         };
         return Err(CoreError::invalid_offsets(why).with_tensor(&t.name));
     }
-    validate_layout(std::slice::from_ref(&TensorInfo {
-        data_offsets: (0, e - s),
-        ..t.clone()
-    }))
-    .map(|_| ())
-}
-
-/// The reference's per-tensor rules, in its order: contiguous offsets, then exact sizes.
-fn validate_layout(tensors: &[TensorInfo]) -> Result<usize> {
-    let mut start = 0usize;
-    for t in tensors {
-        let (s, e) = t.data_offsets;
-        if s != start || e < s {
-            let why = if e < s {
-                format!("data_offsets [{s}, {e}] end before they start")
-            } else {
-                format!("data_offsets [{s}, {e}] do not continue from the previous tensor's end ({start})")
-            };
-            return Err(CoreError::invalid_offsets(why).with_tensor(&t.name));
-        }
-        start = e;
-        let numel = checked_numel(&t.shape).ok_or_else(|| {
-            CoreError::size_mismatch(format!("shape {:?} overflows", t.shape)).with_tensor(&t.name)
-        })?;
-        let nbits = numel.checked_mul(t.dtype.bits()).ok_or_else(|| {
-            CoreError::size_mismatch(format!("shape {:?} of {} overflows", t.shape, t.dtype))
-                .with_tensor(&t.name)
-        })?;
-        if !nbits.is_multiple_of(8) {
-            return Err(CoreError::size_mismatch(format!(
-                "{numel} elements of {} do not fill whole bytes",
-                t.dtype
-            ))
-            .with_tensor(&t.name));
-        }
-        if e - s != nbits / 8 {
-            return Err(CoreError::size_mismatch(format!(
-                "shape {:?} of {} needs {} bytes, data_offsets [{s}, {e}] give {}",
-                t.shape,
-                t.dtype,
-                nbits / 8,
-                e - s
-            ))
-            .with_tensor(&t.name));
-        }
+    let numel = checked_numel(&t.shape).ok_or_else(|| {
+        CoreError::size_mismatch(format!("shape {:?} overflows", t.shape)).with_tensor(&t.name)
+    })?;
+    let nbits = numel.checked_mul(t.dtype.bits()).ok_or_else(|| {
+        CoreError::size_mismatch(format!("shape {:?} of {} overflows", t.shape, t.dtype))
+            .with_tensor(&t.name)
+    })?;
+    if !nbits.is_multiple_of(8) {
+        return Err(CoreError::size_mismatch(format!(
+            "{numel} elements of {} do not fill whole bytes",
+            t.dtype
+        ))
+        .with_tensor(&t.name));
     }
-    Ok(start)
+    if e - s != nbits / 8 {
+        return Err(CoreError::size_mismatch(format!(
+            "shape {:?} of {} needs {} bytes, data_offsets [{s}, {e}] give {}",
+            t.shape,
+            t.dtype,
+            nbits / 8,
+            e - s
+        ))
+        .with_tensor(&t.name));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -731,6 +756,14 @@ pub enum SliceArg {
     Range(i64, i64),
 }
 
+/// The product of `dims`: 0 if any is 0 (even when others would overflow), `None` on overflow.
+fn zero_aware_product(mut dims: impl Iterator<Item = usize> + Clone) -> Option<usize> {
+    if dims.clone().any(|d| d == 0) {
+        return Some(0);
+    }
+    dims.try_fold(1usize, |acc, d| acc.checked_mul(d))
+}
+
 /// The contiguous byte spans (relative to the tensor's start) that a slice selects.
 pub struct SlicePlan {
     pub shape: Vec<usize>,
@@ -754,25 +787,28 @@ impl SlicePlan {
                 shape.len()
             )));
         }
-        // Normalise each argument to [start, stop) and whether the dim is kept.
+        // Normalise each argument to [start, stop) and whether the dim is kept. i128: indices
+        // come from the caller as i64 and dimensions may exceed i64::MAX on zero-size tensors.
         let mut bounds = Vec::with_capacity(args.len());
         for (axis, (&arg, &dim)) in args.iter().zip(shape).enumerate() {
-            let resolve = |v: i64| -> i64 {
+            let dim_i = dim as i128;
+            let resolve = |v: i64| -> i128 {
+                let v = v as i128;
                 if v < 0 {
-                    v + dim as i64
+                    v + dim_i
                 } else {
                     v
                 }
             };
             let (start, stop, keep) = match arg {
-                SliceArg::Full => (0, dim as i64, true),
+                SliceArg::Full => (0, dim_i, true),
                 SliceArg::Index(i) => {
                     let i = resolve(i);
                     (i, i + 1, false)
                 }
                 SliceArg::Range(a, b) => (resolve(a), resolve(b), true),
             };
-            if start < 0 || stop < start || stop > dim as i64 || (!keep && start >= dim as i64) {
+            if start < 0 || stop < start || stop > dim_i {
                 return Err(CoreError::invalid_argument(format!(
                     "slice {arg:?} is out of bounds for axis {axis} of size {dim}"
                 )));
@@ -786,17 +822,32 @@ impl SlicePlan {
             }
         }
         out_shape.extend_from_slice(&shape[bounds.len()..]);
-        // Bytes of one contiguous block below the last sliced axis.
-        let inner: usize = shape[bounds.len()..].iter().product::<usize>() * elem;
+        // Bytes of the selection and of one contiguous block below the last sliced axis. A
+        // zero anywhere makes a product zero, whatever the other (possibly huge) dimensions.
+        let selected = zero_aware_product(bounds.iter().map(|&(a, b, _)| b - a));
+        let inner = zero_aware_product(shape[bounds.len()..].iter().copied())
+            .and_then(|n| n.checked_mul(elem));
+        let total = match (selected, inner) {
+            (Some(0), _) | (_, Some(0)) => 0,
+            (Some(s), Some(i)) => s.checked_mul(i).ok_or_else(|| {
+                CoreError::size_mismatch(format!("slice of shape {shape:?} overflows"))
+            })?,
+            _ => {
+                return Err(CoreError::size_mismatch(format!(
+                    "slice of shape {shape:?} overflows"
+                )))
+            }
+        };
+        let inner = inner.unwrap_or(0);
         let mut spans: Vec<(usize, usize)> = Vec::new();
-        let total: usize = bounds.iter().map(|&(a, b, _)| b - a).product::<usize>() * inner;
         if total > 0 {
             // Row-major strides (in bytes) of the sliced axes.
             let mut strides = vec![0usize; bounds.len()];
             let mut acc = inner;
             for axis in (0..bounds.len()).rev() {
                 strides[axis] = acc;
-                acc *= shape[axis];
+                // Only reached when nothing is zero: the products are within the tensor's size.
+                acc = acc.saturating_mul(shape[axis]);
             }
             // Iterate the selected index tuples of all axes but the last, odometer style;
             // the last sliced axis is one contiguous run per tuple.
@@ -895,11 +946,12 @@ pub fn header_bytes(
         let (a, b) = (&specs[a], &specs[b]);
         b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name))
     });
-    for pair in order.windows(2) {
-        if specs[pair[0]].name == specs[pair[1]].name {
+    let mut seen = std::collections::HashSet::with_capacity(specs.len());
+    for spec in specs {
+        if !seen.insert(spec.name.as_str()) {
             return Err(CoreError::invalid_argument(format!(
                 "duplicate tensor name '{}'",
-                specs[pair[0]].name
+                spec.name
             )));
         }
     }

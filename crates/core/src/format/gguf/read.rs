@@ -496,12 +496,17 @@ fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<
         }
         ne.push(d);
     }
-    let numel = ne
+    // The product of the non-zero dimensions must fit, so that the element count is the
+    // same (and never overflows) whichever order a reader multiplies them in: a zero-size
+    // tensor with huge other dimensions is refused rather than served to some and not others.
+    let nonzero = ne
         .iter()
+        .filter(|&&d| d != 0)
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n <= i64::MAX as u64)
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| invalid(format!("shape (ne) {ne:?} has too many elements")))?;
+    let numel = if ne.contains(&0) { 0 } else { nonzero };
     let type_id = c.u32("tensor type")?;
     let ggml_type = GgmlType::from_id(type_id)
         .ok_or_else(|| invalid(format!("unknown ggml type {type_id}")))?;

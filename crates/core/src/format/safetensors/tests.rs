@@ -451,6 +451,16 @@ fn validate_reports_every_problem() {
         ]
     );
     assert!(problems.iter().all(|e| e.path().is_some()));
+    assert!(
+        problems[1].detail().contains("data_offsets [0, 8]"),
+        "{}",
+        problems[1]
+    );
+    assert!(
+        problems[2].detail().contains("data_offsets [12, 13]"),
+        "{}",
+        problems[2]
+    );
     let ok = fixture("safetensors/all_dtypes.safetensors");
     assert!(validate_file(&ok).is_empty());
     assert_eq!(
