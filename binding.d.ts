@@ -62,6 +62,12 @@ export interface ValidationReport {
   errors: Array<{ code: string; message: string; tensor?: string }>
 }
 
+/** Options of `SafeTensorsFile.open` / `openAsync`. */
+export interface OpenOptions {
+  /** 'mmap' (default): a private copy-on-write memory map; 'read': plain reads per tensor (network file systems). */
+  backend?: 'mmap' | 'read'
+}
+
 export type TypedArray =
   | Int8Array
   | Uint8Array
@@ -85,7 +91,7 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
 export declare class LinearRegression {
-  constructor(options?: LinearRegressionOptions | undefined | null)
+  constructor(options?: { fitIntercept?: boolean })
   fit(x: Matrix, y: ArrayLike<number>): this
   predict(x: Matrix): Float32Array
   /** `predict` off the event loop (for large batches; the input is copied first). */
@@ -119,7 +125,11 @@ export declare class LinearRegression {
  * the objective of scikit-learn's `LogisticRegression(C=…)`, solved by Newton's method.
  */
 export declare class LogisticRegression {
-  constructor(options?: LogisticRegressionOptions | undefined | null)
+  /**
+   * `c`: inverse L2 strength (default 1.0); `maxIter`: Newton iterations (default 100);
+   * `tol`: default 1e-4.
+   */
+  constructor(options?: { fitIntercept?: boolean; c?: number; maxIter?: number; tol?: number })
   /** Fit to integer class labels (any integers; two classes or more). */
   fit(x: Matrix, y: ArrayLike<number>): this
   /** Predicted class labels. */
@@ -198,9 +208,9 @@ export declare class Model {
  */
 export declare class SafeTensorsFile {
   /** Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map. */
-  static open(path: string, options?: OpenOptions | undefined | null): SafeTensorsFile
+  static open(path: string, options?: OpenOptions): SafeTensorsFile
   /** `open` off the event loop. */
-  static openAsync(path: string, options?: OpenOptions | undefined | null): Promise<SafeTensorsFile>
+  static openAsync(path: string, options?: OpenOptions): Promise<SafeTensorsFile>
   /** Validate a whole file held in memory (the bytes are copied). */
   static fromBytes(bytes: Uint8Array): SafeTensorsFile
   get path(): string | null
@@ -260,25 +270,16 @@ export interface GgufOptions {
   quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
 }
 
-/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
-export declare function inspect(path: string): Promise<FileReport>
-
-export interface LinearRegressionOptions {
-  fitIntercept?: boolean
-}
+/**
+ * `inspect`'s report as JSON text (index.js parses it: napi's object conversion caps the
+ * number of values, and a file may list hundreds of thousands of tensors).
+ */
+export declare function inspectJson(path: string): Promise<string>
 
 /** Open a file and read every tensor. */
 export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
 
 export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
-
-export interface LogisticRegressionOptions {
-  fitIntercept?: boolean
-  /** Inverse L2 strength (default 1.0). */
-  c?: number
-  maxIter?: number
-  tol?: number
-}
 
 /** The SafeTensors bytes of a weights.mlx document (used for remote MLX directories). */
 export declare function mlxToSafetensors(bytes: Uint8Array): Buffer
@@ -286,10 +287,6 @@ export declare function mlxToSafetensors(bytes: Uint8Array): Buffer
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
   maxShardBytes?: number
-}
-
-export interface OpenOptions {
-  backend?: 'mmap' | 'read'
 }
 
 export interface ProgressEvent {

@@ -68,3 +68,6 @@ declare module './binding' {
     function loadPretrained(dir: string, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<Model | RemoteModel>
   }
 }
+
+/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
+export declare function inspect(path: string): Promise<import('./binding').FileReport>

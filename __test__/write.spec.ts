@@ -181,3 +181,23 @@ describe('writer', () => {
     writeFileSync(join(tempDir(), 'unused'), '')
   })
 })
+
+describe('names that are awkward in JavaScript', () => {
+  // Valid JSON keys that a naive binding mishandles: "__proto__" assigned (not defined) sets
+  // the prototype and vanishes; a NUL inside a name breaks C-string property APIs.
+  it('"__proto__" and names with NUL round-trip as own keys, sync and async, tensors and metadata', async () => {
+    const inputs = JSON.parse('{"__proto__": {"shape": [1], "data": [1]}, "a\\u0000b": {"shape": [2], "data": [2, 3]}}')
+    const metadata = JSON.parse('{"__proto__": "p", "k\\u0000": "v"}')
+    const f = SafeTensorsFile.fromBytes(serialize(inputs, { metadata }))
+    expect(f.tensorNames).toEqual(['__proto__', 'a\u0000b'])
+    for (const all of [f.tensors(), await f.tensorsAsync()]) {
+      expect(Object.keys(all)).toEqual(['__proto__', 'a\u0000b'])
+      expect(Object.getPrototypeOf(all)).toBe(Object.prototype)
+      expect(Array.from(Object.getOwnPropertyDescriptor(all, '__proto__')!.value.data)).toEqual([1])
+      expect(Array.from(all['a\u0000b'].data as Float32Array)).toEqual([2, 3])
+    }
+    expect(Object.keys(f.metadata!)).toEqual(['__proto__', 'k\u0000'])
+    expect(Object.getOwnPropertyDescriptor(f.metadata, '__proto__')!.value).toBe('p')
+    expect(Object.getPrototypeOf(f.metadata)).toBe(Object.prototype)
+  })
+})

@@ -105,10 +105,14 @@ pub fn convert(
     }))
 }
 
-/// Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory.
-#[napi(ts_return_type = "Promise<FileReport>")]
-pub fn inspect(path: String) -> AsyncTask<CoreTask<Json>> {
-    CoreTask::new(move || json(convert::inspect(Path::new(&path))?))
+/// `inspect`'s report as JSON text (index.js parses it: napi's object conversion caps the
+/// number of values, and a file may list hundreds of thousands of tensors).
+#[napi(ts_return_type = "Promise<string>")]
+pub fn inspect_json(path: String) -> AsyncTask<CoreTask<String>> {
+    CoreTask::new(move || {
+        let report = convert::inspect(Path::new(&path))?;
+        serde_json::to_string(&report).map_err(|e| invalid_argument(e.to_string()))
+    })
 }
 
 /// Every problem found in a file or directory (not only the first), with codes.

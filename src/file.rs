@@ -1,21 +1,14 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::typed::{to_typed_array, ReadAs, ReadMode, TypedArrayOut};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use stcore::format::safetensors::{Backend, SafeTensors, SliceArg, TensorInfo as CoreInfo};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-
-#[napi(object)]
-pub struct OpenOptions {
-    #[napi(ts_type = "'mmap' | 'read'")]
-    pub backend: Option<String>,
-}
 
 #[napi(object, object_to_js = false)]
 #[derive(Default)]
@@ -92,19 +85,77 @@ impl ToNapiValue for TensorRecord {
         env: napi::sys::napi_env,
         val: Self,
     ) -> napi::Result<napi::sys::napi_value> {
-        let env = Env::from_raw(env);
-        let mut obj = Object::new(&env)?;
-        for t in val.0 {
-            let name = t.name.clone();
-            obj.set_named_property(&name, t)?;
-        }
-        // SAFETY: converting an object we just built in this env.
-        unsafe { Object::to_napi_value(env.raw(), obj) }
+        // SAFETY: called by napi-rs with a live env, as this trait requires.
+        unsafe { own_record(env, val.0.into_iter().map(|t| (t.name.clone(), t))) }
     }
 }
 
-fn parse_backend(options: &Option<OpenOptions>) -> CoreResult<Backend> {
-    match options.as_ref().and_then(|o| o.backend.as_deref()) {
+/// A JS object with one own, enumerable data property per entry, in order, as `JSON.parse`
+/// would build it: each key string is created with its length (names may contain NUL) and
+/// defined rather than assigned (a tensor or metadata key `__proto__` must not set the
+/// object's prototype).
+///
+/// # Safety
+/// `env` must be the live env of the current Node-API call.
+pub unsafe fn own_record<V: ToNapiValue>(
+    env: napi::sys::napi_env,
+    entries: impl Iterator<Item = (String, V)>,
+) -> napi::Result<napi::sys::napi_value> {
+    use napi::sys;
+    let mut obj = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the caller's env with values created here.
+    unsafe {
+        napi::check_status!(sys::napi_create_object(env, &mut obj))?;
+        for (name, value) in entries {
+            let mut key = std::ptr::null_mut();
+            napi::check_status!(sys::napi_create_string_utf8(
+                env,
+                name.as_ptr().cast(),
+                name.len() as isize,
+                &mut key
+            ))?;
+            let descriptor = sys::napi_property_descriptor {
+                utf8name: std::ptr::null(),
+                name: key,
+                method: None,
+                getter: None,
+                setter: None,
+                value: V::to_napi_value(env, value)?,
+                attributes: sys::PropertyAttributes::writable
+                    | sys::PropertyAttributes::enumerable
+                    | sys::PropertyAttributes::configurable,
+                data: std::ptr::null_mut(),
+            };
+            napi::check_status!(sys::napi_define_properties(env, obj, 1, &descriptor))?;
+        }
+    }
+    Ok(obj)
+}
+
+/// The `__metadata__` map as a JS object (see [`own_record`]).
+pub struct StringRecord(pub Vec<(String, String)>);
+
+impl TypeName for StringRecord {
+    fn type_name() -> &'static str {
+        "Record<string, string>"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for StringRecord {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: called by napi-rs with a live env, as this trait requires.
+        unsafe { own_record(env, val.0.into_iter()) }
+    }
+}
+
+fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
+    match option::<String>(options, "backend")?.as_deref() {
         None | Some("mmap") => Ok(Backend::Mmap),
         Some("read") => Ok(Backend::Read),
         Some(other) => Err(invalid_argument(format!(
@@ -151,20 +202,19 @@ pub struct SafeTensorsFile {
 #[napi]
 impl SafeTensorsFile {
     /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
-    #[napi(factory)]
-    pub fn open(
-        env: Env,
-        path: String,
-        options: Option<OpenOptions>,
-    ) -> napi::Result<SafeTensorsFile> {
+    #[napi(factory, ts_args_type = "path: string, options?: OpenOptions")]
+    pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<SafeTensorsFile> {
         open_file(&path, parse_backend(&options)).or_throw(&env)
     }
 
     /// `open` off the event loop.
-    #[napi(ts_return_type = "Promise<SafeTensorsFile>")]
+    #[napi(
+        ts_args_type = "path: string, options?: OpenOptions",
+        ts_return_type = "Promise<SafeTensorsFile>"
+    )]
     pub fn open_async(
         path: String,
-        options: Option<OpenOptions>,
+        options: Option<Object>,
     ) -> AsyncTask<CoreTask<SafeTensorsFile>> {
         let backend = parse_backend(&options);
         CoreTask::new(move || open_file(&path, backend))
@@ -186,11 +236,11 @@ impl SafeTensorsFile {
     }
 
     /// The `__metadata__` map, or null.
-    #[napi(getter)]
-    pub fn metadata(&self) -> Option<HashMap<String, String>> {
+    #[napi(getter, ts_return_type = "Record<string, string> | null")]
+    pub fn metadata(&self) -> Option<StringRecord> {
         self.inner
             .metadata()
-            .map(|m| m.clone().into_iter().collect())
+            .map(|m| StringRecord(m.clone().into_iter().collect()))
     }
 
     /// Tensor names in data-offset order.

@@ -1,6 +1,6 @@
 //! `LinearRegression` and `LogisticRegression` from JavaScript.
 
-use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::write::{natural_dtype, string_map, SaveOptions};
 use napi::bindgen_prelude::*;
@@ -13,6 +13,7 @@ use stcore::models::{
     LogisticRegressionParams, MatrixData, MatrixRef, ModelKind,
 };
 use stcore::CoreError;
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -228,10 +229,10 @@ macro_rules! persistence_methods {
 
         impl $class {
             fn any(&self) -> Arc<AnyModel> {
-                Arc::new($wrap(self.inner.clone()))
+                Arc::new($wrap(self.inner.borrow().clone()))
             }
             fn fitted(&self) -> CoreResult<Arc<AnyModel>> {
-                if self.inner.is_fitted() {
+                if self.inner.borrow().is_fitted() {
                     Ok(self.any())
                 } else {
                     Err(not_fitted())
@@ -239,7 +240,9 @@ macro_rules! persistence_methods {
             }
             fn from_file(path: &str) -> CoreResult<$class> {
                 match AnyModel::load_safetensors(Path::new(path), $kind)? {
-                    $unwrap => Ok($class { inner: $inner }),
+                    $unwrap => Ok($class {
+                        inner: RefCell::new($inner),
+                    }),
                     _ => Err(CoreError::invalid_model("unexpected model class").with_path(path)),
                 }
             }
@@ -247,25 +250,24 @@ macro_rules! persistence_methods {
     };
 }
 
-#[napi(object, object_to_js = false)]
-pub struct LinearRegressionOptions {
-    pub fit_intercept: Option<bool>,
-}
-
 /// Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent).
 #[napi]
 pub struct LinearRegression {
-    inner: CoreLinear,
+    // RefCell, not `&mut self`: napi keeps a shared borrow of the object while an async
+    // task made by one of its methods is pending, which would make `fit` fail then.
+    inner: RefCell<CoreLinear>,
 }
 
 #[napi]
 impl LinearRegression {
-    #[napi(constructor)]
-    pub fn new(options: Option<LinearRegressionOptions>) -> Self {
-        let fit_intercept = options.and_then(|o| o.fit_intercept).unwrap_or(true);
-        LinearRegression {
-            inner: CoreLinear::new(fit_intercept),
-        }
+    #[napi(constructor, ts_args_type = "options?: { fitIntercept?: boolean }")]
+    pub fn new(env: Env, options: Option<Object>) -> napi::Result<Self> {
+        let fit_intercept = option::<bool>(&options, "fitIntercept")
+            .or_throw(&env)?
+            .unwrap_or(true);
+        Ok(LinearRegression {
+            inner: RefCell::new(CoreLinear::new(fit_intercept)),
+        })
     }
 
     #[napi(
@@ -273,16 +275,16 @@ impl LinearRegression {
         ts_return_type = "this"
     )]
     pub fn fit<'a>(
-        &mut self,
+        &self,
         env: Env,
         this: This<'a>,
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let mut run = || {
+        let run = || {
             let x = matrix_arg(&x)?;
             let y = numbers_arg(&y, "y")?;
-            self.inner.fit(x.as_ref()?, &y)
+            self.inner.borrow_mut().fit(x.as_ref()?, &y)
         };
         run().or_throw(&env)?;
         Ok(this)
@@ -292,22 +294,19 @@ impl LinearRegression {
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
         let run = || {
             let x = matrix_arg(&x)?;
-            self.inner.predict(x.as_ref()?)
+            self.inner.borrow().predict(x.as_ref()?)
         };
         run().map(Float32Array::new).or_throw(&env)
     }
 
     /// `predict` off the event loop (for large batches; the input is copied first).
     #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
-    pub fn predict_async(
-        &self,
-        env: Env,
-        x: Unknown,
-    ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
-        let x = matrix_arg(&x).or_throw(&env)?;
-        let model = self.inner.clone();
+    pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
+        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+        let x = matrix_arg(&x);
+        let model = self.inner.borrow().clone();
         Ok(CoreTask::new(move || {
-            model.predict(x.as_ref()?).map(Float32Array::new)
+            model.predict(x?.as_ref()?).map(Float32Array::new)
         }))
     }
 
@@ -317,7 +316,7 @@ impl LinearRegression {
         let run = || {
             let x = matrix_arg(&x)?;
             let y = numbers_arg(&y, "y")?;
-            self.inner.score(x.as_ref()?, &y)
+            self.inner.borrow().score(x.as_ref()?, &y)
         };
         run().or_throw(&env)
     }
@@ -325,35 +324,37 @@ impl LinearRegression {
     #[napi(getter)]
     pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
         self.require_fitted(&env)?;
-        Ok(Float32Array::new(self.inner.coefficients().to_vec()))
+        Ok(Float32Array::new(
+            self.inner.borrow().coefficients().to_vec(),
+        ))
     }
 
     #[napi(getter)]
     pub fn intercept(&self, env: Env) -> napi::Result<f64> {
         self.require_fitted(&env)?;
-        Ok(self.inner.intercept() as f64)
+        Ok(self.inner.borrow().intercept() as f64)
     }
 
     #[napi(getter)]
     pub fn n_features(&self, env: Env) -> napi::Result<u32> {
         self.require_fitted(&env)?;
-        Ok(self.inner.n_features().unwrap_or(0) as u32)
+        Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
     }
 
     #[napi(getter)]
     pub fn is_fitted(&self) -> bool {
-        self.inner.is_fitted()
+        self.inner.borrow().is_fitted()
     }
 
     #[napi(getter)]
     pub fn fit_intercept(&self) -> bool {
-        self.inner.fit_intercept()
+        self.inner.borrow().fit_intercept()
     }
 }
 
 impl LinearRegression {
     fn require_fitted(&self, env: &Env) -> napi::Result<()> {
-        if self.inner.is_fitted() {
+        if self.inner.borrow().is_fitted() {
             Ok(())
         } else {
             Err(crate::error::to_js(env, &not_fitted()))
@@ -363,40 +364,37 @@ impl LinearRegression {
 
 persistence_methods!(LinearRegression, "Promise<LinearRegression>", ModelKind::Linear, AnyModel::Linear, AnyModel::Linear(inner) => inner);
 
-#[napi(object, object_to_js = false)]
-pub struct LogisticRegressionOptions {
-    pub fit_intercept: Option<bool>,
-    /// Inverse L2 strength (default 1.0).
-    pub c: Option<f64>,
-    pub max_iter: Option<f64>,
-    pub tol: Option<f64>,
-}
-
 /// L2-regularised logistic regression (binary: sigmoid; 3+ classes: multinomial softmax),
 /// the objective of scikit-learn's `LogisticRegression(C=…)`, solved by Newton's method.
 #[napi]
 pub struct LogisticRegression {
-    inner: CoreLogistic,
+    inner: RefCell<CoreLogistic>,
 }
 
 #[napi]
 impl LogisticRegression {
-    #[napi(constructor)]
-    pub fn new(env: Env, options: Option<LogisticRegressionOptions>) -> napi::Result<Self> {
+    /// `c`: inverse L2 strength (default 1.0); `maxIter`: Newton iterations (default 100);
+    /// `tol`: default 1e-4.
+    #[napi(
+        constructor,
+        ts_args_type = "options?: { fitIntercept?: boolean; c?: number; maxIter?: number; tol?: number }"
+    )]
+    pub fn new(env: Env, options: Option<Object>) -> napi::Result<Self> {
         let run = || {
             let mut params = LogisticRegressionParams::default();
-            if let Some(o) = options {
-                params.fit_intercept = o.fit_intercept.unwrap_or(params.fit_intercept);
-                params.c = o.c.unwrap_or(params.c);
-                params.tol = o.tol.unwrap_or(params.tol);
-                if let Some(m) = o.max_iter {
-                    params.max_iter = count(m, "maxIter")?;
-                }
+            params.fit_intercept =
+                option::<bool>(&options, "fitIntercept")?.unwrap_or(params.fit_intercept);
+            params.c = option::<f64>(&options, "c")?.unwrap_or(params.c);
+            params.tol = option::<f64>(&options, "tol")?.unwrap_or(params.tol);
+            if let Some(m) = option::<f64>(&options, "maxIter")? {
+                params.max_iter = count(m, "maxIter")?;
             }
             CoreLogistic::new(params)
         };
         run()
-            .map(|inner| LogisticRegression { inner })
+            .map(|inner| LogisticRegression {
+                inner: RefCell::new(inner),
+            })
             .or_throw(&env)
     }
 
@@ -406,16 +404,16 @@ impl LogisticRegression {
         ts_return_type = "this"
     )]
     pub fn fit<'a>(
-        &mut self,
+        &self,
         env: Env,
         this: This<'a>,
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let mut run = || {
+        let run = || {
             let x = matrix_arg(&x)?;
             let y = labels_arg(&y)?;
-            self.inner.fit(x.as_ref()?, &y)
+            self.inner.borrow_mut().fit(x.as_ref()?, &y)
         };
         run().or_throw(&env)?;
         Ok(this)
@@ -426,7 +424,7 @@ impl LogisticRegression {
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
         let run = || {
             let x = matrix_arg(&x)?;
-            self.inner.predict(x.as_ref()?)
+            self.inner.borrow().predict(x.as_ref()?)
         };
         run().map(Int32Array::new).or_throw(&env)
     }
@@ -436,34 +434,31 @@ impl LogisticRegression {
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
         let run = || {
             let x = matrix_arg(&x)?;
-            self.inner.predict_proba(x.as_ref()?)
+            self.inner.borrow().predict_proba(x.as_ref()?)
         };
         run().map(Float32Array::new).or_throw(&env)
     }
 
     #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Int32Array>")]
-    pub fn predict_async(
-        &self,
-        env: Env,
-        x: Unknown,
-    ) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
-        let x = matrix_arg(&x).or_throw(&env)?;
-        let model = self.inner.clone();
+    pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
+        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+        let x = matrix_arg(&x);
+        let model = self.inner.borrow().clone();
         Ok(CoreTask::new(move || {
-            model.predict(x.as_ref()?).map(Int32Array::new)
+            model.predict(x?.as_ref()?).map(Int32Array::new)
         }))
     }
 
     #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
     pub fn predict_proba_async(
         &self,
-        env: Env,
         x: Unknown,
     ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
-        let x = matrix_arg(&x).or_throw(&env)?;
-        let model = self.inner.clone();
+        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+        let x = matrix_arg(&x);
+        let model = self.inner.borrow().clone();
         Ok(CoreTask::new(move || {
-            model.predict_proba(x.as_ref()?).map(Float32Array::new)
+            model.predict_proba(x?.as_ref()?).map(Float32Array::new)
         }))
     }
 
@@ -473,7 +468,7 @@ impl LogisticRegression {
         let run = || {
             let x = matrix_arg(&x)?;
             let y = labels_arg(&y)?;
-            self.inner.score(x.as_ref()?, &y)
+            self.inner.borrow().score(x.as_ref()?, &y)
         };
         run().or_throw(&env)
     }
@@ -482,49 +477,51 @@ impl LogisticRegression {
     #[napi(getter)]
     pub fn classes(&self, env: Env) -> napi::Result<Int32Array> {
         self.require_fitted(&env)?;
-        Ok(Int32Array::new(self.inner.classes().to_vec()))
+        Ok(Int32Array::new(self.inner.borrow().classes().to_vec()))
     }
 
     /// Binary: `[nFeatures]`; multiclass: `[nClasses × nFeatures]`, row-major.
     #[napi(getter)]
     pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
         self.require_fitted(&env)?;
-        Ok(Float32Array::new(self.inner.coefficients().to_vec()))
+        Ok(Float32Array::new(
+            self.inner.borrow().coefficients().to_vec(),
+        ))
     }
 
     /// Binary: one value; multiclass: one per class.
     #[napi(getter)]
     pub fn intercept(&self, env: Env) -> napi::Result<Float32Array> {
         self.require_fitted(&env)?;
-        Ok(Float32Array::new(self.inner.intercept().to_vec()))
+        Ok(Float32Array::new(self.inner.borrow().intercept().to_vec()))
     }
 
     #[napi(getter)]
     pub fn n_features(&self, env: Env) -> napi::Result<u32> {
         self.require_fitted(&env)?;
-        Ok(self.inner.n_features().unwrap_or(0) as u32)
+        Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
     }
 
     #[napi(getter)]
     pub fn is_fitted(&self) -> bool {
-        self.inner.is_fitted()
+        self.inner.borrow().is_fitted()
     }
 
     /// Newton iterations of the last fit, and whether it converged within `maxIter`.
     #[napi(getter)]
     pub fn n_iter(&self) -> Option<u32> {
-        self.inner.n_iter().map(|n| n as u32)
+        self.inner.borrow().n_iter().map(|n| n as u32)
     }
 
     #[napi(getter)]
     pub fn converged(&self) -> Option<bool> {
-        self.inner.converged()
+        self.inner.borrow().converged()
     }
 }
 
 impl LogisticRegression {
     fn require_fitted(&self, env: &Env) -> napi::Result<()> {
-        if self.inner.is_fitted() {
+        if self.inner.borrow().is_fitted() {
             Ok(())
         } else {
             Err(crate::error::to_js(env, &not_fitted()))

@@ -138,10 +138,15 @@ pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>
     let names = Object::keys(tensors).map_err(|e| invalid_argument(e.reason.clone()))?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let entry: Object<'a> = tensors.get_named_property(&name).map_err(|_| {
+        // `get`, not `get_named_property`: a key may contain NUL (it is sent with its length).
+        let bad = || {
             invalid_argument("each tensor must be an object {dtype?, shape, data}")
                 .with_tensor(&name)
-        })?;
+        };
+        let entry: Object<'a> = tensors
+            .get::<Object<'a>>(&name)
+            .map_err(|_| bad())?
+            .ok_or_else(bad)?;
         out.push(tensor_input(&name, &entry)?);
     }
     Ok(out)

@@ -61,3 +61,9 @@ export interface ValidationReport {
   ok: boolean
   errors: Array<{ code: string; message: string; tensor?: string }>
 }
+
+/** Options of `SafeTensorsFile.open` / `openAsync`. */
+export interface OpenOptions {
+  /** 'mmap' (default): a private copy-on-write memory map; 'read': plain reads per tensor (network file systems). */
+  backend?: 'mmap' | 'read'
+}
