@@ -1,0 +1,533 @@
+import { describe, expect, it } from 'vitest'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { LinearRegression, LogisticRegression, SafeTensorsFile, convert, inspect, saveFile, type ConvertReport, type TensorInput } from '../index.js'
+import { PYTHON, expectedNumber, fixture, tempDir } from './helpers'
+
+const CHECK_GGUF = resolve(__dirname, '../scripts/check_gguf.py')
+
+/** Run check_gguf.py; assert its exit status; return its JSON. */
+function checkGguf(args: string[], status = 0): any {
+  const run = spawnSync(PYTHON, [CHECK_GGUF, ...args], { encoding: 'utf8', maxBuffer: 64 << 20 })
+  expect(run.error).toBeUndefined()
+  expect(run.status, `check_gguf.py ${args.join(' ')}\n${run.stderr}\n${run.stdout.slice(0, 2000)}`).toBe(status)
+  return JSON.parse(run.stdout)
+}
+
+// ---------------------------------------------------------------------------------------
+// Reference arithmetic, independent of the library.
+
+/** f32 → f16 → f32 with round-to-nearest-even (IEEE 754 binary16), written out by hand. */
+function f16round(x: number): number {
+  if (Number.isNaN(x) || x === 0 || !Number.isFinite(x)) return x
+  const sign = x < 0 ? -1 : 1
+  const a = Math.abs(x)
+  // 65520 is halfway between 65504 (max) and 65536: it rounds (to even) to infinity.
+  if (a >= 65520) return sign * Infinity
+  let e = Math.floor(Math.log2(a))
+  while (2 ** e > a) e--
+  while (2 ** (e + 1) <= a) e++
+  if (e < -14) e = -14 // subnormals: a fixed quantum of 2^-24
+  const quantum = 2 ** (e - 10)
+  const m = a / quantum // exact: a is an f32, quantum a power of two
+  const floor = Math.floor(m)
+  const frac = m - floor
+  const r = frac > 0.5 || (frac === 0.5 && floor % 2 === 1) ? floor + 1 : floor
+  return sign * r * quantum
+}
+
+/** A deterministic PRNG (mulberry32), uniform in [0, 1). */
+function rng(seed: number): () => number {
+  let s = seed >>> 0
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0
+    let t = s
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const prod = (shape: number[]) => shape.reduce((a, b) => a * b, 1)
+
+// ---------------------------------------------------------------------------------------
+// The checkpoint.
+
+function attnQ(): Float32Array {
+  // [64, 128]: 4 blocks per row. Row scales from 1e-4 (f16-subnormal block scales) to 1e4.
+  const r = rng(1)
+  const out = new Float32Array(64 * 128)
+  for (let row = 0; row < 64; row++) {
+    const scale = 10 ** ((row % 9) - 4)
+    for (let j = 0; j < 128; j++) out[row * 128 + j] = (r() * 2 - 1) * scale
+  }
+  out.fill(0, 5 * 128, 6 * 128) // an all-zero row
+  out.fill(-0, 7 * 128, 7 * 128 + 32) // an all -0 block
+  out.fill(0.001, 8 * 128, 9 * 128) // one outlier in a flat row
+  out[8 * 128 + 40] = 50
+  for (let j = 0; j < 128; j++) out[9 * 128 + j] = j % 32 === 7 ? -3 : (j % 5) * 0.5 // negative maximum
+  for (let j = 0; j < 128; j++) out[10 * 128 + j] = (j % 32) - 16 // exact multiples of the step
+  return out
+}
+
+function oddWeight(): Float32Array {
+  // [16, 40]: rows are not whole 32-blocks. Row 0 holds f16 edge cases.
+  const r = rng(2)
+  const out = Float32Array.from({ length: 16 * 40 }, () => (r() * 2 - 1) * 4)
+  const specials = [65504, 65519, 65520, 70000, -70000, 1e-8, 2 ** -25, 3 * 2 ** -25, 2 ** -24, 5 * 2 ** -26, 1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), -0, 6.1e-5, 0.1, 1 / 3, 2049, 2051, 4097]
+  out.set(specials, 0)
+  return out
+}
+
+const SOURCE: Record<string, TensorInput> = {
+  'blk.0.attn_q.weight': { shape: [64, 128], data: attnQ() },
+  'blk.0.ffn_down.weight': { dtype: 'F16', shape: [32, 64], data: Float32Array.from({ length: 32 * 64 }, (_, i) => Math.sin(i * 0.731) * (1 + (i % 13))) },
+  'blk.0.odd.weight': { shape: [16, 40], data: oddWeight() },
+  'blk.0.attn_norm.weight': { shape: [128], data: Float32Array.from({ length: 128 }, (_, i) => 1 + Math.cos(i) / 3) },
+  'output_norm.bias': { shape: [64], data: Float32Array.from({ length: 64 }, (_, i) => (i - 32) * 0.0123) },
+}
+const SOURCE_METADATA = { model_type: 'toy', provenance: 'gguf.spec.ts' }
+const TWO_D_BLOCKED = ['blk.0.attn_q.weight', 'blk.0.ffn_down.weight']
+
+type Quant = 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+
+/** The ggml type each tensor must get. */
+function expectedType(name: string, q: Quant): string {
+  const shape = SOURCE[name].shape
+  if (q === 'F32' || q === 'F16') return q
+  if (shape.length < 2) return 'F32'
+  return shape[shape.length - 1] % 32 === 0 ? q : 'F16'
+}
+
+const BLOCK_BYTES: Record<string, number> = { F32: 4 * 32, F16: 2 * 32, Q8_0: 34, Q4_0: 18 }
+
+/** The largest error a type may make on `values` (flat, row-major; 32-blocks along rows). */
+function checkTolerance(type: string, source: Float32Array, got: ArrayLike<number>, what: string) {
+  expect(got.length, what).toBe(source.length)
+  if (type === 'F32') {
+    for (let i = 0; i < source.length; i++) if (!Object.is(got[i], source[i])) expect.fail(`${what}[${i}]: ${got[i]} !== ${source[i]}`)
+    return
+  }
+  if (type === 'F16') {
+    for (let i = 0; i < source.length; i++) {
+      const want = f16round(source[i])
+      if (!Object.is(got[i], want)) expect.fail(`${what}[${i}]: ${got[i]} is not f16(${source[i]}) = ${want}`)
+    }
+    return
+  }
+  // Q8_0: d = amax/127, x̂ = round(x/d)·f16(d): at most d/2, plus 127 × the f16 rounding of d.
+  // Q4_0: d = max/−8, x̂ = (clamp(⌊x/d + 8.5⌋, 0..15) − 8)·f16(d): at most |d| (the clipped
+  // top value), plus 8 × the f16 rounding of d.
+  let worst = 0
+  for (let b = 0; b < source.length; b += 32) {
+    let amax = 0
+    for (let i = b; i < b + 32; i++) amax = Math.max(amax, Math.abs(source[i]))
+    const d = type === 'Q8_0' ? amax / 127 : amax / 8
+    const scaleError = Math.max(d * 2 ** -11, 2 ** -25)
+    const tol = type === 'Q8_0' ? d / 2 + 127 * scaleError + d * 1e-5 : d + 8 * scaleError + d * 1e-5
+    for (let i = b; i < b + 32; i++) {
+      const err = Math.abs(got[i] - source[i])
+      if (!(err <= tol)) expect.fail(`${what}[${i}]: ${got[i]} vs ${source[i]}: error ${err} > ${tol} (block step ${d})`)
+      if (d > 0) worst = Math.max(worst, err / d)
+    }
+  }
+  // Quantization did happen (a lossless path would also pass the bound).
+  expect(worst, `${what}: worst error in block steps`).toBeGreaterThan(0.1)
+}
+
+/** Flatten check_gguf.py values ("NaN"/"Infinity" strings) to numbers. */
+const pyValues = (t: any): number[] => (t.values as unknown[]).map(expectedNumber)
+
+// ---------------------------------------------------------------------------------------
+
+describe('convert safetensors → GGUF', () => {
+  const dir = tempDir('gguf-')
+  const input = join(dir, 'toy.safetensors')
+  saveFile(input, SOURCE, { metadata: SOURCE_METADATA })
+  const sourceFile = SafeTensorsFile.open(input)
+  /** The source values as stored (F16 sources upcast exactly). */
+  const source = (name: string) => sourceFile.getTensor(name, { as: 'F32' }).data as Float32Array
+  const sourceBytes = sourceFile.tensorNames.reduce((n, name) => n + sourceFile.info(name).byteLength, 0)
+
+  describe.each<Quant>(['F32', 'F16', 'Q8_0', 'Q4_0'])('quantization %s', (q) => {
+    const output = join(dir, `toy-${q}.gguf`)
+    const back = join(dir, `toy-${q}.back.safetensors`)
+    const events: Array<{ doneBytes: number; totalBytes: number }> = []
+    let eventsAtResolve = -1
+    let conversion: Promise<ConvertReport> | undefined
+    /** The conversion, started by the first test that needs it. */
+    const converted = () =>
+      (conversion ??= convert(input, output, { to: 'gguf', quantization: q, onProgress: (p) => events.push({ ...p }) }).then((r) => {
+        eventsAtResolve = events.length
+        return r
+      }))
+
+    it('reports the conversion; onProgress counts up to totalBytes before the promise resolves', async () => {
+      const report = await converted()
+      expect(report).toMatchObject({ input, output, inputFormat: 'safetensors', outputFormat: 'gguf', tensors: 5, quantization: q })
+      expect(report.inputBytes).toBe(statSync(input).size)
+      expect(report.outputBytes).toBe(statSync(output).size)
+      expect(eventsAtResolve).toBe(events.length)
+      expect(events.length).toBeGreaterThanOrEqual(2)
+      for (const e of events) expect(e.totalBytes).toBe(sourceBytes)
+      for (let i = 1; i < events.length; i++) expect(events[i].doneBytes).toBeGreaterThan(events[i - 1].doneBytes)
+      expect(events[0].doneBytes).toBeGreaterThanOrEqual(0)
+      expect(events[events.length - 1].doneBytes).toBe(sourceBytes)
+    })
+
+    it('inspect shows the ggml types, shapes, sizes and the standard metadata', async () => {
+      await converted()
+      const report = await inspect(output)
+      expect(report.format).toBe('gguf')
+      expect(report.fileSize).toBe(statSync(output).size)
+      expect(report.numTensors).toBe(5)
+      expect(report.numParameters).toBe(Object.values(SOURCE).reduce((n, t) => n + prod(t.shape), 0))
+      const byName = Object.fromEntries(report.tensors.map((t) => [t.name, t]))
+      expect(Object.keys(byName).sort()).toEqual(Object.keys(SOURCE).sort())
+      for (const [name, t] of Object.entries(SOURCE)) {
+        const type = expectedType(name, q)
+        expect(byName[name].dtype, name).toBe(type)
+        expect(byName[name].shape, name).toEqual(t.shape)
+        expect(byName[name].byteLength, name).toBe((prod(t.shape) / 32) * BLOCK_BYTES[type])
+      }
+      const quantized = q === 'Q8_0' || q === 'Q4_0'
+      expect(report.metadata).toMatchObject({
+        'general.architecture': 'toy',
+        'general.alignment': 32,
+        'safetensors.model_type': 'toy',
+        'safetensors.provenance': 'gguf.spec.ts',
+      })
+      if (quantized) expect(report.metadata!['general.quantization_version']).toBe(2)
+      else expect(report.metadata).not.toHaveProperty(['general.quantization_version'])
+    })
+
+    it('gguf-py reads it: names, shapes, types, metadata; dequantized values equal our read-back bit for bit and meet the type’s tolerance', async () => {
+      await converted()
+      const py = checkGguf([output])
+      expect(py.version).toBe(3)
+      expect(py.alignment).toBe(32)
+      expect(py.metadata['general.architecture']).toBe('toy')
+      expect(py.metadata['general.alignment']).toBe(32)
+      expect(py.metadata_types['general.alignment']).toBe('UINT32')
+      expect(py.metadata['safetensors.provenance']).toBe('gguf.spec.ts')
+      if (q === 'Q8_0' || q === 'Q4_0') {
+        expect(py.metadata['general.quantization_version']).toBe(2)
+        expect(py.metadata_types['general.quantization_version']).toBe('UINT32')
+      } else {
+        expect(py.metadata).not.toHaveProperty(['general.quantization_version'])
+      }
+      expect(py.tensors.map((t: any) => t.name).sort()).toEqual(Object.keys(SOURCE).sort())
+
+      // Our own reader: GGUF → SafeTensors (F16 stays F16, Q8_0/Q4_0 dequantize to F32).
+      const report = await convert(output, back, { to: 'safetensors' })
+      expect(report).toMatchObject({ inputFormat: 'gguf', outputFormat: 'safetensors', tensors: 5 })
+      const ours = SafeTensorsFile.open(back)
+      for (const t of py.tensors) {
+        const type = expectedType(t.name, q)
+        expect(t.type, t.name).toBe(type)
+        expect(t.shape, t.name).toEqual(SOURCE[t.name].shape)
+        expect(ours.info(t.name).dtype, t.name).toBe(type === 'F16' ? 'F16' : 'F32')
+        expect(ours.info(t.name).shape, t.name).toEqual(SOURCE[t.name].shape)
+        const mine = ours.getTensor(t.name, { as: 'F32' }).data as Float32Array
+        const theirs = pyValues(t)
+        expect(theirs.length).toBe(mine.length)
+        for (let i = 0; i < mine.length; i++) {
+          if (!Object.is(mine[i], theirs[i])) expect.fail(`${t.name}[${i}]: ours ${mine[i]}, gguf-py ${theirs[i]}`)
+        }
+        checkTolerance(type, source(t.name), mine, `${q} ${t.name}`)
+      }
+    })
+
+    if (q === 'Q8_0' || q === 'Q4_0')
+      it('--compare-quant: our quantized bytes equal gguf-py’s quantizer on the same data', async () => {
+      await converted()
+      const result = checkGguf([output, '--compare-quant', '--source', input])
+      expect(result.all_equal).toBe(true)
+      const compared = result.tensors.map((t: any) => t.name).sort()
+      expect(compared).toEqual(TWO_D_BLOCKED)
+      for (const t of result.tensors) {
+        expect(t).toMatchObject({ type: q, equal: true, mismatched_blocks: 0 })
+        expect(t.n_blocks).toBe(prod(SOURCE[t.name].shape) / 32)
+      }
+    })
+  })
+
+  it('F16 conversion keeps an F16 source tensor’s bits exactly', async () => {
+    const out = join(dir, 'f16-bits.gguf')
+    await convert(input, out, { to: 'gguf', quantization: 'F16' })
+    const back = join(dir, 'f16-bits.safetensors')
+    await convert(out, back, { to: 'safetensors' })
+    const raw = (p: string) => Buffer.from(SafeTensorsFile.open(p).getTensor('blk.0.ffn_down.weight', { as: 'raw' }).data as Uint8Array)
+    expect(raw(back).equals(raw(input))).toBe(true)
+  })
+
+  it('a model directory converts with its config’s model_type as the architecture', async () => {
+    const modelDir = join(dir, 'model')
+    const tensors = { 'w.weight': { shape: [2, 32], data: Float32Array.from({ length: 64 }, (_, i) => i / 7) } }
+    mkdirSync(modelDir)
+    saveFile(join(modelDir, 'model.safetensors'), tensors)
+    writeFileSync(join(modelDir, 'config.json'), JSON.stringify({ model_type: 'tiny_llama' }))
+    const out = join(dir, 'model.gguf')
+    const report = await convert(modelDir, out, { to: 'gguf', quantization: 'Q8_0' })
+    expect(report.inputFormat).toBe('model-dir')
+    const py = checkGguf([out])
+    expect(py.metadata['general.architecture']).toBe('tiny_llama')
+    expect(py.tensors).toEqual([expect.objectContaining({ name: 'w.weight', type: 'Q8_0', shape: [2, 32] })])
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// Models to GGUF.
+
+function tableDataset(name: string): { rows: number[][]; y: number[] } {
+  const lines = readFileSync(fixture('datasets', `${name}.csv`), 'utf8').split('\n').slice(1).filter((l) => l.trim() !== '')
+  const rows = lines.map((l) => l.split(',').map(Number))
+  return { rows: rows.map((r) => r.slice(0, -1)), y: rows.map((r) => r[r.length - 1]) }
+}
+
+describe('LinearRegression.toGguf / LogisticRegression.toGguf', () => {
+  const dir = tempDir('model-gguf-')
+  const diabetes = tableDataset('diabetes')
+  const breastCancer = tableDataset('breast_cancer')
+  const wine = tableDataset('wine')
+
+  it('linear (F32 and F16): linear_regression.* keys; coefficients and intercept as stored', async () => {
+    const model = new LinearRegression().fit(diabetes.rows, diabetes.y)
+    for (const q of ['F32', 'F16'] as const) {
+      const path = join(dir, `linear-${q}.gguf`)
+      model.toGguf(path, { quantization: q })
+      const py = checkGguf([path])
+      expect(py.metadata).toMatchObject({
+        'general.architecture': 'linear_regression',
+        'general.alignment': 32,
+        'linear_regression.n_features': 10,
+        'linear_regression.fit_intercept': true,
+      })
+      expect(py.metadata_types['linear_regression.fit_intercept']).toBe('BOOL')
+      const byName = Object.fromEntries(py.tensors.map((t: any) => [t.name, t]))
+      expect(Object.keys(byName).sort()).toEqual(['coefficients', 'intercept'])
+      expect(byName.coefficients).toMatchObject({ type: q, shape: [10] })
+      expect(byName.intercept).toMatchObject({ type: q, shape: [1] })
+      checkTolerance(q, model.coefficients, pyValues(byName.coefficients), `linear ${q} coefficients`)
+      checkTolerance(q, Float32Array.of(model.intercept), pyValues(byName.intercept), `linear ${q} intercept`)
+    }
+    // Default: F32. And fitIntercept false is recorded.
+    const noIntercept = new LinearRegression({ fitIntercept: false }).fit(diabetes.rows, diabetes.y)
+    noIntercept.toGguf(join(dir, 'linear-default.gguf'))
+    const report = await inspect(join(dir, 'linear-default.gguf'))
+    expect(report.metadata!['linear_regression.fit_intercept']).toBe(false)
+    expect(report.tensors.map((t) => [t.name, t.dtype])).toEqual([['coefficients', 'F32'], ['intercept', 'F32']])
+  })
+
+  it('binary logistic under Q8_0: the 1-D coefficient vector stays F32; logistic_regression.* keys', () => {
+    const model = new LogisticRegression().fit(breastCancer.rows, breastCancer.y.map((v) => (v ? 1 : -1)))
+    const path = join(dir, 'binary-Q8_0.gguf')
+    model.toGguf(path, { quantization: 'Q8_0' })
+    const py = checkGguf([path])
+    expect(py.metadata).toMatchObject({
+      'general.architecture': 'logistic_regression',
+      'logistic_regression.n_features': 30,
+      'logistic_regression.n_classes': 2,
+      'logistic_regression.classes': [-1, 1],
+      'logistic_regression.fit_intercept': true,
+    })
+    expect(py.metadata_types['logistic_regression.classes']).toBe('ARRAY[INT32]')
+    // No quantized tensor, so no quantization version.
+    expect(py.metadata).not.toHaveProperty(['general.quantization_version'])
+    const byName = Object.fromEntries(py.tensors.map((t: any) => [t.name, t]))
+    expect(Object.keys(byName).sort()).toEqual(['coefficients', 'intercept'])
+    expect(byName.coefficients).toMatchObject({ type: 'F32', shape: [30] })
+    checkTolerance('F32', model.coefficients, pyValues(byName.coefficients), 'binary coefficients')
+    checkTolerance('F32', model.intercept, pyValues(byName.intercept), 'binary intercept')
+  })
+
+  it('multiclass logistic (wine): [3, 13] coefficients: F32 exact; under Q4_0 F16 (13 is not a whole block)', () => {
+    const model = new LogisticRegression().fit(wine.rows, wine.y.map((v) => [3, 7, 9][v]))
+    for (const [q, type] of [['F32', 'F32'], ['Q4_0', 'F16']] as const) {
+      const path = join(dir, `wine-${q}.gguf`)
+      model.toGguf(path, { quantization: q })
+      const py = checkGguf([path])
+      expect(py.metadata).toMatchObject({
+        'general.architecture': 'logistic_regression',
+        'logistic_regression.n_features': 13,
+        'logistic_regression.n_classes': 3,
+        'logistic_regression.classes': [3, 7, 9],
+      })
+      const byName = Object.fromEntries(py.tensors.map((t: any) => [t.name, t]))
+      expect(Object.keys(byName).sort()).toEqual(['coefficients', 'intercept'])
+      expect(byName.coefficients).toMatchObject({ type, shape: [3, 13] })
+      expect(byName.intercept).toMatchObject({ type: 'F32', shape: [3] })
+      checkTolerance(type, model.coefficients, pyValues(byName.coefficients), `wine ${q} coefficients`)
+      checkTolerance('F32', model.intercept, pyValues(byName.intercept), `wine ${q} intercept`)
+    }
+  })
+
+  it('multiclass logistic with 64 features: Q8_0 / Q4_0 coefficients equal gguf-py’s quantizer', () => {
+    // Three Gaussian-ish clusters in 64 dimensions.
+    const r = rng(7)
+    const rows: number[][] = []
+    const y: number[] = []
+    for (let i = 0; i < 150; i++) {
+      const k = i % 3
+      rows.push(Array.from({ length: 64 }, (_, j) => (r() + r() + r() - 1.5) + (j % 3 === k ? 1 : 0)))
+      y.push(k)
+    }
+    const model = new LogisticRegression({ c: 0.1 }).fit(rows, y)
+    expect(model.coefficients.length).toBe(3 * 64)
+    const source = join(dir, 'wide.safetensors')
+    model.saveSafetensors(source)
+    for (const q of ['Q8_0', 'Q4_0'] as const) {
+      const path = join(dir, `wide-${q}.gguf`)
+      model.toGguf(path, { quantization: q })
+      const py = checkGguf([path])
+      expect(py.metadata['general.quantization_version']).toBe(2)
+      const coefficients = py.tensors.find((t: any) => t.name === 'coefficients')
+      expect(coefficients).toMatchObject({ type: q, shape: [3, 64] })
+      checkTolerance(q, model.coefficients, pyValues(coefficients), `wide ${q}`)
+      const cmp = checkGguf([path, '--compare-quant', '--source', source])
+      expect(cmp.all_equal).toBe(true)
+      expect(cmp.tensors).toEqual([expect.objectContaining({ name: 'coefficients', equal: true, n_blocks: 6 })])
+    }
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// Errors.
+
+/** GGUF v3 pieces, little-endian. */
+const u32 = (v: number) => {
+  const b = Buffer.alloc(4)
+  b.writeUInt32LE(v)
+  return b
+}
+const u64 = (v: bigint | number) => {
+  const b = Buffer.alloc(8)
+  b.writeBigUInt64LE(BigInt(v))
+  return b
+}
+const gstr = (s: string) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s, 'utf8')])
+const kvString = (k: string, v: string) => Buffer.concat([gstr(k), u32(8), gstr(v)])
+const tensorInfo = (name: string, dims: Array<number | bigint>, type: number, offset: number | bigint) =>
+  Buffer.concat([gstr(name), u32(dims.length), ...dims.map(u64), u32(type), u64(offset)])
+
+interface GgufParts {
+  magic?: Buffer
+  version?: number
+  tensorCount?: bigint | number
+  kvCount?: bigint | number
+  kvs?: Buffer[]
+  infos?: Buffer[]
+  data?: Buffer
+}
+
+/** A GGUF file from parts; the default is a valid file with one F32 tensor `w` = [1, 2, 3, 4]. */
+function ggufFile(parts: GgufParts = {}): Buffer {
+  const kvs = parts.kvs ?? [kvString('general.architecture', 'toy')]
+  const infos = parts.infos ?? [tensorInfo('w', [4], 0, 0)]
+  const head = Buffer.concat([
+    parts.magic ?? Buffer.from('GGUF'),
+    u32(parts.version ?? 3),
+    u64(parts.tensorCount ?? infos.length),
+    u64(parts.kvCount ?? kvs.length),
+    ...kvs,
+    ...infos,
+  ])
+  const padding = Buffer.alloc((32 - (head.length % 32)) % 32)
+  const data = parts.data ?? Buffer.from(new Float32Array([1, 2, 3, 4]).buffer)
+  return Buffer.concat([head, padding, data])
+}
+
+describe('errors', () => {
+  const dir = tempDir('gguf-errors-')
+  const checkpoint = join(dir, 'small.safetensors')
+  saveFile(checkpoint, { 'w.weight': { shape: [2, 32], data: new Float32Array(64).fill(0.5) } })
+
+  it('the hand-built GGUF is valid: gguf-py, inspect and convert read it', async () => {
+    const path = join(dir, 'valid.gguf')
+    writeFileSync(path, ggufFile())
+    const py = checkGguf([path])
+    expect(py.tensors).toEqual([expect.objectContaining({ name: 'w', type: 'F32', shape: [4], values: [1, 2, 3, 4] })])
+    const report = await inspect(path)
+    expect(report.tensors).toEqual([expect.objectContaining({ name: 'w', dtype: 'F32', shape: [4], byteLength: 16 })])
+    expect(report.metadata).toEqual({ 'general.architecture': 'toy' })
+    await convert(path, join(dir, 'valid.safetensors'), { to: 'safetensors' })
+    expect(Array.from(SafeTensorsFile.open(join(dir, 'valid.safetensors')).getTensor('w').data as Float32Array)).toEqual([1, 2, 3, 4])
+  })
+
+  const valid = ggufFile()
+  const infoStart = 24 + kvString('general.architecture', 'toy').length
+  const hostile: Array<[string, Buffer]> = [
+    ['only the magic and version', valid.subarray(0, 8)],
+    ['truncated in the tensor count', valid.subarray(0, 12)],
+    ['truncated in the metadata', valid.subarray(0, 40)],
+    ['truncated in the tensor infos', valid.subarray(0, infoStart + 10)],
+    ['truncated in the padding before the data', valid.subarray(0, infoStart + 40)],
+    ['truncated data', valid.subarray(0, valid.length - 3)],
+    ['no data at all', valid.subarray(0, valid.length - 16)],
+    ['unsupported version 99', ggufFile({ version: 99 })],
+    ['big-endian version', ggufFile({ version: 0x03000000 })],
+    ['tensor count 2^63', ggufFile({ tensorCount: 1n << 63n })],
+    ['metadata count 2^40', ggufFile({ kvCount: 1n << 40n })],
+    ['a key length of 2^62', ggufFile({ kvs: [Buffer.concat([u64(1n << 62n), Buffer.from('general.architecture'), u32(8), gstr('toy')])] })],
+    ['a value type of 99', ggufFile({ kvs: [Buffer.concat([gstr('general.architecture'), u32(99), gstr('toy')])] })],
+    ['an array of 2^61 strings', ggufFile({ kvs: [Buffer.concat([gstr('tokenizer.ggml.tokens'), u32(9), u32(8), u64(1n << 61n), gstr('a')])] })],
+    ['an alignment that is not a power of two', ggufFile({ kvs: [Buffer.concat([gstr('general.alignment'), u32(4), u32(24)])] })],
+    ['a tensor with 100 dimensions', ggufFile({ infos: [tensorInfo('w', Array(100).fill(1), 0, 0)] })],
+    ['a tensor of ggml type 999', ggufFile({ infos: [tensorInfo('w', [4], 999, 0)] })],
+    ['dimensions whose product overflows', ggufFile({ infos: [tensorInfo('w', [1n << 40n, 1n << 40n], 0, 0)] })],
+    ['a tensor offset past the end', ggufFile({ infos: [tensorInfo('w', [4], 0, 1024)] })],
+    ['a tensor offset of 2^63', ggufFile({ infos: [tensorInfo('w', [4], 0, 1n << 63n)] })],
+    ['a Q8_0 tensor whose row is not a whole block', ggufFile({ infos: [tensorInfo('w', [4], 8, 0)] })],
+    ['duplicate tensor names', ggufFile({ infos: [tensorInfo('w', [2], 0, 0), tensorInfo('w', [2], 0, 8)] })],
+  ]
+
+  it.each(hostile)('%s → ERR_INVALID_GGUF from inspect and convert', async (name, bytes) => {
+    const path = join(dir, `${name.replace(/[^a-z0-9]+/gi, '_')}.gguf`)
+    writeFileSync(path, bytes)
+    await expect(inspect(path)).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+    await expect(convert(path, join(dir, 'out.safetensors'), { to: 'safetensors' })).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+    await expect(convert(path, join(dir, 'out.gguf'), { to: 'gguf', quantization: 'Q8_0' })).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+  })
+
+  it('a real output truncated anywhere → ERR_INVALID_GGUF', async () => {
+    const out = join(dir, 'real.gguf')
+    await convert(checkpoint, out, { to: 'gguf', quantization: 'Q4_0' })
+    const bytes = readFileSync(out)
+    // The file ends with the last tensor's data padded to 32 bytes: cutting 32 removes data.
+    for (const cut of [4, 24, Math.floor(bytes.length / 2), bytes.length - 32]) {
+      const path = join(dir, `cut-${cut}.gguf`)
+      writeFileSync(path, bytes.subarray(0, cut))
+      await expect(inspect(path), `cut at ${cut}`).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+      await expect(convert(path, join(dir, 'cut.safetensors'), { to: 'safetensors' }), `cut at ${cut}`).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+    }
+  })
+
+  it('a bad quantization name → ERR_INVALID_ARGUMENT (convert rejects, toGguf throws), and no output', async () => {
+    for (const quantization of ['Q4_K', 'Q8', 'F64', '']) {
+      await expect(convert(checkpoint, join(dir, 'bad.gguf'), { to: 'gguf', quantization: quantization as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    }
+    const model = new LinearRegression().fit([[1], [2], [3]], [1, 2, 3])
+    let err: any
+    try {
+      model.toGguf(join(dir, 'bad-model.gguf'), { quantization: 'Q5_0' as any })
+    } catch (e) {
+      err = e
+    }
+    expect(err?.code).toBe('ERR_INVALID_ARGUMENT')
+    expect(existsSync(join(dir, 'bad.gguf'))).toBe(false)
+    expect(existsSync(join(dir, 'bad-model.gguf'))).toBe(false)
+  })
+
+  it('quantization for a non-GGUF target, or an unknown target → ERR_INVALID_ARGUMENT', async () => {
+    await expect(convert(checkpoint, join(dir, 'x.safetensors'), { to: 'safetensors', quantization: 'Q8_0' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    await expect(convert(checkpoint, join(dir, 'x.bin'), { to: 'bin' as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+
+  it('a missing input → ERR_NOT_FOUND (inspect and convert)', async () => {
+    const missing = join(dir, 'missing.safetensors')
+    await expect(inspect(missing)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    await expect(convert(missing, join(dir, 'm.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    await expect(convert(join(dir, 'missing.gguf'), join(dir, 'm.safetensors'), { to: 'safetensors' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+  })
+})
