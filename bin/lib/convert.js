@@ -1,0 +1,125 @@
+'use strict'
+const { basename } = require('node:path')
+const { UsageError } = require('./errors')
+const ui = require('./ui')
+
+const FORMATS = ['gguf', 'safetensors', 'mlx', 'onnx']
+const QUANTIZATIONS = ['F32', 'F16', 'Q8_0', 'Q4_0']
+
+const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--quiet] [--json]'
+
+const help = `Usage: ${usage}
+
+Convert IN (a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx) to
+OUT. Tensors are streamed one at a time and OUT is written atomically.
+
+Options:
+  -t, --to FORMAT           gguf | safetensors | mlx | onnx (onnx: a linear or logistic
+                            regression model file or directory)
+      --quantization TYPE   GGUF only: the type of 2-D weights, F32 (default) | F16 | Q8_0 | Q4_0
+                            (1-D tensors stay F32 unless F16 is asked)
+  -q, --quiet               no progress bar and no summary
+      --json                print the conversion report on stdout: {input, output, inputFormat,
+                            outputFormat, tensors, inputBytes, outputBytes, quantization?}
+  -h, --help                show this help
+
+On a terminal, a progress bar (bytes done / total, rate, ETA) and then a one-line summary are
+written to stderr. When stderr is not a terminal the command prints nothing unless --json.
+
+Examples:
+  safetensors-node convert model.safetensors model.gguf --to gguf --quantization Q8_0
+  safetensors-node convert model.gguf model.safetensors --to safetensors
+  safetensors-node convert ./classifier classifier.onnx --to onnx`
+
+const options = {
+  to: { type: 'string', short: 't' },
+  quantization: { type: 'string' },
+  quiet: { type: 'boolean', short: 'q' },
+  json: { type: 'boolean' },
+}
+
+/** A progress bar redrawn in place on stderr, at most every 80 ms. */
+function progressBar(ctx) {
+  const stream = ctx.stderr
+  const started = Date.now()
+  let lastDraw = 0
+  let drawn = false
+  const draw = (done, total, force) => {
+    const now = Date.now()
+    if (!force && now - lastDraw < 80) return
+    lastDraw = now
+    const elapsed = (now - started) / 1000
+    const rate = elapsed > 0 ? done / elapsed : 0
+    const eta = rate > 0 && total > done ? (total - done) / rate : done >= total ? 0 : NaN
+    const pct = total > 0 ? Math.min(1, done / total) : 0
+    const text = ` ${String(Math.floor(pct * 100)).padStart(3)}%  ${ui.formatBytes(done)} / ${ui.formatBytes(total)}  ${ui.formatBytes(Math.round(rate))}/s  ETA ${ui.formatDuration(eta)}`
+    const columns = stream.columns || 80
+    const barWidth = Math.max(10, Math.min(40, columns - 64))
+    const filled = Math.round(pct * barWidth)
+    const bar = `[${'#'.repeat(filled)}${'-'.repeat(barWidth - filled)}]`
+    stream.write(`\r${bar}${text}`.slice(0, columns + 1) + '\x1b[K')
+    drawn = true
+  }
+  return {
+    update: (p) => draw(p.doneBytes, p.totalBytes, p.doneBytes >= p.totalBytes),
+    clear: () => {
+      if (drawn) stream.write('\r\x1b[K')
+      drawn = false
+    },
+  }
+}
+
+/** The report with keys in reading order (any others after). */
+function ordered(report) {
+  const keys = ['input', 'output', 'inputFormat', 'outputFormat', 'quantization', 'tensors', 'inputBytes', 'outputBytes']
+  const out = {}
+  for (const k of keys) if (report[k] !== undefined) out[k] = report[k]
+  for (const k of Object.keys(report)) if (!(k in out) && report[k] !== undefined) out[k] = report[k]
+  return out
+}
+
+async function run(ctx, values, positionals) {
+  const [input, output] = positionals
+  if (values.to === undefined) throw new UsageError('convert needs --to (gguf, safetensors, mlx or onnx)', 'convert')
+  const to = values.to.toLowerCase()
+  if (!FORMATS.includes(to)) throw new UsageError(`--to must be one of ${FORMATS.join(', ')}, not '${values.to}'`, 'convert')
+  let quantization
+  if (values.quantization !== undefined) {
+    quantization = values.quantization.toUpperCase()
+    if (!QUANTIZATIONS.includes(quantization)) {
+      throw new UsageError(`--quantization must be one of ${QUANTIZATIONS.join(', ')}, not '${values.quantization}'`, 'convert')
+    }
+    if (to !== 'gguf') throw new UsageError('--quantization applies only to --to gguf', 'convert')
+  }
+
+  const showProgress = Boolean(ctx.stderr.isTTY) && !values.quiet
+  const bar = showProgress ? progressBar(ctx) : null
+  ctx.onInterrupt(() => bar && bar.clear())
+  const started = process.hrtime.bigint()
+  let report
+  try {
+    report = await ctx.lib().convert(input, output, {
+      to,
+      ...(quantization !== undefined ? { quantization } : {}),
+      ...(bar ? { onProgress: bar.update } : {}),
+    })
+  } finally {
+    if (bar) bar.clear()
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9
+
+  if (values.json) ctx.out(ui.toJson(ordered(report)))
+  else if (showProgress) {
+    const c = ctx.colors.err
+    const ratio = report.inputBytes > 0 ? ` (${Math.round((report.outputBytes / report.inputBytes) * 100)}%)` : ''
+    const q = report.quantization ? ` ${report.quantization}` : ''
+    ctx.err(
+      `${c.green('converted')} ${basename(report.input)} (${report.inputFormat}) → ${basename(report.output)} (${report.outputFormat}${q}): ` +
+        `${ui.formatBytes(report.inputBytes)} → ${ui.formatBytes(report.outputBytes)}${ratio}, ` +
+        `${ui.withCommas(report.tensors)} tensor${report.tensors === 1 ? '' : 's'} in ${ui.formatElapsed(seconds)}`,
+    )
+  }
+  return 0
+}
+
+module.exports = { name: 'convert', summary: 'convert between SafeTensors, GGUF, MLX and ONNX', usage, help, options, argNames: ['IN', 'OUT'], positionals: [2, 2], run }
