@@ -1,0 +1,558 @@
+#!/usr/bin/env node
+// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant] [-- --reps N]
+//               [-- --update-docs]
+//
+// Side-by-side benchmark of safetensors-node against the peers a user would otherwise pick
+// (numpy + ml_dtypes, MLX, safetensors, gguf-py, onnxruntime-node, plain JavaScript). Every
+// implementation runs in its own child process (one untimed warm-up, then N timed
+// repetitions; the median is reported) so its peak RSS is its own. Inputs are generated here
+// into bench-data/ (gitignored); the Python peers are installed into bench-data/venv.
+import { execFileSync, spawnSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import os from 'node:os'
+import { join } from 'node:path'
+import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
+
+const require = createRequire(import.meta.url)
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant']
+const die = (msg) => {
+  console.error(`bench: ${msg}`)
+  process.exit(2)
+}
+const argv = process.argv.slice(2)
+const opt = { quick: false, only: null, reps: null, rounds: null, updateDocs: false }
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i]
+  if (a === '--quick') opt.quick = true
+  else if (a === '--update-docs') opt.updateDocs = true
+  else if (a === '--only') opt.only = argv[++i]
+  else if (a.startsWith('--only=')) opt.only = a.slice(7)
+  else if (a === '--reps') opt.reps = Number(argv[++i])
+  else if (a.startsWith('--reps=')) opt.reps = Number(a.slice(7))
+  else if (a === '--rounds') opt.rounds = Number(argv[++i])
+  else if (a.startsWith('--rounds=')) opt.rounds = Number(a.slice(9))
+  else if (a === '--help' || a === '-h') {
+    console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--update-docs]')
+    console.log('  --reps N     timed repetitions in each child process (default 5; 3 with --quick)')
+    console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
+    console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md')
+    console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
+    process.exit(0)
+  } else die(`unknown option ${a} (try --help)`)
+}
+const reps = opt.reps ?? (opt.quick ? 3 : 5)
+if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer')
+const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
+if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
+const only = opt.only
+  ? new Set(opt.only.split(',').map((r) => (/^[1-5]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  : new Set(ROWS)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-5)`)
+
+// Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
+const SIZE = opt.quick
+  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024] }
+  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192] }
+
+const log = (...a) => console.error(...a)
+
+/** Other processes using the CPU (Linux): name, nice and % of one core over `ms`. */
+function busyProcesses(ms = 1000) {
+  if (process.platform !== 'linux') return null
+  const sample = () => {
+    const m = new Map()
+    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        m.set(pid, { name, ticks: Number(f[11]) + Number(f[12]), nice: Number(f[16]) })
+      } catch {}
+    }
+    return m
+  }
+  const a = sample()
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+  const b = sample()
+  const out = []
+  for (const [pid, v] of b) {
+    const before = a.get(pid)
+    if (!before || Number(pid) === process.pid) continue
+    const pct = ((v.ticks - before.ticks) / 100 / (ms / 1000)) * 100
+    if (pct >= 10) out.push({ name: v.name, nice: v.nice, pct })
+  }
+  return out.sort((x, y) => y.pct - x.pct).slice(0, 5)
+}
+const fmtBusy = (list) => (list == null ? 'n/a' : list.length ? list.map((p) => `${p.name} (nice ${p.nice}) ${p.pct.toFixed(0)} %`).join(', ') : 'none')
+if (opt.updateDocs && (opt.quick || opt.only)) die('--update-docs takes a full run (no --quick, no --only)')
+if (!readdirSync(ROOT).some((f) => f.endsWith('.node'))) {
+  console.error('The native addon is not built: run `npm run build` first.')
+  process.exit(1)
+}
+const started = Date.now()
+const loadStart = os.loadavg()
+const busyStart = busyProcesses()
+
+// ---------------------------------------------------------------------------------------
+// Python peers: a venv in bench-data/venv from benches/requirements.txt, plus MLX if the
+// platform has a wheel for it.
+
+function ensurePython() {
+  const venv = join(DATA, 'venv')
+  const py = join(venv, 'bin', 'python')
+  const req = join(ROOT, 'benches', 'requirements.txt')
+  const stamp = join(venv, '.bench-requirements')
+  const mlxFile = join(venv, '.bench-mlx.json')
+  const want = `${createHash('sha256').update(readFileSync(req)).digest('hex')} ${process.platform}-${process.arch}`
+  if (existsSync(py) && existsSync(stamp) && readFileSync(stamp, 'utf8') === want && existsSync(mlxFile)) {
+    return { python: py, mlx: JSON.parse(readFileSync(mlxFile, 'utf8')) }
+  }
+  const run = (cmd, args) => execFileSync(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: ROOT })
+  const pip = ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']
+  try {
+    log('setting up the Python peers in bench-data/venv ...')
+    if (!existsSync(py)) run(process.env.PYTHON ?? 'python3', ['-m', 'venv', venv])
+    run(py, [...pip, '-r', req])
+  } catch (e) {
+    log(`Python peers unavailable: ${e.message}`)
+    return { python: null, error: e.message, mlx: { ok: false, reason: 'no Python venv' } }
+  }
+  // MLX: optional. On Linux the CPU build is the "mlx[cpu]" extra (plain "mlx" installs a
+  // wheel that cannot import without libmlx.so); on macOS arm64 plain "mlx".
+  const spec = process.platform === 'linux' ? 'mlx[cpu]' : 'mlx'
+  let mlx
+  try {
+    run(py, [...pip, spec])
+    run(py, ['-c', 'import mlx.core as mx; mx.eval(mx.zeros((2,), dtype=mx.bfloat16).astype(mx.float32))'])
+    mlx = { ok: true, spec }
+  } catch {
+    mlx = { ok: false, spec, reason: `not available on ${process.platform} ${process.arch} here (pip install "${spec}" failed)` }
+  }
+  writeFileSync(mlxFile, JSON.stringify(mlx))
+  writeFileSync(stamp, want)
+  return { python: py, mlx }
+}
+
+/** The environment of a numpy child: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed. */
+function pythonEnv() {
+  const env = { ...process.env }
+  delete env.OPENBLAS_CORETYPE
+  delete env.OPENBLAS_L2_SIZE
+  return env
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs, generated once into bench-data/ (regenerated when the sizes change).
+
+function warm(path) {
+  // Read the file once so the page cache holds it (the timed runs are warm-cache runs).
+  const fd = openSync(path, 'r')
+  const buf = Buffer.allocUnsafe(16 * MiB)
+  while (readSync(fd, buf, 0, buf.length, null) > 0);
+  closeSync(fd)
+}
+
+/** Input paths; generated (in a child process, so this one stays small) when missing. */
+function makeInputs() {
+  mkdirSync(join(DATA, 'out'), { recursive: true })
+  const dir = join(DATA, opt.quick ? 'quick' : 'full')
+  const files = {
+    bf16: join(dir, 'upcast-bf16.safetensors'),
+    f16: join(dir, 'upcast-f16.safetensors'),
+    quant: join(dir, 'quant-f32.safetensors'),
+    llama: join(dir, 'llama-f32.safetensors'),
+    saveSrc: join(dir, 'save-src.safetensors'),
+    models: join(dir, 'models'),
+  }
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 1, SIZE })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return files
+  log(`generating inputs in ${dir} ...`)
+  const t0 = Date.now()
+  execFileSync(process.execPath, [join(ROOT, 'benches', 'lib', 'make-inputs.mjs'), JSON.stringify({ dir, files, SIZE })], { stdio: 'inherit' })
+  writeFileSync(stampPath, want)
+  log(`  inputs ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
+  return files
+}
+
+// ---------------------------------------------------------------------------------------
+// Running one implementation in its own process.
+
+let PY = null
+
+function runChild(impl) {
+  const node = impl.lang === 'node'
+  if (!node && !PY.python) return { skipped: `Python peers unavailable (${PY.error ?? 'setup failed'})` }
+  if (impl.requires === 'mlx' && !PY.mlx.ok) return { skipped: PY.mlx.reason }
+  const cmd = node ? process.execPath : PY.python
+  const args = node
+    ? ['--expose-gc', join(ROOT, 'benches', 'lib', 'child.mjs'), impl.case, String(reps), JSON.stringify(impl.params)]
+    : [join(ROOT, 'benches', 'peers.py'), impl.case, String(reps), JSON.stringify(impl.params)]
+  const t0 = Date.now()
+  const res = spawnSync(cmd, args, {
+    cwd: ROOT,
+    env: node ? process.env : pythonEnv(),
+    encoding: 'utf8',
+    maxBuffer: 64 * MiB,
+    timeout: 10 * 60 * 1000,
+  })
+  const line = (res.stdout ?? '').split('\n').find((l) => l.startsWith('RESULT '))
+  if (res.status !== 0 || !line) {
+    const why = (res.stderr || res.error?.message || `exit ${res.status} ${res.signal ?? ''}`).trim().split('\n').slice(-3).join(' / ')
+    return { error: why }
+  }
+  const r = JSON.parse(line.slice(7))
+  r.median = median(r.times_ms)
+  r.min = Math.min(...r.times_ms)
+  r.max = Math.max(...r.times_ms)
+  r.wall_s = (Date.now() - t0) / 1000
+  return r
+}
+
+/** Combine the rounds of one implementation: all times, the largest peak RSS. */
+function merge(prev, r) {
+  if (!prev) return r
+  if (prev.error || prev.skipped) return prev
+  if (r.error || r.skipped) return r
+  const times = [...prev.times_ms, ...r.times_ms]
+  return {
+    ...r,
+    times_ms: times,
+    median: median(times),
+    min: Math.min(...times),
+    max: Math.max(...times),
+    max_rss_kib: Math.max(prev.max_rss_kib, r.max_rss_kib),
+    wall_s: prev.wall_s + r.wall_s,
+    rounds: (prev.rounds ?? 1) + 1,
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The rows. Each group is one piece of work; its first implementation is "ours" (the one the
+// ratios are computed from); `goals` compare one of ours with one peer.
+
+function groups(f) {
+  const [ur, uc] = SIZE.upcast
+  const nUp = ur * uc
+  const upM = `${Math.round(nUp / 2 ** 20)}M`
+  const upcast = (dtype, path) => ({
+    row: 'upcast',
+    id: dtype === 'BF16' ? '1a' : '1b',
+    work: `${dtype} → F32, ${upM} elements (${nUp * 2 / MiB} MiB → ${nUp * 4 / MiB} MiB)`,
+    warm: [path],
+    impls: [
+      { key: 'ours', label: 'ours: `SafeTensorsFile.getTensor` (file, mmap)', lang: 'node', case: 'upcast-ours-file', params: { path, name: 'weight' } },
+      { key: 'ours-open', label: 'ours: `SafeTensorsFile.open` + `getTensor` (a new mapping each time)', lang: 'node', case: 'upcast-ours-open', params: { path, name: 'weight' } },
+      { key: 'ours-bytes', label: 'ours: `decodeTensor` (bytes in memory; copies them first)', lang: 'node', case: 'upcast-ours-bytes', params: { path, name: 'weight' } },
+      { key: 'numpy', label: dtype === 'BF16' ? 'numpy: ml_dtypes bfloat16 `.astype(np.float32)`' : 'numpy: float16 `.astype(np.float32)`', lang: 'py', case: 'upcast-numpy', params: { path, name: 'weight' } },
+      { key: 'mlx', label: 'MLX (CPU): `astype(mx.float32)` + `mx.eval`', lang: 'py', case: 'upcast-mlx', requires: 'mlx', params: { path, name: 'weight' } },
+      { key: 'js', label: dtype === 'BF16' ? 'pure JS: `Uint16Array` → `Float32Array` (`<< 16`)' : 'pure JS: 65,536-entry table lookup', lang: 'node', case: 'upcast-js', params: { path, name: 'weight' } },
+    ],
+  })
+  const { vocab, hidden, inter, layers } = SIZE.llama
+  const llamaMB = statSync(f.llama).size / 1e6
+  const nLlama = llamaTensors(SIZE.llama).length
+  const load = (touch) => ({
+    row: 'load',
+    id: touch ? '2b' : '2a',
+    work: `${touch ? 'open + get every tensor + sum every element' : 'open + get every tensor'}: Llama-shaped F32, ${llamaMB.toFixed(0)} MB, ${nLlama} tensors (vocab ${vocab}, hidden ${hidden}, ffn ${inter}, ${layers} layers)`,
+    warm: [f.llama],
+    impls: [
+      { key: 'ours', label: 'ours: `loadFile`', lang: 'node', case: 'load-ours-loadfile', params: { path: f.llama, touch } },
+      { key: 'ours-get', label: 'ours: `SafeTensorsFile.open` + `getTensor` each', lang: 'node', case: 'load-ours-open-get', params: { path: f.llama, touch } },
+      { key: 'st-numpy', label: 'Python: `safetensors.numpy.load_file`', lang: 'py', case: 'load-st-numpy', params: { path: f.llama, touch } },
+      { key: 'js', label: 'pure JS: `readFileSync` + JSON header + `Float32Array` views', lang: 'node', case: 'load-js', params: { path: f.llama, touch } },
+    ],
+  })
+  const [sn, sr, sc] = SIZE.save
+  const saveMiB = (sn * sr * sc * 4) / MiB
+  const out = (name) => join(DATA, 'out', `${name}.safetensors`)
+  const save = {
+    row: 'save',
+    id: '3',
+    work: `save ${saveMiB} MiB in ${sn} F32 tensors of [${sr}, ${sc}] (file written, then renamed; output deleted and \`sync\` run before each repetition)`,
+    warm: [f.saveSrc],
+    impls: [
+      { key: 'ours', label: 'ours: `saveFile`', lang: 'node', case: 'save-ours', params: { src: f.saveSrc, out: out('ours-sync') } },
+      { key: 'ours-async', label: 'ours: `saveFileAsync`', lang: 'node', case: 'save-ours', params: { src: f.saveSrc, out: out('ours-async'), async: true } },
+      { key: 'st-numpy', label: 'Python: `safetensors.numpy.save_file`', lang: 'py', case: 'save-st-numpy', params: { src: f.saveSrc, out: out('st-numpy') } },
+      { key: 'write', label: 'bound: `fs.writeFileSync` of the same bytes', lang: 'node', case: 'save-js-write', params: { src: f.saveSrc, out: out('write') } },
+      { key: 'write-fsync', label: 'bound + durability: `writeSync` + `fsyncSync` + rename', lang: 'node', case: 'save-js-write', params: { src: f.saveSrc, out: out('write-fsync'), fsync: true } },
+    ],
+  }
+  const [pr, pc] = SIZE.predict
+  const predict = (kind, id, what) => {
+    const model = join(f.models, `${kind}.safetensors`)
+    const onnx = join(f.models, `${kind}.onnx`)
+    const p = { kind: kind === 'linear' ? 'linear' : 'logistic', model, onnx, rows: pr, cols: pc }
+    const fn = kind === 'linear' ? 'predict' : 'predictProba'
+    return {
+      row: 'predict',
+      id,
+      work: `${what}, ${pr === 1 << 20 ? '1M' : pr} × ${pc} f32`,
+      warm: [],
+      impls: [
+        { key: 'ours', label: `ours: \`${fn}({data, rows, cols})\``, lang: 'node', case: 'predict-ours', params: p },
+        { key: 'ours-async', label: `ours: \`${fn}Async\``, lang: 'node', case: 'predict-ours', params: { ...p, async: true } },
+        { key: 'ort', label: 'onnxruntime-node: our `toOnnx` export, `session.run`', lang: 'node', case: 'predict-ort', params: p },
+        { key: 'js', label: 'pure JS loop (f64 accumulation)', lang: 'node', case: 'predict-js', params: p },
+      ],
+    }
+  }
+  const [qr, qc] = SIZE.quant
+  const nQ = qr * qc
+  const quant = (q, id) => {
+    const blocks = nQ / 32
+    const outBytes = blocks * (q === 'Q8_0' ? 34 : 18)
+    const ours = join(DATA, 'out', `ours-${q}.gguf`)
+    return {
+      row: 'quant',
+      id,
+      work: `GGUF ${q} of ${Math.round(nQ / 2 ** 20)}M elements ([${qr}, ${qc}] F32, ${(nQ * 4) / MiB} MiB → ${(outBytes / MiB).toFixed(0)} MiB)`,
+      warm: [f.quant],
+      impls: [
+        { key: 'ours', label: `ours: \`convert(x.safetensors, y.gguf, {to: 'gguf', quantization: '${q}'})\` (end to end)`, lang: 'node', case: 'quant-ours', params: { path: f.quant, out: ours, q } },
+        { key: 'io', label: 'file I/O alone: map + touch the input, write + fsync + rename the output size', lang: 'node', case: 'quant-io', params: { path: f.quant, out: join(DATA, 'out', `io-${q}.bin`), outBytes } },
+        { key: 'gguf-py', label: `gguf-py: \`gguf.quants.quantize(arr, ${q})\` (in memory, no I/O)`, lang: 'py', case: 'quant-ggufpy', params: { path: f.quant, name: 'model.layers.0.mlp.up_proj.weight', q, ours } },
+      ],
+    }
+  }
+  const memcpy = {
+    row: 'upcast',
+    id: '1c',
+    work: `bandwidth bound: copy ${nUp * 4 / MiB} MiB of f32 into a fresh array`,
+    warm: [],
+    impls: [
+      { key: 'js', label: 'JS: `new Float32Array(n).set(src)`', lang: 'node', case: 'memcpy-js', params: { n: nUp } },
+      { key: 'numpy', label: 'numpy: `src.copy()`', lang: 'py', case: 'memcpy-numpy', params: { n: nUp } },
+    ],
+  }
+  return [
+    upcast('BF16', f.bf16),
+    upcast('F16', f.f16),
+    memcpy,
+    load(false),
+    load(true),
+    save,
+    predict('linear', '4a', 'LinearRegression `predict`'),
+    predict('logistic2', '4b', 'LogisticRegression `predictProba`, binary'),
+    predict('logistic3', '4c', 'LogisticRegression `predictProba`, 3 classes'),
+    quant('Q8_0', '5a'),
+    quant('Q4_0', '5b'),
+  ].filter((g) => only.has(g.row))
+}
+
+const GOALS = [
+  { id: '1a', label: 'BF16 upcast vs numpy', ours: 'ours', peer: 'numpy', target: 1.0 },
+  { id: '1b', label: 'F16 upcast vs numpy', ours: 'ours', peer: 'numpy', target: 0.5 },
+  { id: '2a', label: 'load all vs safetensors+numpy (zero-copy)', ours: 'ours', peer: 'st-numpy', target: 0.1 },
+  { id: '3', label: 'save vs safetensors+numpy', ours: 'ours', peer: 'st-numpy', target: 1.0 },
+  { id: '3', label: 'save vs the write bound (`writeFileSync`)', ours: 'ours', peer: 'write', target: 1.3 },
+  { id: '3', label: '(info) save vs the durable write bound (write + `fsync` + rename, what `saveFile` does)', ours: 'ours', peer: 'write-fsync', target: 1.3, info: true },
+  { id: '4a', label: 'linear predict vs onnxruntime-node', ours: 'ours', peer: 'ort', target: 1.0 },
+  { id: '4b', label: 'logistic (binary) predictProba vs onnxruntime-node', ours: 'ours', peer: 'ort', target: 1.0 },
+  { id: '4c', label: 'logistic (3 classes) predictProba vs onnxruntime-node', ours: 'ours', peer: 'ort', target: 1.0 },
+  { id: '5a', label: 'Q8_0 quantization vs gguf-py', ours: 'ours', peer: 'gguf-py', target: 0.1 },
+  { id: '5a', label: '(info) Q8_0: ours minus the file-I/O floor vs gguf-py', ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.1, info: true },
+  { id: '5b', label: 'Q4_0 quantization vs gguf-py', ours: 'ours', peer: 'gguf-py', target: 0.1 },
+  { id: '5b', label: '(info) Q4_0: ours minus the file-I/O floor vs gguf-py', ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.1, info: true },
+]
+
+// ---------------------------------------------------------------------------------------
+// Output checks: the implementations of a group must agree on what they computed.
+
+function checkGroup(g) {
+  const done = g.impls.filter((i) => i.result?.check)
+  const ref = done[0]?.result.check
+  for (const i of done) {
+    const c = i.result.check
+    let ok = true
+    if (c.n != null && ref.n != null) ok &&= c.n === ref.n
+    if (g.row !== 'load' || g.id === '2b') {
+      if (c.sum != null && ref.sum != null) ok &&= Math.abs(c.sum - ref.sum) <= 1e-4 * Math.max(1, Math.abs(ref.sum))
+    }
+    if (c.bytes != null && ref.bytes != null && i.key !== 'io') ok &&= c.bytes === ref.bytes
+    if (c.identical_to_ours === false) ok = false
+    if (c.sha256file && ref.sha256file) ok &&= c.sha256file === ref.sha256file
+    i.same = ok
+  }
+}
+
+function sha256File(path) {
+  return existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null
+}
+
+// ---------------------------------------------------------------------------------------
+// Machine information.
+
+function sh(cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return null
+  }
+}
+
+function machine() {
+  const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : ''
+  const model = cpuinfo.match(/^model name\s*:\s*(.*)$/m)?.[1] ?? os.cpus()[0]?.model ?? 'unknown'
+  const flags = new Set((cpuinfo.match(/^flags\s*:\s*(.*)$/m)?.[1] ?? '').split(/\s+/))
+  const simd = ['avx2', 'fma', 'f16c', 'avx512f', 'avx512_bf16'].filter((x) => flags.has(x))
+  const thp = existsSync('/sys/kernel/mm/transparent_hugepage/enabled')
+    ? readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8').match(/\[(\w+)\]/)?.[1]
+    : null
+  const fs = sh('df', ['-T', DATA])?.split('\n')[1]?.split(/\s+/)[1]
+  const git = sh('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'])
+  const dirty = sh('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'])
+  let ort = null
+  try {
+    ort = require('onnxruntime-node/package.json').version
+  } catch {}
+  return {
+    cpu: model,
+    cores: os.cpus().length,
+    simd,
+    ramGiB: os.totalmem() / 2 ** 30,
+    kernel: `${os.type()} ${os.release()} ${os.arch()}`,
+    thp,
+    fs,
+    node: process.version,
+    ort,
+    ours: require(join(ROOT, 'package.json')).version,
+    git: git ? `${git}${dirty ? ' + uncommitted changes' : ''}` : null,
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    openblasEnv: ['OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`),
+  }
+}
+
+function pythonInfo() {
+  if (!PY.python) return null
+  const res = spawnSync(PY.python, [join(ROOT, 'benches', 'peers.py'), '--info'], { env: pythonEnv(), encoding: 'utf8' })
+  const line = (res.stdout ?? '').split('\n').find((l) => l.startsWith('RESULT '))
+  return line ? JSON.parse(line.slice(7)) : null
+}
+
+// ---------------------------------------------------------------------------------------
+// Report.
+
+const la = (l) => l.map((x) => x.toFixed(2)).join(' / ')
+
+function report(m, pyInfo, gs, loadEnd, minutes) {
+  const v = pyInfo?.versions ?? {}
+  const blas = pyInfo?.blas?.threadpools
+  const blasText = Array.isArray(blas) && blas.length
+    ? blas.map((b) => `${b.internal_api} ${b.version} (${b.architecture} kernel, ${b.num_threads} threads)`).join(', ')
+    : 'n/a'
+  const lines = []
+  lines.push(`Run: ${m.date} — \`npm run bench${opt.quick ? ' -- --quick' : ''}${opt.only ? ` -- --only ${opt.only}` : ''}\`, ${rounds > 1 ? `${rounds} interleaved child processes × ` : ''}${reps} timed repetitions per implementation (median of all ${rounds * reps}; each process does one untimed warm-up first), warm page cache, ${minutes.toFixed(1)} min in all.`)
+  lines.push('')
+  lines.push(`- **Machine**: ${m.cpu}, ${m.cores} logical cores (${m.simd.join(', ')}), ${m.ramGiB.toFixed(1)} GiB RAM, ${m.kernel}, transparent huge pages: ${m.thp ?? 'n/a'}, bench-data on ${m.fs ?? '?'}`)
+  const busy = loadStart[0] > m.cores * 0.5 || loadEnd[0] > m.cores * 0.5 || busyStart?.length || busyEnd?.length
+  lines.push(`- **Load average** (1/5/15 min) at start: ${la(loadStart)}; at end: ${la(loadEnd)}. Other processes using ≥ 10 % of a core at start: ${fmtBusy(busyStart)}; at end: ${fmtBusy(busyEnd)}${busy ? ' — **the machine was busy with other work during this run; absolute times are noisy**' : ''}`)
+  lines.push(`- **Versions**: safetensors-node ${m.ours} (git ${m.git ?? '?'}), Node ${m.node}, onnxruntime-node ${m.ort ?? 'n/a'}; Python ${v.python ?? 'n/a'}, numpy ${v.numpy ?? 'n/a'}, ml_dtypes ${v.ml_dtypes ?? 'n/a'}, safetensors ${v.safetensors ?? 'n/a'}, gguf ${v.gguf ?? 'n/a'}, mlx ${v.mlx ?? (PY.mlx?.ok ? '?' : 'not installed')}`)
+  lines.push(`- **numpy children** run without ${m.openblasEnv.length ? m.openblasEnv.join(', ') : 'OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE'} (removed from their environment only); numpy's BLAS then: ${blasText}; numpy SIMD: ${pyInfo?.blas?.numpy_simd?.join(', ') ?? 'n/a'}`)
+  lines.push('')
+  const rows = []
+  for (const g of gs) {
+    const ours = g.impls[0].result?.median
+    for (const [k, i] of g.impls.entries()) {
+      const r = i.result
+      let ms = '—'
+      let spread = ''
+      if (r?.skipped) ms = `not run: ${r.skipped}`
+      else if (r?.error) ms = `failed: ${r.error.slice(0, 120)}`
+      else if (r) {
+        ms = fmtMs(r.median)
+        spread = `${fmtMs(r.min)}–${fmtMs(r.max)}`
+      }
+      const ratio = k === 0 || !r?.median ? '' : fmtRatio(ours / r.median)
+      rows.push([
+        k === 0 ? g.id : '',
+        k === 0 ? g.work : '',
+        i.label,
+        ms,
+        spread,
+        ratio,
+        r?.max_rss_kib ? fmtMiB(r.max_rss_kib) : '',
+        i.same === undefined ? '' : i.same ? '✓' : '✗',
+      ])
+    }
+  }
+  lines.push(mdTable(['#', 'work', 'implementation', 'median ms', 'min–max ms', 'ours ÷ this', 'peak RSS MiB', 'same output'], rows, ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'c']))
+  lines.push('')
+  const goalRows = []
+  for (const goal of GOALS) {
+    const g = gs.find((x) => x.id === goal.id)
+    if (!g) continue
+    const o = g.impls.find((i) => i.key === goal.ours)?.result
+    const p = g.impls.find((i) => i.key === goal.peer)?.result
+    const less = goal.minus ? g.impls.find((i) => i.key === goal.minus)?.result?.median : 0
+    const oursMs = o?.median != null && less != null ? o.median - less : null
+    // (A floor measured above the total, possible on tiny --quick sizes, gives no ratio.)
+    const ratio = oursMs != null && oursMs > 0 && p?.median ? oursMs / p.median : null
+    goal.oursMs = oursMs
+    goal.peerMs = p?.median ?? null
+    goal.ratio = ratio
+    goal.met = ratio == null ? null : ratio <= goal.target
+    const verdict = goal.met == null ? 'n/a' : goal.info ? (goal.met ? '(would meet)' : '(would miss)') : goal.met ? '**met**' : '**missed**'
+    goalRows.push([goal.id, goal.label, fmtMs(oursMs > 0 ? oursMs : null), fmtMs(p?.median), fmtRatio(ratio), `≤ ${goal.target}×`, verdict])
+  }
+  lines.push(mdTable(['#', 'goal (time, ours ÷ peer)', 'ours ms', 'peer ms', 'ratio', 'goal', 'met?'], goalRows, ['l', 'l', 'r', 'r', 'r', 'r', 'c']))
+  return lines.join('\n')
+}
+
+// ---------------------------------------------------------------------------------------
+
+PY = ensurePython()
+const pyInfo = pythonInfo()
+const files = makeInputs()
+const m = machine()
+const gs = groups(files)
+log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
+for (const g of gs) {
+  log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)
+  for (const p of g.warm) warm(p)
+  // Rounds interleave the implementations (A B C, A B C, ...) so that a burst of load from
+  // elsewhere does not land on one implementation only.
+  for (let round = 0; round < rounds; round++) {
+    for (const i of g.impls) {
+      const r = runChild(i)
+      if (g.row === 'save' && !r.error && !r.skipped) {
+        // Byte-identical files? (hashed here, outside any timed region)
+        r.check = { ...r.check, sha256file: sha256File(i.params.out) }
+      }
+      i.result = merge(i.result, r)
+      const what = r.skipped ? `skipped: ${r.skipped}` : r.error ? `FAILED: ${r.error}` : `${fmtMs(r.median)} ms (${fmtMs(r.min)}–${fmtMs(r.max)}), peak RSS ${fmtMiB(r.max_rss_kib)} MiB  [${r.wall_s.toFixed(1)} s]`
+      log(`  ${rounds > 1 ? `r${round + 1} ` : ''}${i.label.padEnd(70)} ${what}`)
+    }
+  }
+  checkGroup(g)
+  for (const i of g.impls) if (i.params.out) rmSync(i.params.out, { force: true }) // outputs: ~1.3 GiB for row 3
+  const bad = g.impls.filter((i) => i.same === false)
+  if (bad.length) log(`  ! outputs differ: ${bad.map((i) => `${i.key} ${JSON.stringify(i.result.check)}`).join('; ')} vs ${JSON.stringify(g.impls[0].result.check)}`)
+}
+const loadEnd = os.loadavg()
+const busyEnd = busyProcesses()
+const md = report(m, pyInfo, gs, loadEnd, (Date.now() - started) / 60000)
+console.log(`\n${md}\n`)
+const json = { options: { ...opt, reps, rounds }, machine: m, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
+writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.json`), JSON.stringify(json, null, 2))
+writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.md`), `${md}\n`)
+log(`results written to bench-data/results${opt.quick ? '-quick' : ''}.{md,json}`)
+if (opt.updateDocs) {
+  const doc = join(ROOT, 'docs', 'benchmarks.md')
+  const text = readFileSync(doc, 'utf8')
+  const begin = '<!-- bench:begin -->'
+  const end = '<!-- bench:end -->'
+  const a = text.indexOf(begin)
+  const b = text.indexOf(end)
+  if (a < 0 || b < a) throw new Error(`${doc} has no ${begin} … ${end} section`)
+  writeFileSync(doc, `${text.slice(0, a + begin.length)}\n${md}\n${text.slice(b)}`)
+  log(`updated ${doc}`)
+}
