@@ -2,7 +2,7 @@
 
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::models::matrix_arg;
+use crate::models::with_matrix;
 use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
@@ -279,8 +279,7 @@ impl Model {
                 .get_or_init(|| AnyModel::from_model_dir(&self.inner))
                 .as_ref()
                 .map_err(Clone::clone)?;
-            let x = matrix_arg(&x)?;
-            model.predict(x.as_ref()?)
+            with_matrix(&x, |x| model.predict(x))
         };
         run().map(Float32Array::new).or_throw(&env)
     }

@@ -6,6 +6,7 @@ use crate::write::{natural_dtype, string_map, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
+use stcore::buffer::Output;
 use stcore::cast;
 use stcore::format::gguf::Quantization;
 use stcore::models::{
@@ -17,17 +18,17 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
-/// An owned row-major matrix from a JS `Matrix` argument.
+/// An owned row-major matrix from a JS `Matrix` argument (large copies in huge pages).
 pub enum OwnedMatrix {
-    F32(Vec<f32>, usize, usize),
-    F64(Vec<f64>, usize, usize),
+    F32(Output<f32>, usize, usize),
+    F64(Output<f64>, usize, usize),
 }
 
 impl OwnedMatrix {
     pub fn as_ref(&self) -> CoreResult<MatrixRef<'_>> {
         match self {
-            OwnedMatrix::F32(d, r, c) => MatrixRef::new(MatrixData::F32(d), *r, *c),
-            OwnedMatrix::F64(d, r, c) => MatrixRef::new(MatrixData::F64(d), *r, *c),
+            OwnedMatrix::F32(d, r, c) => MatrixRef::new(MatrixData::F32(d.as_slice()), *r, *c),
+            OwnedMatrix::F64(d, r, c) => MatrixRef::new(MatrixData::F64(d.as_slice()), *r, *c),
         }
     }
 }
@@ -58,7 +59,7 @@ pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
             ))
         })?;
         let (data, r, c) = matrix_from_rows(&rows)?;
-        return Ok(OwnedMatrix::F64(data, r, c));
+        return Ok(OwnedMatrix::F64(Output::Small(data), r, c));
     }
     if x.get_type().map_err(&err)? != ValueType::Object {
         return Err(invalid_argument(
@@ -67,15 +68,7 @@ pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
     }
     // SAFETY: checked to be an object.
     let obj: Object = unsafe { x.cast() }.map_err(&err)?;
-    let rows: f64 = obj
-        .get_named_property::<Option<f64>>("rows")
-        .map_err(&err)?
-        .ok_or_else(|| invalid_argument("x.rows is missing"))?;
-    let cols: f64 = obj
-        .get_named_property::<Option<f64>>("cols")
-        .map_err(&err)?
-        .ok_or_else(|| invalid_argument("x.cols is missing"))?;
-    let (rows, cols) = (count(rows, "x.rows")?, count(cols, "x.cols")?);
+    let (rows, cols) = matrix_dims(&obj)?;
     let data: Unknown = obj.get_named_property("data").map_err(&err)?;
     if !data.is_typedarray().map_err(&err)? {
         return Err(invalid_argument(
@@ -86,12 +79,64 @@ pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
     let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
     let bytes: &[u8] = &array.arraybuffer;
     match array.typed_array_type {
-        TypedArrayType::Float32 => Ok(OwnedMatrix::F32(cast::copy_elements(bytes), rows, cols)),
-        TypedArrayType::Float64 => Ok(OwnedMatrix::F64(cast::copy_elements(bytes), rows, cols)),
+        TypedArrayType::Float32 => Ok(OwnedMatrix::F32(Output::copy_of(bytes)?, rows, cols)),
+        TypedArrayType::Float64 => Ok(OwnedMatrix::F64(Output::copy_of(bytes)?, rows, cols)),
         other => Err(invalid_argument(format!(
             "x.data must be a Float32Array or Float64Array, not {other:?}"
         ))),
     }
+}
+
+/// Run `f` on the matrix `x` without copying it when it is `{ data: Float32Array |
+/// Float64Array, rows, cols }`: a synchronous call can borrow the typed array's memory,
+/// because no JavaScript runs (and nothing can detach or resize the buffer) until it
+/// returns. `number[][]`, and the rare typed array whose memory is not aligned for its
+/// element type, are converted first, as `matrix_arg` does for the async calls.
+pub fn with_matrix<R>(
+    x: &Unknown,
+    f: impl FnOnce(MatrixRef<'_>) -> CoreResult<R>,
+) -> CoreResult<R> {
+    let err = napi_invalid("x");
+    if x.get_type().map_err(&err)? == ValueType::Object && !x.is_array().map_err(&err)? {
+        // SAFETY: checked to be an object.
+        let obj: Object = unsafe { x.cast() }.map_err(&err)?;
+        let data: Option<Unknown> = obj.get_named_property("data").map_err(&err)?;
+        if let Some(data) = data.filter(|d| d.is_typedarray().unwrap_or(false)) {
+            // SAFETY: checked to be a typed array.
+            let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
+            let (rows, cols) = matrix_dims(&obj)?;
+            let bytes: &[u8] = &array.arraybuffer;
+            match array.typed_array_type {
+                TypedArrayType::Float32 => {
+                    // SAFETY: any bit pattern is an f32; align_to only borrows the aligned part.
+                    if let ([], values, []) = unsafe { bytes.align_to::<f32>() } {
+                        return f(MatrixRef::new(MatrixData::F32(values), rows, cols)?);
+                    }
+                }
+                TypedArrayType::Float64 => {
+                    // SAFETY: any bit pattern is an f64; align_to only borrows the aligned part.
+                    if let ([], values, []) = unsafe { bytes.align_to::<f64>() } {
+                        return f(MatrixRef::new(MatrixData::F64(values), rows, cols)?);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    f(matrix_arg(x)?.as_ref()?)
+}
+
+fn matrix_dims(obj: &Object) -> CoreResult<(usize, usize)> {
+    let err = napi_invalid("x");
+    let rows: f64 = obj
+        .get_named_property::<Option<f64>>("rows")
+        .map_err(&err)?
+        .ok_or_else(|| invalid_argument("x.rows is missing"))?;
+    let cols: f64 = obj
+        .get_named_property::<Option<f64>>("cols")
+        .map_err(&err)?
+        .ok_or_else(|| invalid_argument("x.cols is missing"))?;
+    Ok((count(rows, "x.rows")?, count(cols, "x.cols")?))
 }
 
 /// `ArrayLike<number>`: an array of numbers or any numeric typed array.
@@ -282,9 +327,8 @@ impl LinearRegression {
         y: Unknown,
     ) -> napi::Result<This<'a>> {
         let run = || {
-            let x = matrix_arg(&x)?;
             let y = numbers_arg(&y, "y")?;
-            self.inner.borrow_mut().fit(x.as_ref()?, &y)
+            with_matrix(&x, |x| self.inner.borrow_mut().fit(x, &y))
         };
         run().or_throw(&env)?;
         Ok(this)
@@ -292,10 +336,7 @@ impl LinearRegression {
 
     #[napi(ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || {
-            let x = matrix_arg(&x)?;
-            self.inner.borrow().predict(x.as_ref()?)
-        };
+        let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
@@ -314,9 +355,8 @@ impl LinearRegression {
     #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
         let run = || {
-            let x = matrix_arg(&x)?;
             let y = numbers_arg(&y, "y")?;
-            self.inner.borrow().score(x.as_ref()?, &y)
+            with_matrix(&x, |x| self.inner.borrow().score(x, &y))
         };
         run().or_throw(&env)
     }
@@ -411,9 +451,8 @@ impl LogisticRegression {
         y: Unknown,
     ) -> napi::Result<This<'a>> {
         let run = || {
-            let x = matrix_arg(&x)?;
             let y = labels_arg(&y)?;
-            self.inner.borrow_mut().fit(x.as_ref()?, &y)
+            with_matrix(&x, |x| self.inner.borrow_mut().fit(x, &y))
         };
         run().or_throw(&env)?;
         Ok(this)
@@ -422,20 +461,14 @@ impl LogisticRegression {
     /// Predicted class labels.
     #[napi(ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
-        let run = || {
-            let x = matrix_arg(&x)?;
-            self.inner.borrow().predict(x.as_ref()?)
-        };
+        let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
         run().map(Int32Array::new).or_throw(&env)
     }
 
     /// Class probabilities, rows × classes, row-major (columns in `classes` order).
     #[napi(ts_args_type = "x: Matrix")]
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || {
-            let x = matrix_arg(&x)?;
-            self.inner.borrow().predict_proba(x.as_ref()?)
-        };
+        let run = || with_matrix(&x, |x| self.inner.borrow().predict_proba(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
@@ -466,9 +499,8 @@ impl LogisticRegression {
     #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
         let run = || {
-            let x = matrix_arg(&x)?;
             let y = labels_arg(&y)?;
-            self.inner.borrow().score(x.as_ref()?, &y)
+            with_matrix(&x, |x| self.inner.borrow().score(x, &y))
         };
         run().or_throw(&env)
     }

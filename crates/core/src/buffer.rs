@@ -102,6 +102,26 @@ impl<T: Element + Default> Output<T> {
     }
 }
 
+impl<T: Element + Default> Output<T> {
+    /// The elements of `bytes` (native byte order; a trailing partial element is ignored)
+    /// in a new output buffer: large copies land in huge pages, not 4 KiB page faults.
+    pub fn copy_of(bytes: &[u8]) -> Result<Self> {
+        let n = bytes.len() / std::mem::size_of::<T>();
+        let mut out = Output::zeroed(n)?;
+        let dst = out.as_mut_slice();
+        // SAFETY: `dst` holds n elements = n * size_of::<T>() bytes; T is POD, so any bytes
+        // form valid values; a fresh buffer cannot overlap `bytes`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                dst.as_mut_ptr() as *mut u8,
+                n * std::mem::size_of::<T>(),
+            )
+        };
+        Ok(out)
+    }
+}
+
 impl<T: Element> Output<T> {
     pub fn as_slice(&self) -> &[T] {
         match self {

@@ -5,7 +5,9 @@ use super::persist::{
     check_stated, check_zero_intercept, decode_f32, f32_tensor, require, shape_error, ModelConfig,
     StoredMetadata, COEFFICIENTS, INTERCEPT,
 };
-use super::{check_targets, dot, non_finite_row_error, Feature, MatrixData, MatrixRef};
+use super::{
+    check_targets, dot, for_row_blocks, non_finite_row_error, Feature, MatrixData, MatrixRef,
+};
 use crate::error::{CoreError, Result};
 use crate::tensor::TensorView;
 use std::collections::BTreeMap;
@@ -184,13 +186,15 @@ impl LinearRegression {
             )));
         }
         let intercept = f64::from(fitted.intercept);
+        let coefficients = &fitted.wide_coefficients;
+        let cols = coefficients.len();
         match x.data() {
-            MatrixData::F32(values) => {
-                predict_rows(values, &fitted.wide_coefficients, intercept, out)
-            }
-            MatrixData::F64(values) => {
-                predict_rows(values, &fitted.wide_coefficients, intercept, out)
-            }
+            MatrixData::F32(values) => for_row_blocks(values, cols, out, 1, |first, x, out| {
+                predict_rows(x, coefficients, intercept, first, out)
+            }),
+            MatrixData::F64(values) => for_row_blocks(values, cols, out, 1, |first, x, out| {
+                predict_rows(x, coefficients, intercept, first, out)
+            }),
         }
     }
 
@@ -307,10 +311,12 @@ impl LinearRegression {
     }
 }
 
+#[inline(always)]
 fn predict_rows<T: Feature>(
     values: &[T],
     coefficients: &[f64],
     intercept: f64,
+    first_row: usize,
     out: &mut [f32],
 ) -> Result<()> {
     for (row_index, (row, slot)) in values
@@ -320,7 +326,7 @@ fn predict_rows<T: Feature>(
     {
         let score = intercept + dot(row, coefficients);
         if !score.is_finite() {
-            return Err(non_finite_row_error(row, row_index));
+            return Err(non_finite_row_error(row, first_row + row_index));
         }
         *slot = score as f32;
     }

@@ -232,11 +232,93 @@ pub(crate) fn check_label_count(len: usize, rows: usize) -> Result<()> {
     Ok(())
 }
 
+/// Below this many input values a prediction runs on the calling thread: a thread costs
+/// tens of microseconds to start, about what 256K multiply-adds take.
+const PARALLEL_MIN_VALUES: usize = 1 << 18;
+
+/// Run `f(first_row, rows, out_rows)` over contiguous blocks of rows — one block per core
+/// (at most 8) when the input is large, else one block on the calling thread. Threads are
+/// started once per call, never per chunk. `values` holds `cols` values per row and `out`
+/// `out_width` per row. Of several failing blocks, the error of the first is returned, so
+/// the result does not depend on scheduling.
+pub(crate) fn for_row_blocks<T: Sync, O: Send>(
+    values: &[T],
+    cols: usize,
+    out: &mut [O],
+    out_width: usize,
+    f: impl Fn(usize, &[T], &mut [O]) -> Result<()> + Sync,
+) -> Result<()> {
+    let rows = out.len() / out_width.max(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8)
+        .min(values.len() / PARALLEL_MIN_VALUES)
+        .max(1);
+    if threads == 1 || cols == 0 || out_width == 0 {
+        return run_block(&f, 0, values, out);
+    }
+    let block = rows.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut blocks = values
+            .chunks(block * cols)
+            .zip(out.chunks_mut(block * out_width))
+            .enumerate();
+        let first = blocks.next();
+        let handles: Vec<_> = blocks
+            .map(|(i, (x, o))| scope.spawn(move || run_block(f, i * block, x, o)))
+            .collect();
+        let mut result = match first {
+            Some((_, (x, o))) => run_block(f, 0, x, o),
+            None => Ok(()),
+        };
+        for handle in handles {
+            let outcome = handle.join().unwrap_or_else(|_| {
+                Err(CoreError::invalid_argument("a prediction thread panicked"))
+            });
+            if result.is_ok() {
+                result = outcome;
+            }
+        }
+        result
+    })
+}
+
+/// One block of [`for_row_blocks`], through a copy of the row loop compiled with AVX2 when
+/// the CPU has it (the crate is built for baseline x86-64, where the f64 dot products run two
+/// lanes wide). The row loops are `#[inline(always)]` so that they are compiled into it.
+#[inline(always)]
+fn run_block<T, O>(
+    f: &(impl Fn(usize, &[T], &mut [O]) -> Result<()> + Sync),
+    first_row: usize,
+    values: &[T],
+    out: &mut [O],
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        /// # Safety
+        /// The CPU must support AVX2.
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T, O>(
+            f: &(impl Fn(usize, &[T], &mut [O]) -> Result<()> + Sync),
+            first_row: usize,
+            values: &[T],
+            out: &mut [O],
+        ) -> Result<()> {
+            f(first_row, values, out)
+        }
+        // SAFETY: AVX2 was detected on this CPU just above.
+        return unsafe { avx2(f, first_row, values, out) };
+    }
+    f(first_row, values, out)
+}
+
 /// `Σ row[j] · coefficients[j]` in f64.
 ///
 /// Eight independent accumulators over contiguous chunks: floating-point addition is not
 /// associative, so the compiler only vectorises a reduction whose lanes are spelt out.
-#[inline]
+#[inline(always)]
 pub(crate) fn dot<T: Feature>(row: &[T], coefficients: &[f64]) -> f64 {
     const LANES: usize = 8;
     let mut lanes = [0.0f64; LANES];

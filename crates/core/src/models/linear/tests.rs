@@ -372,3 +372,26 @@ fn malformed_models_are_invalid_model_errors_naming_the_tensor() {
     assert_eq!(e.code(), "ERR_INVALID_MODEL");
     assert_eq!(e.tensor(), Some("intercept"));
 }
+
+/// Large batches are split over threads: the same predictions as one row at a time, and a
+/// bad value in a late block reported at its true row.
+#[test]
+fn large_batches_split_over_threads_match_row_by_row() {
+    let (x, y) = exact_problem();
+    let model = fitted(true, &x, 2, &y);
+    let big: Vec<f64> = (0..1_200_000)
+        .map(|i| ((i * 7919) % 1000) as f64 / 100.0)
+        .collect();
+    let batch = model.predict(matrix(&big, 2)).unwrap();
+    for (i, row) in big.chunks_exact(2).enumerate().step_by(1009) {
+        assert_eq!(
+            batch[i],
+            model.predict(matrix(row, 2)).unwrap()[0],
+            "row {i}"
+        );
+    }
+    let mut bad = big.clone();
+    bad[590_000 * 2 + 1] = f64::INFINITY;
+    let err = model.predict(matrix(&bad, 2)).unwrap_err();
+    assert!(err.to_string().contains("row 590000, column 1"), "{err}");
+}

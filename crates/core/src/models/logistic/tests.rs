@@ -497,3 +497,67 @@ fn malformed_models_are_invalid_model_errors_naming_the_tensor() {
     assert_eq!(e.code(), "ERR_INVALID_MODEL");
     assert_eq!(e.tensor(), Some("coefficients"));
 }
+
+/// Large batches are split over threads (`for_row_blocks`): the probabilities and labels must
+/// equal those of one row at a time, the binary pair from one exponential must be within one
+/// f32 ulp of two separate sigmoids, and a bad value in a late block must be reported at its
+/// true row.
+#[test]
+fn large_batches_split_over_threads_match_row_by_row() {
+    for labels in [&[3, 7][..], &[-1, 0, 5][..]] {
+        let (x, y) = synthetic(400, 8, labels, 11);
+        let mut model = LogisticRegression::new(params(true, 1.0)).unwrap();
+        model.fit(matrix(&x, 8), &y).unwrap();
+        // 80,000 rows × 8 = 640K values: enough for two blocks on two cores.
+        let big: Vec<f64> = x.iter().cycle().take(80_000 * 8).copied().collect();
+        let batch = model.predict_proba(matrix(&big, 8)).unwrap();
+        let batch_labels = model.predict(matrix(&big, 8)).unwrap();
+        let k = labels.len();
+        for (i, row) in big.chunks_exact(8).enumerate().step_by(997) {
+            let one = model.predict_proba(matrix(row, 8)).unwrap();
+            assert_eq!(&batch[i * k..(i + 1) * k], one.as_slice(), "row {i}");
+            assert_eq!(batch_labels[i], model.predict(matrix(row, 8)).unwrap()[0]);
+            if k == 2 {
+                let fitted = model.fitted().unwrap();
+                let mut z = [0.0];
+                row_scores(fitted, row, &mut z);
+                let want = [sigmoid(-z[0]) as f32, sigmoid(z[0]) as f32];
+                for (got, want) in one.iter().zip(want) {
+                    assert!(ulps(*got, want) <= 1, "{got} vs {want}");
+                }
+            }
+        }
+        let mut bad = big.clone();
+        bad[79_123 * 8 + 5] = f64::NAN;
+        let err = model.predict_proba(matrix(&bad, 8)).unwrap_err();
+        assert!(err.to_string().contains("row 79123, column 5"), "{err}");
+        let err = model.predict(matrix(&bad, 8)).unwrap_err();
+        assert!(err.to_string().contains("row 79123, column 5"), "{err}");
+    }
+}
+
+fn ulps(a: f32, b: f32) -> u32 {
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
+}
+
+/// The vectorisable exponential against the C library's, over its whole domain.
+#[test]
+fn exp_non_positive_matches_libm() {
+    let mut worst = 0.0f64;
+    let mut x = 0.0f64;
+    while x > -708.0 {
+        for v in [x, x - 1e-3, x * 0.999_999_9] {
+            let (got, want) = (exp_non_positive(v), v.exp());
+            worst = worst.max(((got - want) / want).abs());
+        }
+        x -= 0.0137;
+    }
+    assert!(worst < 1e-15, "worst relative error {worst:e}");
+    assert_eq!(exp_non_positive(0.0), 1.0);
+    assert_eq!(exp_non_positive(-1e-300), 1.0);
+    // Clamped at −708: tiny, positive, never NaN or a division by zero downstream.
+    let floor = (-708.0f64).exp();
+    for v in [-708.0, -800.0, f64::NEG_INFINITY] {
+        assert!(((exp_non_positive(v) - floor) / floor).abs() < 1e-15, "{v}");
+    }
+}
