@@ -3,7 +3,7 @@
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
-use stcore::buffer::{populate_read, Output};
+use stcore::buffer::Output;
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::{CoreError, DType};
@@ -131,8 +131,8 @@ fn f32_array(out: Output<f32>) -> Float32Array {
 
 /// Upcast to f32, first mapping the source pages in one call when they are file-backed.
 fn convert_f32(dtype: DType, bytes: &TensorBytes) -> CoreResult<Float32Array> {
-    if let TensorBytes::Shared { .. } = bytes {
-        populate_read(bytes.as_slice());
+    if let TensorBytes::Shared { memory, start, len } = bytes {
+        memory.populate_once(*start, *len);
     }
     cast::to_f32_output(dtype, bytes.as_slice()).map(f32_array)
 }
