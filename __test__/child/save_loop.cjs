@@ -1,0 +1,38 @@
+// Child process of crash.spec.ts: write version A, then B, then A, … of one destination
+// until killed. Prints "ready" once the first write has finished, so the parent's SIGKILL
+// lands while writes are under way, not while Node starts.
+//
+//   node save_loop.cjs saveFile|modelSave|convert DEST SRC_A SRC_B
+//
+// saveFile: DEST is a .safetensors file, written with saveFile from the tensors of SRC_A/B.
+// modelSave: DEST is a directory, written with Model.save from the model directories SRC_A/B.
+// convert: DEST is a .gguf file, converted (Q8_0) from the SafeTensors files SRC_A/B.
+'use strict'
+const { loadFile, saveFile, Model, convert } = require('../../index.js')
+
+const [mode, dest, srcA, srcB] = process.argv.slice(2)
+
+async function main() {
+  const sources = [srcA, srcB]
+  const loaded = mode === 'saveFile' ? sources.map((s) => loadFile(s, { as: 'raw' })) : []
+  const models = mode === 'modelSave' ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
+  for (let i = 0; ; i++) {
+    const which = i % 2
+    if (mode === 'saveFile') {
+      const tensors = {}
+      for (const [name, t] of Object.entries(loaded[which])) tensors[name] = { dtype: t.dtype, shape: t.shape, data: t.data }
+      saveFile(dest, tensors)
+    } else if (mode === 'modelSave') {
+      await models[which].save(dest)
+    } else if (mode === 'convert') {
+      await convert(sources[which], dest, { to: 'gguf', quantization: 'Q8_0' })
+    } else {
+      throw new Error(`unknown mode ${mode}`)
+    }
+    if (i === 0) process.stdout.write('ready\n')
+  }
+}
+main().catch((e) => {
+  console.error(e)
+  process.exit(3)
+})
