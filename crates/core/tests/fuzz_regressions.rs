@@ -178,3 +178,45 @@ fn gguf_zero_size_tensor_with_huge_dims_is_refused_or_served() {
         }
     }
 }
+
+/// fuzz target safetensors_header (a key `"\ud800data_offsets"` inside an unknown field):
+/// the reference buffers every value of the header, so serde_json validates strings and
+/// numbers everywhere — a lone surrogate escape or a number beyond f64 is refused even in a
+/// field nobody reads — while skipping an unknown field checks neither. Verdicts must agree.
+#[test]
+fn unknown_fields_are_validated_as_the_reference_does() {
+    let big_integer = format!("1{}", "0".repeat(400));
+    let cases = [
+        r#""\ud800""#.to_string(),
+        r#""\ud800x""#.to_string(),
+        r#""\udc00""#.to_string(),
+        r#""\ud800\u0041""#.to_string(),
+        r#""\ud83d\ude00""#.to_string(),
+        r#"{"\ud800k": 1}"#.to_string(),
+        r#"["ok", "\udfff"]"#.to_string(),
+        "1e400".to_string(),
+        "-1e400".to_string(),
+        "1e-400".to_string(),
+        "123456789012345678901234567890".to_string(),
+        big_integer,
+        "[1.5, -0.0, 2e308]".to_string(),
+    ];
+    let mut disagreements = Vec::new();
+    for inner in &cases {
+        let header =
+            format!(r#"{{"a":{{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":{inner}}}}}"#);
+        let file = raw_file(&header, 8);
+        let ours = SafeTensors::from_bytes(file.clone());
+        let theirs = safetensors::SafeTensors::deserialize(&file);
+        if ours.is_ok() != theirs.is_ok() {
+            disagreements.push(format!(
+                "{inner}: ours {:?}, reference {:?}",
+                ours.err().map(|e| e.to_string()),
+                theirs.err().map(|e| e.to_string())
+            ));
+        } else if let Err(e) = ours {
+            assert_eq!(e.code(), "ERR_INVALID_HEADER", "{e}");
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+}

@@ -130,46 +130,68 @@ impl<'de> Deserialize<'de> for RawHeader {
     }
 }
 
-/// serde_json's recursion limit as the reference meets it: the reference buffers every entry
-/// (its header struct flattens the tensor map), so a value nested 128 levels deep anywhere
-/// in the header is refused there, even inside a field it would otherwise ignore. Our parser
-/// skips unknown fields without recursing, so the same rule is applied here, explicitly.
-const MAX_JSON_DEPTH: usize = 127;
+/// Walks any JSON value through serde_json's *validating* paths, storing nothing.
+///
+/// The reference deserializes its header into a struct that flattens the tensor map, so
+/// serde_json buffers every value of the document — unknown fields of tensor entries
+/// included — and on the way checks what skipping a value does not: every string's escapes
+/// (a lone UTF-16 surrogate such as `"\ud800"` is an error), every number's range (`1e400`
+/// is an error), and its recursion limit of 128 nested levels. Our parser skips unknown
+/// fields, so this walk applies the same checks with the same parser, without storing.
+struct StrictJson;
 
-/// Parse the header JSON into its raw entries, with the reference's verdict on nesting.
+impl<'de> de::DeserializeSeed<'de> for StrictJson {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictJson {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while seq.next_element_seed(StrictJson)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        while map.next_key_seed(StrictJson)?.is_some() {
+            map.next_value_seed(StrictJson)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parse the header JSON into its raw entries, with the reference's verdict on every value.
 fn parse_raw(text: &str) -> Result<RawHeader> {
-    let invalid = |e: String| {
+    let invalid = |e: serde_json::Error| {
         CoreError::invalid_header(format!(
             "header is not a valid SafeTensors JSON header: {e}"
         ))
     };
-    let raw: RawHeader = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-    let mut depth = 0usize;
-    let (mut in_string, mut escaped) = (false, false);
-    for (i, &b) in text.as_bytes().iter().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_JSON_DEPTH {
-                    return Err(invalid(format!(
-                        "values nested more than {MAX_JSON_DEPTH} levels deep (at byte {i})"
-                    )));
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
+    let raw: RawHeader = serde_json::from_str(text).map_err(invalid)?;
+    let mut walk = serde_json::Deserializer::from_str(text);
+    de::DeserializeSeed::deserialize(StrictJson, &mut walk).map_err(invalid)?;
     Ok(raw)
 }
 
@@ -510,6 +532,30 @@ pub struct SafeTensors {
     storage: Storage,
     path: Option<PathBuf>,
     file_len: u64,
+    /// What the file was when opened (files opened from a path only).
+    identity: Option<FileIdentity>,
+}
+
+/// A file's identity and state at one moment: enough to tell, with one `stat`, whether the
+/// path still names the same, unchanged file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        }
+    }
 }
 
 /// A tensor's bytes: borrowed from shared memory (with the `Arc` and absolute range so a
@@ -544,6 +590,7 @@ impl SafeTensors {
             );
         }
         let file_len = meta.len();
+        let identity = Some(FileIdentity::of(&meta));
         let with_path = |e: CoreError| e.with_path(path);
         match backend {
             Backend::Mmap => {
@@ -560,6 +607,7 @@ impl SafeTensors {
                 };
                 let mut st = SafeTensors::from_memory(Arc::new(memory)).map_err(with_path)?;
                 st.path = Some(path.to_path_buf());
+                st.identity = identity;
                 Ok(st)
             }
             Backend::Read => {
@@ -575,6 +623,7 @@ impl SafeTensors {
                     storage: Storage::File(file),
                     path: Some(path.to_path_buf()),
                     file_len,
+                    identity,
                 })
             }
         }
@@ -590,6 +639,7 @@ impl SafeTensors {
             storage: Storage::Memory(memory),
             path: None,
             file_len,
+            identity: None,
         })
     }
 
@@ -611,6 +661,7 @@ impl SafeTensors {
             storage: Storage::Detached,
             path: Some(PathBuf::from(origin)),
             file_len,
+            identity: None,
         })
     }
 
@@ -745,23 +796,56 @@ impl SafeTensors {
         Ok((plan.shape, TensorBytes::Owned(out)))
     }
 
-    /// Check that the file on disk still has the length it had when opened (cheap detection
-    /// of a file replaced or truncated under a live mapping).
-    pub fn check_unchanged(&self) -> Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
+    /// What has happened to the file on disk since it was opened, with one `stat` (nothing
+    /// for files not opened from a path): removed (ERR_NOT_FOUND), replaced by another file
+    /// (ERR_IO: this handle keeps reading the one it opened), its length changed in place
+    /// (ERR_INCOMPLETE_FILE: reading a memory map past a new end faults with SIGBUS, the
+    /// read backend gets short reads), or modified in place (ERR_IO: untouched pages may
+    /// show new bytes).
+    pub fn changes_since_open(&self) -> Vec<CoreError> {
+        let (Some(path), Some(then)) = (&self.path, &self.identity) else {
+            return Vec::new();
         };
-        let now = std::fs::metadata(path)
-            .map_err(|e| CoreError::io(e, path))?
-            .len();
-        if now != self.file_len {
-            return Err(CoreError::incomplete_file(format!(
-                "file changed on disk since it was opened ({} bytes then, {now} now)",
-                self.file_len
+        let now = match std::fs::metadata(path) {
+            Ok(meta) => FileIdentity::of(&meta),
+            Err(e) => {
+                let kind = CoreError::io(e, path).kind();
+                let what = if kind == crate::error::ErrorKind::NotFound {
+                    "removed since it was opened (this handle still reads the file it opened)"
+                } else {
+                    "cannot be checked since it was opened"
+                };
+                return vec![CoreError::new(kind, what).with_path(path)];
+            }
+        };
+        let problem = if (now.dev, now.ino) != (then.dev, then.ino) {
+            CoreError::new(
+                crate::error::ErrorKind::Io,
+                "replaced on disk since it was opened (this handle still reads the file it opened)",
+            )
+        } else if now.len != then.len {
+            CoreError::incomplete_file(format!(
+                "file changed on disk since it was opened ({} bytes then, {} now): reads past \
+                 the new end fail, and through a memory map they fault (SIGBUS)",
+                then.len, now.len
             ))
-            .with_path(path));
+        } else if now.modified != then.modified {
+            CoreError::new(
+                crate::error::ErrorKind::Io,
+                "modified in place since it was opened (tensors not yet read may show the new bytes)",
+            )
+        } else {
+            return Vec::new();
+        };
+        vec![problem.with_path(path)]
+    }
+
+    /// The first of [`SafeTensors::changes_since_open`], if any.
+    pub fn check_unchanged(&self) -> Result<()> {
+        match self.changes_since_open().into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
