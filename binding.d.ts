@@ -221,6 +221,13 @@ export declare class SafeTensorsFile {
   get numParameters(): number
   /** Size of the whole file in bytes. */
   get byteLength(): number
+  /**
+   * Whether the file on disk changed since it was opened (one `stat`): removed
+   * (ERR_NOT_FOUND), replaced (ERR_IO; this object keeps reading the file it opened),
+   * modified in place (ERR_IO), or resized in place (ERR_INCOMPLETE_FILE: reading a
+   * memory map past the new end would fault). Always ok for `fromBytes`.
+   */
+  validate(): ValidationReport
   has(name: string): boolean
   info(name: string): TensorInfo
   getTensor(name: string, options?: GetOptions | undefined | null): Tensor

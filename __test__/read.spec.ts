@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { SafeTensorsFile, loadFile, loadFileAsync, serialize } from '../index.js'
+import { SafeTensorsFile, loadFile, loadFileAsync, saveFile, serialize } from '../index.js'
 import { expectedJson, expectedNumber, fixture, rawFile, sameNumber, tempDir } from './helpers'
 
 const expected = expectedJson('safetensors')
@@ -208,5 +208,31 @@ describe('SafeTensorsFile', () => {
     expect(Array.from(f.getTensor('c').data as Float32Array)).toEqual([1, -2])
     expect(() => f.getTensor('f4', { as: 'F32' })).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED_DTYPE' }))
     expect(() => f.getTensor('c', { as: 'F64' })).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED_DTYPE' }))
+  })
+})
+
+describe('file.validate(): has the file changed on disk since it was opened?', () => {
+  it('ok, replaced, resized in place and removed give their codes, for both backends', () => {
+    for (const backend of ['mmap', 'read'] as const) {
+      const path = join(tempDir(), 'w.safetensors')
+      saveFile(path, { x: { shape: [4], data: new Float32Array([1, 2, 3, 4]) } })
+      let f = SafeTensorsFile.open(path, { backend })
+      expect(f.validate()).toEqual({ path, format: 'safetensors', ok: true, errors: [] })
+      // Replaced (saveFile renames a new file over it): the open object keeps the old data.
+      saveFile(path, { x: { shape: [4], data: new Float32Array([5, 6, 7, 8]) } })
+      expect(f.validate().errors.map((e: { code: string }) => e.code)).toEqual(['ERR_IO'])
+      expect(Array.from(f.getTensor('x').data as Float32Array)).toEqual([1, 2, 3, 4])
+      // Resized in place: reading through a mapping past the new end would fault, so the
+      // check is what to call before trusting a long-lived mapping.
+      f = SafeTensorsFile.open(path, { backend })
+      truncateSync(path, 20)
+      const report = f.validate()
+      expect(report.ok).toBe(false)
+      expect(report.errors.map((e: { code: string }) => e.code)).toEqual(['ERR_INCOMPLETE_FILE'])
+      expect(report.errors[0].message).toContain(path)
+      rmSync(path)
+      expect(f.validate().errors.map((e: { code: string }) => e.code)).toEqual(['ERR_NOT_FOUND'])
+    }
+    expect(SafeTensorsFile.fromBytes(serialize({ x: { shape: [1], data: [1] } })).validate().ok).toBe(true)
   })
 })

@@ -36,7 +36,7 @@ impl ToNapiValue for Json {
     }
 }
 
-fn json<T: serde::Serialize>(value: T) -> CoreResult<Json> {
+pub fn json<T: serde::Serialize>(value: T) -> CoreResult<Json> {
     serde_json::to_value(value)
         .map(Json)
         .map_err(|e| invalid_argument(e.to_string()))

@@ -264,6 +264,15 @@ impl SafeTensorsFile {
         self.inner.file_len() as f64
     }
 
+    /// Whether the file on disk changed since it was opened (one `stat`): removed
+    /// (ERR_NOT_FOUND), replaced (ERR_IO; this object keeps reading the file it opened),
+    /// modified in place (ERR_IO), or resized in place (ERR_INCOMPLETE_FILE: reading a
+    /// memory map past the new end would fault). Always ok for `fromBytes`.
+    #[napi(ts_return_type = "ValidationReport")]
+    pub fn validate(&self, env: Env) -> napi::Result<crate::convert::Json> {
+        crate::convert::json(stcore::convert::validate_open(&self.inner)).or_throw(&env)
+    }
+
     #[napi]
     pub fn has(&self, name: String) -> bool {
         self.inner.header().get(&name).is_some()

@@ -489,6 +489,22 @@ pub fn validate(path: &Path) -> ValidationReport {
     }
 }
 
+/// The report of [`validate`] for a file already open: its header was validated at open, so
+/// what is left to check is whether the file on disk changed since (one `stat`; see
+/// [`SafeTensors::changes_since_open`]).
+pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
+    let problems = file.changes_since_open();
+    ValidationReport {
+        path: file
+            .path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        format: Some(InputFormat::SafeTensors.name().to_string()),
+        ok: problems.is_empty(),
+        errors: problems.iter().map(Problem::from).collect(),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // convert.
 

@@ -432,6 +432,55 @@ fn detects_file_changed_since_open() {
     assert_eq!(st.view("x").unwrap_err().code(), "ERR_INCOMPLETE_FILE");
 }
 
+/// One `stat` tells what happened to an open file: nothing, replaced, modified in place,
+/// resized (the SIGBUS hazard of a mapping) or removed — each with its code.
+#[test]
+fn changes_since_open_name_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("w.safetensors");
+    let t = TensorView::new("x", DType::U8, vec![4], vec![1u8, 2, 3, 4]).unwrap();
+    let write = |path: &std::path::Path| save_file(path, std::slice::from_ref(&t), None).unwrap();
+    let codes = |st: &SafeTensors| -> Vec<&'static str> {
+        st.changes_since_open().iter().map(|e| e.code()).collect()
+    };
+    for backend in [Backend::Mmap, Backend::Read] {
+        write(&p);
+        let st = SafeTensors::open(&p, backend).unwrap();
+        assert!(codes(&st).is_empty());
+        // Replaced (a new file renamed over it, as every writer here does): ERR_IO.
+        write(&p);
+        assert_eq!(codes(&st), ["ERR_IO"]);
+        assert!(st.changes_since_open()[0].detail().contains("replaced"));
+        assert_eq!(st.view("x").unwrap().data.as_ref(), &[1, 2, 3, 4][..]);
+        // Modified in place, same length: ERR_IO.
+        let st = SafeTensors::open(&p, backend).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        use std::os::unix::fs::FileExt;
+        file.write_at(&[9], std::fs::metadata(&p).unwrap().len() - 1)
+            .unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        file.set_modified(later).unwrap();
+        assert_eq!(codes(&st), ["ERR_IO"]);
+        assert!(st.changes_since_open()[0]
+            .detail()
+            .contains("modified in place"));
+        // Resized in place: ERR_INCOMPLETE_FILE.
+        file.set_len(3).unwrap();
+        assert_eq!(codes(&st), ["ERR_INCOMPLETE_FILE"]);
+        assert!(st
+            .check_unchanged()
+            .unwrap_err()
+            .detail()
+            .contains("SIGBUS"));
+        // Removed: ERR_NOT_FOUND.
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(codes(&st), ["ERR_NOT_FOUND"]);
+    }
+    // Not opened from a path: nothing to compare with.
+    let st = SafeTensors::from_bytes(serialize(std::slice::from_ref(&t), None).unwrap()).unwrap();
+    assert!(codes(&st).is_empty());
+}
+
 #[test]
 fn validate_reports_every_problem() {
     let dir = tempfile::tempdir().unwrap();
