@@ -314,10 +314,16 @@ export declare function saveFileAsync(path: string, tensors: Record<string, Tens
 
 export interface SaveOptions {
   metadata?: Record<string, string>
+  /**
+   * `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place
+   * (default true). `false` still never leaves a torn file when a process crashes or is
+   * killed, but a power cut may leave the old file, the new one, or an empty file.
+   */
+  durable?: boolean
 }
 
 /** The bytes of a SafeTensors file holding `tensors`. */
-export declare function serialize(tensors: Record<string, TensorInput>, options?: SaveOptions): Buffer
+export declare function serialize(tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> }): Buffer
 
 export interface SliceSpans {
   shape: Array<number>

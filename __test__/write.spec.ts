@@ -201,3 +201,18 @@ describe('names that are awkward in JavaScript', () => {
     expect(Object.getPrototypeOf(f.metadata)).toBe(Object.prototype)
   })
 })
+
+describe('saveFile { durable: false }', () => {
+  it('writes the same bytes, atomically, without fsync; serialize takes no such option', async () => {
+    const dir = tempDir()
+    const tensors = { w: { shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) }, b: { dtype: 'BF16' as const, shape: [2], data: [0.5, -1] } }
+    saveFile(join(dir, 'durable.safetensors'), tensors, { metadata: { k: 'v' } })
+    saveFile(join(dir, 'fast.safetensors'), tensors, { metadata: { k: 'v' }, durable: false })
+    await saveFileAsync(join(dir, 'fast-async.safetensors'), tensors, { metadata: { k: 'v' }, durable: false })
+    const want = readFileSync(join(dir, 'durable.safetensors'))
+    expect(readFileSync(join(dir, 'fast.safetensors')).equals(want)).toBe(true)
+    expect(readFileSync(join(dir, 'fast-async.safetensors')).equals(want)).toBe(true)
+    expect(serialize(tensors, { metadata: { k: 'v' } }).equals(want)).toBe(true)
+    expect(readdirSync(dir).sort()).toEqual(['durable.safetensors', 'fast-async.safetensors', 'fast.safetensors'])
+  })
+})

@@ -7,6 +7,7 @@ use napi::Env;
 use napi_derive::napi;
 use stcore::cast;
 use stcore::format::safetensors;
+use stcore::fsutil;
 use stcore::{CoreError, DType, TensorView};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,6 +16,17 @@ use std::path::Path;
 pub struct SaveOptions {
     #[napi(ts_type = "Record<string, string>")]
     pub metadata: Option<serde_json::Value>,
+    /// `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place
+    /// (default true). `false` still never leaves a torn file when a process crashes or is
+    /// killed, but a power cut may leave the old file, the new one, or an empty file.
+    pub durable: Option<bool>,
+}
+
+fn durability(options: &Option<SaveOptions>) -> fsutil::Durability {
+    match options.as_ref().and_then(|o| o.durable) {
+        Some(false) => fsutil::Durability::RenameOnly,
+        _ => fsutil::Durability::Sync,
+    }
 }
 
 /// `__metadata__` from the caller: every value must be a string.
@@ -162,7 +174,12 @@ pub fn save_file(
 ) -> napi::Result<()> {
     let run = || {
         let views = tensor_inputs(&tensors)?;
-        safetensors::save_file(Path::new(&path), &views, metadata_arg(&options)?.as_ref())
+        safetensors::save_file_with(
+            Path::new(&path),
+            &views,
+            metadata_arg(&options)?.as_ref(),
+            durability(&options),
+        )
     };
     run().or_throw(&env)
 }
@@ -183,13 +200,16 @@ pub fn save_file_async(
         .map(|v| v.into_iter().map(TensorView::into_owned).collect())
         .or_throw(&env)?;
     let metadata = metadata_arg(&options).or_throw(&env)?;
+    let durability = durability(&options);
     Ok(CoreTask::new(move || {
-        safetensors::save_file(Path::new(&path), &views, metadata.as_ref())
+        safetensors::save_file_with(Path::new(&path), &views, metadata.as_ref(), durability)
     }))
 }
 
 /// The bytes of a SafeTensors file holding `tensors`.
-#[napi(ts_args_type = "tensors: Record<string, TensorInput>, options?: SaveOptions")]
+#[napi(
+    ts_args_type = "tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> }"
+)]
 pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> napi::Result<Buffer> {
     let run = || {
         let views = tensor_inputs(&tensors)?;

@@ -2,9 +2,10 @@
 // until killed. Prints "ready" once the first write has finished, so the parent's SIGKILL
 // lands while writes are under way, not while Node starts.
 //
-//   node save_loop.cjs saveFile|modelSave|convert DEST SRC_A SRC_B
+//   node save_loop.cjs saveFile|saveFileNoSync|modelSave|convert DEST SRC_A SRC_B
 //
-// saveFile: DEST is a .safetensors file, written with saveFile from the tensors of SRC_A/B.
+// saveFile: DEST is a .safetensors file, written with saveFile from the tensors of SRC_A/B
+// (saveFileNoSync: the same with { durable: false }).
 // modelSave: DEST is a directory, written with Model.save from the model directories SRC_A/B.
 // convert: DEST is a .gguf file, converted (Q8_0) from the SafeTensors files SRC_A/B.
 'use strict'
@@ -14,14 +15,14 @@ const [mode, dest, srcA, srcB] = process.argv.slice(2)
 
 async function main() {
   const sources = [srcA, srcB]
-  const loaded = mode === 'saveFile' ? sources.map((s) => loadFile(s, { as: 'raw' })) : []
+  const loaded = mode.startsWith('saveFile') ? sources.map((s) => loadFile(s, { as: 'raw' })) : []
   const models = mode === 'modelSave' ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
   for (let i = 0; ; i++) {
     const which = i % 2
-    if (mode === 'saveFile') {
+    if (mode.startsWith('saveFile')) {
       const tensors = {}
       for (const [name, t] of Object.entries(loaded[which])) tensors[name] = { dtype: t.dtype, shape: t.shape, data: t.data }
-      saveFile(dest, tensors)
+      saveFile(dest, tensors, { durable: mode !== 'saveFileNoSync' })
     } else if (mode === 'modelSave') {
       await models[which].save(dest)
     } else if (mode === 'convert') {

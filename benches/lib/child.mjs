@@ -158,7 +158,10 @@ const saveBefore = () => {
 cases['save-ours'] = {
   setup: () => ({ tensors: saveInputs() }),
   before: saveBefore,
-  run: (c) => (P.async ? st.saveFileAsync(P.out, c.tensors) : st.saveFile(P.out, c.tensors)),
+  run: (c) => {
+    const options = P.durable === false ? { durable: false } : undefined
+    return P.async ? st.saveFileAsync(P.out, c.tensors, options) : st.saveFile(P.out, c.tensors, options)
+  },
   check: () => ({ bytes: readFileSync(P.out).length }),
 }
 cases['save-js-write'] = {

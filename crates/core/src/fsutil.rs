@@ -21,11 +21,32 @@ fn temp_path_for(path: &Path) -> PathBuf {
     path.with_file_name(unique)
 }
 
+/// How far a finished write is pushed before it is renamed into place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `fsync` the temporary file before the rename: the new file survives a power cut or
+    /// an OS crash as well as a crashed process.
+    #[default]
+    Sync,
+    /// Rename without `fsync` (what `fs.writeFileSync` and Python's `save_file` give, minus
+    /// their torn files): a crashed or killed process still leaves the complete old or new
+    /// file; after a power cut the file system may hold either, or an empty file.
+    RenameOnly,
+}
+
 /// Write a file atomically: the bytes go to a temporary file in the same directory, are
 /// flushed to disk, and the temporary file is renamed over `path`. Readers (and existing
 /// memory maps of the old file) see either the complete old file or the complete new one,
 /// never a torn one; on any error the temporary file is removed and `path` is untouched.
 pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
+where
+    F: FnOnce(&mut dyn Write) -> Result<()>,
+{
+    write_atomic_with(path, Durability::Sync, write)
+}
+
+/// [`write_atomic`], with the [`Durability`] asked for.
+pub fn write_atomic_with<F>(path: &Path, durability: Durability, write: F) -> Result<()>
 where
     F: FnOnce(&mut dyn Write) -> Result<()>,
 {
@@ -40,7 +61,9 @@ where
         let file = out
             .into_inner()
             .map_err(|e| CoreError::io(e.into_error(), path))?;
-        file.sync_all().map_err(|e| CoreError::io(e, path))?;
+        if durability == Durability::Sync {
+            file.sync_all().map_err(|e| CoreError::io(e, path))?;
+        }
         drop(file);
         fs::rename(&tmp, path).map_err(|e| CoreError::io(e, path))
     })();

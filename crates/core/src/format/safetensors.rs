@@ -17,7 +17,7 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::fsutil;
+use crate::fsutil::{self, Durability};
 use crate::tensor::{checked_numel, TensorView};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -1142,8 +1142,18 @@ pub fn save_file(
     tensors: &[TensorView<'_>],
     metadata: Option<&BTreeMap<String, String>>,
 ) -> Result<()> {
+    save_file_with(path, tensors, metadata, Durability::Sync)
+}
+
+/// [`save_file`] with the [`Durability`] asked for.
+pub fn save_file_with(
+    path: &Path,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+    durability: Durability,
+) -> Result<()> {
     let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
-    save_streaming(path, &specs, metadata, &mut |i| {
+    save_streaming_with(path, &specs, metadata, durability, &mut |i| {
         Ok(Cow::Borrowed(tensors[i].data.as_ref()))
     })
 }
@@ -1156,8 +1166,19 @@ pub fn save_streaming<'d>(
     metadata: Option<&BTreeMap<String, String>>,
     fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
 ) -> Result<()> {
+    save_streaming_with(path, specs, metadata, Durability::Sync, fetch)
+}
+
+/// [`save_streaming`] with the [`Durability`] asked for.
+pub fn save_streaming_with<'d>(
+    path: &Path,
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+    durability: Durability,
+    fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
+) -> Result<()> {
     let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
-    fsutil::write_atomic(path, |out: &mut dyn Write| {
+    fsutil::write_atomic_with(path, durability, |out: &mut dyn Write| {
         fsutil::write_all(out, &header, path)?;
         for i in order {
             let spec = &specs[i];
