@@ -39,3 +39,23 @@ export function sameNumber(a: number, b: number): boolean {
 
 /** The Python interpreter with the peers (safetensors, numpy, gguf, onnx, …), if installed. */
 export const PYTHON = resolve(__dirname, '../.venv/bin/python')
+
+export interface Dataset {
+  rows: number[][]
+  y: number[]
+  nRows: number
+  nCols: number
+}
+
+/** A CSV of ../shared/fixtures/datasets: header row, target in the last column. */
+export function dataset(name: string): Dataset {
+  const lines = readFileSync(fixture('datasets', `${name}.csv`), 'utf8').split('\n').slice(1).filter((l) => l.trim() !== '')
+  const rows: number[][] = []
+  const y: number[] = []
+  for (const line of lines) {
+    const values = line.split(',').map(Number)
+    y.push(values.pop()!)
+    rows.push(values)
+  }
+  return { rows, y, nRows: rows.length, nCols: rows[0].length }
+}

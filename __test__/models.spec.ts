@@ -2,30 +2,10 @@ import { describe, expect, it } from 'vitest'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { LinearRegression, LogisticRegression, Model, SafeTensorsFile, saveFile, type Matrix, type TensorInput } from '../index.js'
-import { expectedJson, fixture, tempDir } from './helpers'
+import { dataset, expectedJson, fixture, tempDir, type Dataset } from './helpers'
 
 // ---------------------------------------------------------------------------------------
 // Data and reference.
-
-interface Dataset {
-  rows: number[][]
-  y: number[]
-  nRows: number
-  nCols: number
-}
-
-/** A CSV of ../shared/fixtures/datasets: header row, target in the last column. */
-function dataset(name: string): Dataset {
-  const lines = readFileSync(fixture('datasets', `${name}.csv`), 'utf8').split('\n').slice(1).filter((l) => l.trim() !== '')
-  const rows: number[][] = []
-  const y: number[] = []
-  for (const line of lines) {
-    const values = line.split(',').map(Number)
-    y.push(values.pop()!)
-    rows.push(values)
-  }
-  return { rows, y, nRows: rows.length, nCols: rows[0].length }
-}
 
 const flat64 = (d: Dataset): Matrix => ({ data: Float64Array.from(d.rows.flat()), rows: d.nRows, cols: d.nCols })
 const flat32 = (d: Dataset): Matrix => ({ data: Float32Array.from(d.rows.flat()), rows: d.nRows, cols: d.nCols })
