@@ -205,24 +205,26 @@ fn trunc_small(y: f32) -> i32 {
     unsafe { y.to_int_unchecked::<i32>() }
 }
 
+/// `d` as f16 bits, rounded to nearest even: the same as `f16::from_f32`, but in plain Rust
+/// that inlines into the block loops (that one calls out, per block, to a runtime-dispatched
+/// F16C routine, spilling the vector registers around the call).
+#[inline(always)]
+fn f16_bits(d: f32) -> u16 {
+    f16::from_f32_const(d).to_bits()
+}
+
 #[inline(always)]
 fn abs_max(x: &[f32; QK]) -> f32 {
     let mut lanes = [0f32; 8];
     for chunk in x.chunks_exact(8) {
         for (m, &v) in lanes.iter_mut().zip(chunk) {
-            // `>` with NaN is false: NaN never becomes the maximum, as in the reference.
-            if v.abs() > *m {
-                *m = v.abs();
-            }
+            // `max` returns the other operand when one is NaN: NaN never becomes the maximum,
+            // as with the reference's `>`. Unlike that compare-and-select, it compiles to
+            // packed maxima.
+            *m = m.max(v.abs());
         }
     }
-    let mut amax = 0f32;
-    for m in lanes {
-        if m > amax {
-            amax = m;
-        }
-    }
-    amax
+    lanes.into_iter().fold(0f32, f32::max)
 }
 
 #[inline(always)]
@@ -234,7 +236,7 @@ fn q8_0_block_fast(x: &[f32; QK], out: &mut [u8; Q8_0_BLOCK_BYTES]) {
     for (q, &v) in qs.iter_mut().zip(x) {
         *q = round_to_i8(v * id) as u8;
     }
-    out[..2].copy_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+    out[..2].copy_from_slice(&f16_bits(d).to_le_bytes());
     out[2..].copy_from_slice(&qs);
 }
 
@@ -265,7 +267,7 @@ fn q4_0_block_fast(x: &[f32; QK], out: &mut [u8; Q4_0_BLOCK_BYTES]) {
     for (j, q) in qs.iter_mut().enumerate() {
         *q = nibbles[j] | (nibbles[j + QK / 2] << 4);
     }
-    out[..2].copy_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+    out[..2].copy_from_slice(&f16_bits(d).to_le_bytes());
     out[2..].copy_from_slice(&qs);
 }
 
