@@ -6,7 +6,8 @@ use super::persist::{
     shape_error, ModelConfig, StoredMetadata, CLASSES, COEFFICIENTS, INTERCEPT,
 };
 use super::{
-    check_label_count, dot, for_row_blocks, non_finite_row_error, Feature, MatrixData, MatrixRef,
+    avx2_twin, check_label_count, dot, for_row_blocks, has_avx2, non_finite_row_error, Feature,
+    MatrixData, MatrixRef,
 };
 use crate::error::{CoreError, Result};
 use crate::tensor::TensorView;
@@ -242,10 +243,10 @@ impl LogisticRegression {
         let (cols, width) = (fitted.n_features, fitted.classes.len());
         match x.data() {
             MatrixData::F32(values) => for_row_blocks(values, cols, out, width, |first, x, out| {
-                probabilities_of_rows(fitted, x, first, out)
+                probabilities_of_rows_best(fitted, x, first, out)
             }),
             MatrixData::F64(values) => for_row_blocks(values, cols, out, width, |first, x, out| {
-                probabilities_of_rows(fitted, x, first, out)
+                probabilities_of_rows_best(fitted, x, first, out)
             }),
         }
     }
@@ -272,10 +273,10 @@ impl LogisticRegression {
         let cols = fitted.n_features;
         match x.data() {
             MatrixData::F32(values) => for_row_blocks(values, cols, out, 1, |first, x, out| {
-                labels_of_rows(fitted, x, first, out)
+                labels_of_rows_best(fitted, x, first, out)
             }),
             MatrixData::F64(values) => for_row_blocks(values, cols, out, 1, |first, x, out| {
-                labels_of_rows(fitted, x, first, out)
+                labels_of_rows_best(fitted, x, first, out)
             }),
         }
     }
@@ -477,11 +478,59 @@ impl LogisticRegression {
 
 /// Linear scores of one row, one per output, into `scores`.
 #[inline(always)]
-fn row_scores<T: Feature>(fitted: &FittedLogistic, row: &[T], scores: &mut [f64]) {
+fn row_scores<T: Feature>(
+    fitted: &FittedLogistic,
+    row: &[T],
+    scores: &mut [f64],
+    dot: &impl Fn(&[T], &[f64]) -> f64,
+) {
     let weights = fitted.wide_coefficients.chunks_exact(fitted.n_features);
     for ((score, w), b) in scores.iter_mut().zip(weights).zip(&fitted.wide_intercept) {
         *score = b + dot(row, w);
     }
+}
+
+avx2_twin!(
+    probabilities_of_rows_avx2,
+    probabilities_of_rows,
+    (fitted: &FittedLogistic, values: &[T], first_row: usize, out: &mut [f32]),
+    Result<()>
+);
+avx2_twin!(
+    labels_of_rows_avx2,
+    labels_of_rows,
+    (fitted: &FittedLogistic, values: &[T], first_row: usize, out: &mut [i32]),
+    Result<()>
+);
+
+/// [`probabilities_of_rows`] through its AVX2 copy when the CPU has AVX2.
+fn probabilities_of_rows_best<T: Feature>(
+    fitted: &FittedLogistic,
+    values: &[T],
+    first_row: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 was detected.
+        return unsafe { probabilities_of_rows_avx2(fitted, values, first_row, out) };
+    }
+    probabilities_of_rows(fitted, values, first_row, out, dot)
+}
+
+/// [`labels_of_rows`] through its AVX2 copy when the CPU has AVX2.
+fn labels_of_rows_best<T: Feature>(
+    fitted: &FittedLogistic,
+    values: &[T],
+    first_row: usize,
+    out: &mut [i32],
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 was detected.
+        return unsafe { labels_of_rows_avx2(fitted, values, first_row, out) };
+    }
+    labels_of_rows(fitted, values, first_row, out, dot)
 }
 
 /// Rows whose scores are computed before their exponentials are taken: the exponentials of a
@@ -494,6 +543,7 @@ fn probabilities_of_rows<T: Feature>(
     values: &[T],
     first_row: usize,
     out: &mut [f32],
+    dot: impl Fn(&[T], &[f64]) -> f64,
 ) -> Result<()> {
     let (cols, outputs, classes) = (
         fitted.n_features,
@@ -512,7 +562,7 @@ fn probabilities_of_rows<T: Feature>(
             .zip(scores.chunks_exact_mut(outputs))
             .enumerate()
         {
-            row_scores(fitted, row, s);
+            row_scores(fitted, row, s, &dot);
             if s.iter().any(|v| !v.is_finite()) {
                 let row_index = first_row + tile_index * TILE_ROWS + r;
                 return Err(non_finite_row_error(row, row_index));
@@ -605,11 +655,12 @@ fn labels_of_rows<T: Feature>(
     values: &[T],
     first_row: usize,
     out: &mut [i32],
+    dot: impl Fn(&[T], &[f64]) -> f64,
 ) -> Result<()> {
     let mut scores = vec![0.0; fitted.wide_intercept.len()];
     let rows = values.chunks_exact(fitted.n_features);
     for (row_index, (row, label)) in rows.zip(out.iter_mut()).enumerate() {
-        row_scores(fitted, row, &mut scores);
+        row_scores(fitted, row, &mut scores, &dot);
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(non_finite_row_error(row, first_row + row_index));
         }

@@ -520,7 +520,7 @@ fn large_batches_split_over_threads_match_row_by_row() {
             if k == 2 {
                 let fitted = model.fitted().unwrap();
                 let mut z = [0.0];
-                row_scores(fitted, row, &mut z);
+                row_scores(fitted, row, &mut z, &dot);
                 let want = [sigmoid(-z[0]) as f32, sigmoid(z[0]) as f32];
                 for (got, want) in one.iter().zip(want) {
                     assert!(ulps(*got, want) <= 1, "{got} vs {want}");
