@@ -6,8 +6,7 @@ use super::persist::{
     StoredMetadata, COEFFICIENTS, INTERCEPT,
 };
 use super::{
-    avx2_twin, check_targets, dot, for_row_blocks, has_avx2, non_finite_row_error, Feature,
-    MatrixData, MatrixRef,
+    avx2_twin, check_targets, for_row_blocks, non_finite_row_error, Feature, MatrixData, MatrixRef,
 };
 use crate::error::{CoreError, Result};
 use crate::tensor::TensorView;
@@ -313,27 +312,12 @@ impl LinearRegression {
 }
 
 avx2_twin!(
+    predict_rows_best,
     predict_rows_avx2,
     predict_rows,
     (values: &[T], coefficients: &[f64], intercept: f64, first_row: usize, out: &mut [f32]),
     Result<()>
 );
-
-/// [`predict_rows`] through its AVX2 copy when the CPU has AVX2.
-fn predict_rows_best<T: Feature>(
-    values: &[T],
-    coefficients: &[f64],
-    intercept: f64,
-    first_row: usize,
-    out: &mut [f32],
-) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: AVX2 was detected.
-        return unsafe { predict_rows_avx2(values, coefficients, intercept, first_row, out) };
-    }
-    predict_rows(values, coefficients, intercept, first_row, out, dot)
-}
 
 #[inline(always)]
 fn predict_rows<T: Feature>(

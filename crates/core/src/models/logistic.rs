@@ -6,8 +6,8 @@ use super::persist::{
     shape_error, ModelConfig, StoredMetadata, CLASSES, COEFFICIENTS, INTERCEPT,
 };
 use super::{
-    avx2_twin, check_label_count, dot, for_row_blocks, has_avx2, non_finite_row_error, Feature,
-    MatrixData, MatrixRef,
+    avx2_twin, check_label_count, dot, for_row_blocks, non_finite_row_error, Feature, MatrixData,
+    MatrixRef,
 };
 use crate::error::{CoreError, Result};
 use crate::tensor::TensorView;
@@ -491,47 +491,19 @@ fn row_scores<T: Feature>(
 }
 
 avx2_twin!(
+    probabilities_of_rows_best,
     probabilities_of_rows_avx2,
     probabilities_of_rows,
     (fitted: &FittedLogistic, values: &[T], first_row: usize, out: &mut [f32]),
     Result<()>
 );
 avx2_twin!(
+    labels_of_rows_best,
     labels_of_rows_avx2,
     labels_of_rows,
     (fitted: &FittedLogistic, values: &[T], first_row: usize, out: &mut [i32]),
     Result<()>
 );
-
-/// [`probabilities_of_rows`] through its AVX2 copy when the CPU has AVX2.
-fn probabilities_of_rows_best<T: Feature>(
-    fitted: &FittedLogistic,
-    values: &[T],
-    first_row: usize,
-    out: &mut [f32],
-) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: AVX2 was detected.
-        return unsafe { probabilities_of_rows_avx2(fitted, values, first_row, out) };
-    }
-    probabilities_of_rows(fitted, values, first_row, out, dot)
-}
-
-/// [`labels_of_rows`] through its AVX2 copy when the CPU has AVX2.
-fn labels_of_rows_best<T: Feature>(
-    fitted: &FittedLogistic,
-    values: &[T],
-    first_row: usize,
-    out: &mut [i32],
-) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: AVX2 was detected.
-        return unsafe { labels_of_rows_avx2(fitted, values, first_row, out) };
-    }
-    labels_of_rows(fitted, values, first_row, out, dot)
-}
 
 /// Rows whose scores are computed before their exponentials are taken: the exponentials of a
 /// tile then run as one loop over contiguous values, which the compiler vectorises.

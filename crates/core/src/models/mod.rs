@@ -303,11 +303,11 @@ pub(crate) fn has_avx2() -> bool {
     }
 }
 
-/// `$twin`: the `#[inline(always)]` row loop `$inner` (whose last parameter is the dot
-/// product to use) compiled again with AVX2 and given [`dot_avx2`]. The portable loop gets
-/// [`dot`]. Callers must check [`has_avx2`] first.
+/// `$best`: the `#[inline(always)]` row loop `$inner` (whose last parameter is the dot
+/// product to use) run through `$twin`, a copy compiled with AVX2 and given [`dot_avx2`],
+/// when the CPU has AVX2 ([`has_avx2`]); else the portable loop with [`dot`].
 macro_rules! avx2_twin {
-    ($twin:ident, $inner:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
+    ($best:ident, $twin:ident, $inner:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
         /// # Safety
         /// The CPU must support AVX2 ([`has_avx2`](crate::models::has_avx2)).
         #[cfg(target_arch = "x86_64")]
@@ -317,6 +317,16 @@ macro_rules! avx2_twin {
                 // SAFETY: we run only where AVX2 is present (this function's contract).
                 unsafe { crate::models::dot_avx2(row, c) }
             })
+        }
+
+        #[doc = concat!("[`", stringify!($inner), "`] through its AVX2 copy when the CPU has AVX2.")]
+        fn $best<T: Feature>($($arg: $ty),*) -> $out {
+            #[cfg(target_arch = "x86_64")]
+            if crate::models::has_avx2() {
+                // SAFETY: AVX2 was detected.
+                return unsafe { $twin($($arg),*) };
+            }
+            $inner($($arg,)* crate::models::dot)
         }
     };
 }
