@@ -47,8 +47,16 @@ fn count(v: f64, what: &str) -> CoreResult<usize> {
     }
 }
 
+/// A `Matrix` argument as passed: `number[][]` rows converted to f64, or a typed array whose
+/// bytes are still JavaScript's (see [`with_matrix`] and [`matrix_arg`]).
+enum MatrixArg<'x> {
+    Rows(Vec<f64>, usize, usize),
+    F32(TypedArray<'x>, usize, usize),
+    F64(TypedArray<'x>, usize, usize),
+}
+
 /// `number[][]` or `{ data: Float32Array | Float64Array, rows, cols }` (row-major).
-pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
+fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
     let err = napi_invalid("x");
     if x.is_array().map_err(&err)? {
         // SAFETY: checked to be an array.
@@ -59,7 +67,7 @@ pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
             ))
         })?;
         let (data, r, c) = matrix_from_rows(&rows)?;
-        return Ok(OwnedMatrix::F64(Output::Small(data), r, c));
+        return Ok(MatrixArg::Rows(data, r, c));
     }
     if x.get_type().map_err(&err)? != ValueType::Object {
         return Err(invalid_argument(
@@ -77,53 +85,58 @@ pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
     }
     // SAFETY: checked to be a typed array.
     let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
-    let bytes: &[u8] = &array.arraybuffer;
     match array.typed_array_type {
-        TypedArrayType::Float32 => Ok(OwnedMatrix::F32(Output::copy_of(bytes)?, rows, cols)),
-        TypedArrayType::Float64 => Ok(OwnedMatrix::F64(Output::copy_of(bytes)?, rows, cols)),
+        TypedArrayType::Float32 => Ok(MatrixArg::F32(array, rows, cols)),
+        TypedArrayType::Float64 => Ok(MatrixArg::F64(array, rows, cols)),
         other => Err(invalid_argument(format!(
             "x.data must be a Float32Array or Float64Array, not {other:?}"
         ))),
     }
 }
 
-/// Run `f` on the matrix `x` without copying it when it is `{ data: Float32Array |
-/// Float64Array, rows, cols }`: a synchronous call can borrow the typed array's memory,
-/// because no JavaScript runs (and nothing can detach or resize the buffer) until it
-/// returns. `number[][]`, and the rare typed array whose memory is not aligned for its
-/// element type, are converted first, as `matrix_arg` does for the async calls.
+/// The matrix `x` copied, for work that outlives the call (async tasks: JavaScript may change
+/// the array meanwhile).
+pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
+    Ok(match parse_matrix(x)? {
+        MatrixArg::Rows(data, r, c) => OwnedMatrix::F64(Output::Small(data), r, c),
+        MatrixArg::F32(array, r, c) => OwnedMatrix::F32(Output::copy_of(&array.arraybuffer)?, r, c),
+        MatrixArg::F64(array, r, c) => OwnedMatrix::F64(Output::copy_of(&array.arraybuffer)?, r, c),
+    })
+}
+
+/// Run `f` on the matrix `x`, borrowing a typed array's memory instead of copying it: a
+/// synchronous call can, because no JavaScript runs (and nothing can detach or resize the
+/// buffer) until it returns. The rare typed array whose memory is not aligned for its
+/// element type is copied.
 pub fn with_matrix<R>(
     x: &Unknown,
     f: impl FnOnce(MatrixRef<'_>) -> CoreResult<R>,
 ) -> CoreResult<R> {
-    let err = napi_invalid("x");
-    if x.get_type().map_err(&err)? == ValueType::Object && !x.is_array().map_err(&err)? {
-        // SAFETY: checked to be an object.
-        let obj: Object = unsafe { x.cast() }.map_err(&err)?;
-        let data: Option<Unknown> = obj.get_named_property("data").map_err(&err)?;
-        if let Some(data) = data.filter(|d| d.is_typedarray().unwrap_or(false)) {
-            // SAFETY: checked to be a typed array.
-            let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
-            let (rows, cols) = matrix_dims(&obj)?;
-            let bytes: &[u8] = &array.arraybuffer;
-            match array.typed_array_type {
-                TypedArrayType::Float32 => {
-                    // SAFETY: any bit pattern is an f32; align_to only borrows the aligned part.
-                    if let ([], values, []) = unsafe { bytes.align_to::<f32>() } {
-                        return f(MatrixRef::new(MatrixData::F32(values), rows, cols)?);
-                    }
-                }
-                TypedArrayType::Float64 => {
-                    // SAFETY: any bit pattern is an f64; align_to only borrows the aligned part.
-                    if let ([], values, []) = unsafe { bytes.align_to::<f64>() } {
-                        return f(MatrixRef::new(MatrixData::F64(values), rows, cols)?);
-                    }
-                }
-                _ => {}
+    match parse_matrix(x)? {
+        MatrixArg::Rows(data, r, c) => f(MatrixRef::new(MatrixData::F64(&data), r, c)?),
+        MatrixArg::F32(array, r, c) => {
+            // SAFETY: any bit pattern is an f32; align_to only borrows the aligned part.
+            match unsafe { array.arraybuffer.align_to::<f32>() } {
+                ([], values, []) => f(MatrixRef::new(MatrixData::F32(values), r, c)?),
+                _ => f(MatrixRef::new(
+                    MatrixData::F32(&cast::copy_elements(&array.arraybuffer)),
+                    r,
+                    c,
+                )?),
+            }
+        }
+        MatrixArg::F64(array, r, c) => {
+            // SAFETY: any bit pattern is an f64; align_to only borrows the aligned part.
+            match unsafe { array.arraybuffer.align_to::<f64>() } {
+                ([], values, []) => f(MatrixRef::new(MatrixData::F64(values), r, c)?),
+                _ => f(MatrixRef::new(
+                    MatrixData::F64(&cast::copy_elements(&array.arraybuffer)),
+                    r,
+                    c,
+                )?),
             }
         }
     }
-    f(matrix_arg(x)?.as_ref()?)
 }
 
 fn matrix_dims(obj: &Object) -> CoreResult<(usize, usize)> {
