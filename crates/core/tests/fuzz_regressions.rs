@@ -217,3 +217,40 @@ fn unknown_fields_are_validated_as_the_reference_does() {
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
 }
+
+/// Tensor entries are read by a hand-written visitor (so unknown fields can be validated in
+/// the same parse): every form the reference's derived `TensorInfo` accepts or refuses must
+/// get the same verdict here.
+#[test]
+fn tensor_entry_forms_get_the_reference_verdict() {
+    let entries = [
+        r#"["F32",[2],[0,8]]"#,
+        r#"["F32",[2]]"#,
+        r#"["F32",[2],[0,8],1]"#,
+        r#"{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}"#,
+        r#"{"dtype":"F32","shape":[2],"shape":[2],"data_offsets":[0,8]}"#,
+        r#"{"shape":[2],"data_offsets":[0,8]}"#,
+        r#"{"dtype":"F32","data_offsets":[0,8]}"#,
+        r#"{"dtype":"F32","shape":[2]}"#,
+        r#"{"data_offsets":[0,8],"zz":{"a":[1,2,{"b":null}]},"shape":[2],"dtype":"F32"}"#,
+        r#"{"dt\u0079pe":"F32","shape":[2],"data_offsets":[0,8]}"#,
+        r#"{"dtype":"F32","shape":[2],"data_offsets":[0,8],"":true,"x":"\u00e9"}"#,
+        r#"{}"#,
+        r#"[]"#,
+        r#""F32""#,
+    ];
+    let mut disagreements = Vec::new();
+    for entry in entries {
+        let file = raw_file(&format!(r#"{{"a":{entry}}}"#), 8);
+        let ours = SafeTensors::from_bytes(file.clone());
+        let theirs = safetensors::SafeTensors::deserialize(&file);
+        if ours.is_ok() != theirs.is_ok() {
+            disagreements.push(format!(
+                "{entry}: ours {:?}, reference {:?}",
+                ours.err().map(|e| e.to_string()),
+                theirs.err().map(|e| e.to_string())
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+}

@@ -66,12 +66,111 @@ pub struct Header {
     json_len: usize,
 }
 
-/// The raw shape of a tensor entry, as the reference deserializes it (unknown fields ignored).
-#[derive(Deserialize)]
+/// The raw shape of a tensor entry, as the reference deserializes it: an object with the
+/// three fields (or the three values in an array, which serde's derive also accepts), unknown
+/// fields allowed — but, as the reference buffers and so validates them, walked through
+/// [`StrictJson`] rather than skipped.
 struct RawInfo {
     dtype: String,
     shape: Vec<usize>,
     data_offsets: (usize, usize),
+}
+
+/// A key of a tensor entry, read without allocating.
+enum InfoField {
+    Dtype,
+    Shape,
+    DataOffsets,
+    Unknown,
+}
+
+impl<'de> Deserialize<'de> for InfoField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct FieldVisitor;
+        impl Visitor<'_> for FieldVisitor {
+            type Value = InfoField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, key: &str) -> std::result::Result<InfoField, E> {
+                Ok(match key {
+                    "dtype" => InfoField::Dtype,
+                    "shape" => InfoField::Shape,
+                    "data_offsets" => InfoField::DataOffsets,
+                    _ => InfoField::Unknown,
+                })
+            }
+        }
+        d.deserialize_identifier(FieldVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawInfo {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct InfoVisitor;
+        impl<'de> Visitor<'de> for InfoVisitor {
+            type Value = RawInfo;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("struct TensorInfo")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<RawInfo, A::Error> {
+                let dtype = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let shape = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                let data_offsets = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(2, &self))?;
+                Ok(RawInfo {
+                    dtype,
+                    shape,
+                    data_offsets,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<RawInfo, A::Error> {
+                let (mut dtype, mut shape, mut data_offsets) = (None, None, None);
+                fn set<T, E: de::Error>(
+                    slot: &mut Option<T>,
+                    value: T,
+                    name: &'static str,
+                ) -> std::result::Result<(), E> {
+                    match slot.replace(value) {
+                        Some(_) => Err(E::duplicate_field(name)),
+                        None => Ok(()),
+                    }
+                }
+                while let Some(field) = map.next_key::<InfoField>()? {
+                    match field {
+                        InfoField::Dtype => set(&mut dtype, map.next_value()?, "dtype")?,
+                        InfoField::Shape => set(&mut shape, map.next_value()?, "shape")?,
+                        InfoField::DataOffsets => {
+                            set(&mut data_offsets, map.next_value()?, "data_offsets")?
+                        }
+                        InfoField::Unknown => map.next_value_seed(StrictJson)?,
+                    }
+                }
+                Ok(RawInfo {
+                    dtype: dtype.ok_or_else(|| de::Error::missing_field("dtype"))?,
+                    shape: shape.ok_or_else(|| de::Error::missing_field("shape"))?,
+                    data_offsets: data_offsets
+                        .ok_or_else(|| de::Error::missing_field("data_offsets"))?,
+                })
+            }
+        }
+        d.deserialize_struct(
+            "TensorInfo",
+            &["dtype", "shape", "data_offsets"],
+            InfoVisitor,
+        )
+    }
 }
 
 enum RawEntry {
@@ -136,8 +235,8 @@ impl<'de> Deserialize<'de> for RawHeader {
 /// serde_json buffers every value of the document — unknown fields of tensor entries
 /// included — and on the way checks what skipping a value does not: every string's escapes
 /// (a lone UTF-16 surrogate such as `"\ud800"` is an error), every number's range (`1e400`
-/// is an error), and its recursion limit of 128 nested levels. Our parser skips unknown
-/// fields, so this walk applies the same checks with the same parser, without storing.
+/// is an error), and its recursion limit of 128 nested levels. [`RawInfo`] walks its unknown
+/// fields with this instead of skipping them, so the same checks apply in the same parse.
 struct StrictJson;
 
 impl<'de> de::DeserializeSeed<'de> for StrictJson {
@@ -184,15 +283,11 @@ impl<'de> Visitor<'de> for StrictJson {
 
 /// Parse the header JSON into its raw entries, with the reference's verdict on every value.
 fn parse_raw(text: &str) -> Result<RawHeader> {
-    let invalid = |e: serde_json::Error| {
+    serde_json::from_str(text).map_err(|e| {
         CoreError::invalid_header(format!(
             "header is not a valid SafeTensors JSON header: {e}"
         ))
-    };
-    let raw: RawHeader = serde_json::from_str(text).map_err(invalid)?;
-    let mut walk = serde_json::Deserializer::from_str(text);
-    de::DeserializeSeed::deserialize(StrictJson, &mut walk).map_err(invalid)?;
-    Ok(raw)
+    })
 }
 
 impl Header {
