@@ -232,6 +232,76 @@ fn fast_quantizers_equal_reference_on_non_finite_input() {
     }
 }
 
+/// Blocks built to reach every branch of the kernels: the maximum magnitude at each of the
+/// 32 positions with either sign, ties between +m and -m in both orders (Q4_0 keeps the
+/// first), scales whose reciprocal overflows (d subnormal) or whose f16 underflows or
+/// overflows, and all-zero, all-NaN and signed-zero blocks; then blocks of random bit
+/// patterns (every NaN payload, infinity and subnormal is a possible value).
+#[test]
+fn fast_quantizers_equal_reference_on_edge_blocks_and_random_bits() {
+    let mut rng = Rng(99);
+    let mut x: Vec<f32> = Vec::new();
+    let mut block = |f: &mut dyn FnMut(usize) -> f32| x.extend((0..QK).map(f));
+    for pos in 0..QK {
+        for m in [
+            2.5f32,
+            -2.5,
+            1e-41,
+            -3e-39,
+            7e4,
+            -1e5,
+            f32::MAX,
+            f32::INFINITY,
+        ] {
+            block(&mut |j| {
+                if j == pos {
+                    m
+                } else {
+                    (j as f32 - 16.0) * 1e-3 * m.signum()
+                }
+            });
+            // +m first and -m later, and the other way round.
+            let later = (pos + 7) % QK;
+            block(&mut |j| match j {
+                _ if j == pos.min(later) => m,
+                _ if j == pos.max(later) => -m,
+                _ => 0.0,
+            });
+        }
+    }
+    block(&mut |_| 0.0);
+    block(&mut |_| -0.0);
+    block(&mut |_| f32::NAN);
+    block(&mut |j| if j % 2 == 0 { f32::NAN } else { -1e-45 });
+    block(&mut |j| (j as f32 - 15.5) * 127.0 / 15.5); // values on both sides of ±127
+    for _ in 0..4000 {
+        let mut bits = || f32::from_bits(rng.next_u64() as u32);
+        block(&mut |_| bits());
+    }
+    let want8 = q8(&x);
+    let want4 = q4(&x);
+    for kernel in kernels() {
+        let mut got = vec![0u8; want8.len()];
+        quant::quantize_q8_0_with(kernel, &x, &mut got).unwrap();
+        for (b, (g, w)) in got
+            .chunks(Q8_0_BLOCK_BYTES)
+            .zip(want8.chunks(Q8_0_BLOCK_BYTES))
+            .enumerate()
+        {
+            assert_eq!(g, w, "Q8_0 {kernel:?} block {b}: {:?}", &x[b * QK..][..QK]);
+        }
+        let mut got = vec![0u8; want4.len()];
+        quant::quantize_q4_0_with(kernel, &x, &mut got).unwrap();
+        for (b, (g, w)) in got
+            .chunks(Q4_0_BLOCK_BYTES)
+            .zip(want4.chunks(Q4_0_BLOCK_BYTES))
+            .enumerate()
+        {
+            assert_eq!(g, w, "Q4_0 {kernel:?} block {b}: {:?}", &x[b * QK..][..QK]);
+        }
+    }
+}
+
 #[test]
 fn dequantized_error_is_within_half_a_step() {
     let x = test_values(QK * 600, 3);
