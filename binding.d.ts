@@ -27,6 +27,8 @@ export interface ConvertOptions {
   to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
   /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
   quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  /** `fsync` the output before renaming it into place, and its directory after (default false: atomic rename only, like `saveFile`). */
+  durable?: boolean
   onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
 }
 
@@ -315,9 +317,11 @@ export declare function saveFileAsync(path: string, tensors: Record<string, Tens
 export interface SaveOptions {
   metadata?: Record<string, string>
   /**
-   * `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place
-   * (default true). `false` still never leaves a torn file when a process crashes or is
-   * killed, but a power cut may leave the old file, the new one, or an empty file.
+   * `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place, and
+   * its directory after, so that it survives a power cut once the call returns (default
+   * false). Without it the write is still atomic — a crashed or killed process leaves the
+   * complete old or new file — but a power cut may leave the old file, the new one, or an
+   * empty file, as with `fs.writeFileSync`.
    */
   durable?: boolean
 }

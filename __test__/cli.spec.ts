@@ -318,6 +318,16 @@ describe('convert', () => {
     })
   })
 
+  it('--durable writes the same file (the fsync itself is checked in write.spec.ts)', () => {
+    const dir = tempDir('cli-durable-')
+    const [plain, durable] = [join(dir, 'plain.gguf'), join(dir, 'durable.gguf')]
+    expect(cli(['convert', tiny, plain, '--to', 'gguf', '--quantization', 'Q4_0']).status).toBe(0)
+    const r = cli(['convert', tiny, durable, '--to', 'gguf', '--quantization', 'Q4_0', '--durable'])
+    expect(r.status, r.stderr).toBe(0)
+    expect(readFileSync(durable).equals(readFileSync(plain))).toBe(true)
+    expect(cli(['help', 'convert']).stdout).toContain('--durable')
+  })
+
   it('failures exit 1 with the library code', () => {
     const dir = tempDir('cli-convert-err-')
     expectError(cli(['convert', join(dir, 'nope.safetensors'), join(dir, 'x.gguf'), '--to', 'gguf']), 1, 'ERR_NOT_FOUND')

@@ -58,7 +58,7 @@ function leftovers(dir: string, keep: string[]) {
 }
 
 describe('SIGKILL during a save leaves the complete old or the complete new file', () => {
-  for (const [title, mode] of [['saveFile', 'saveFile'], ['saveFile with { durable: false } (no fsync)', 'saveFileNoSync']] as const) it(title, async () => {
+  for (const [title, mode] of [['saveFile (atomic rename, no fsync)', 'saveFile'], ['saveFile with { durable: true } (fsync)', 'saveFileDurable']] as const) it(title, async () => {
     const dir = tempDir('stn-crash-')
     const [a, b, dest] = ['a.safetensors', 'b.safetensors', 'out.safetensors'].map((f) => join(dir, f))
     saveFile(a, tensors(1))
@@ -67,7 +67,7 @@ describe('SIGKILL during a save leaves the complete old or the complete new file
     const outcomes = new Set<string>()
     // Without fsync a write takes a few milliseconds: kill sooner, so that kills still land
     // inside writes.
-    const plan = mode === 'saveFile' ? delays(60) : delays(12, 2 * KILLS)
+    const plan = mode === 'saveFileDurable' ? delays(60) : delays(12, 2 * KILLS)
     for (const delay of plan) {
       const { signal, stderr } = await killDuringWrites([mode, dest, a, b], delay)
       expect(signal, stderr).toBe('SIGKILL')

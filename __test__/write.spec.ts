@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { SafeTensorsFile, saveFile, saveFileAsync, serialize, type DType, type TensorInput } from '../index.js'
+import { convert, SafeTensorsFile, saveFile, saveFileAsync, serialize, type DType, type TensorInput } from '../index.js'
 import { fixture, tempDir } from './helpers'
 
 describe('writer', () => {
@@ -202,17 +203,47 @@ describe('names that are awkward in JavaScript', () => {
   })
 })
 
-describe('saveFile { durable: false }', () => {
-  it('writes the same bytes, atomically, without fsync; serialize takes no such option', async () => {
+const STRACE = ['/usr/bin/strace', '/bin/strace'].find((p) => existsSync(p) && spawnSync(p, ['-f', '-o', '/dev/null', 'true']).status === 0)
+
+describe('durability', () => {
+  it('durable: true writes the same bytes, atomically; serialize takes no such option', async () => {
     const dir = tempDir()
     const tensors = { w: { shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) }, b: { dtype: 'BF16' as const, shape: [2], data: [0.5, -1] } }
-    saveFile(join(dir, 'durable.safetensors'), tensors, { metadata: { k: 'v' } })
-    saveFile(join(dir, 'fast.safetensors'), tensors, { metadata: { k: 'v' }, durable: false })
-    await saveFileAsync(join(dir, 'fast-async.safetensors'), tensors, { metadata: { k: 'v' }, durable: false })
-    const want = readFileSync(join(dir, 'durable.safetensors'))
-    expect(readFileSync(join(dir, 'fast.safetensors')).equals(want)).toBe(true)
-    expect(readFileSync(join(dir, 'fast-async.safetensors')).equals(want)).toBe(true)
+    saveFile(join(dir, 'plain.safetensors'), tensors, { metadata: { k: 'v' } })
+    saveFile(join(dir, 'durable.safetensors'), tensors, { metadata: { k: 'v' }, durable: true })
+    await saveFileAsync(join(dir, 'durable-async.safetensors'), tensors, { metadata: { k: 'v' }, durable: true })
+    const want = readFileSync(join(dir, 'plain.safetensors'))
+    expect(readFileSync(join(dir, 'durable.safetensors')).equals(want)).toBe(true)
+    expect(readFileSync(join(dir, 'durable-async.safetensors')).equals(want)).toBe(true)
     expect(serialize(tensors, { metadata: { k: 'v' } }).equals(want)).toBe(true)
-    expect(readdirSync(dir).sort()).toEqual(['durable.safetensors', 'fast-async.safetensors', 'fast.safetensors'])
+    expect(readdirSync(dir).sort()).toEqual(['durable-async.safetensors', 'durable.safetensors', 'plain.safetensors'])
+  })
+
+  // The only way to see an fsync from outside is to watch the system calls.
+  it.skipIf(!STRACE)('fsyncs nothing by default; durable: true fsyncs each temporary file, then its directory', () => {
+    const fsyncs = (mode: string) => {
+      const dir = tempDir()
+      const log = join(dir, 'strace.log')
+      const child = join(__dirname, 'child', 'durable_writes.cjs')
+      const r = spawnSync(STRACE!, ['-f', '-y', '-e', 'trace=fsync,fdatasync', '-o', log, process.execPath, child, dir, mode], { encoding: 'utf8' })
+      expect(r.status, r.stderr).toBe(0)
+      expect(readdirSync(dir).sort()).toEqual(['async.safetensors', 'out.gguf', 'strace.log', 'sync.safetensors'])
+      // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
+      return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
+        const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
+        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.\d+\.tmp$/, '.tmp')] : []
+      })
+    }
+    expect(fsyncs('default')).toEqual([])
+    expect(fsyncs('durable')).toEqual(['.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.'])
+  })
+
+  it('durable must be a boolean', async () => {
+    const dir = tempDir()
+    const t = { w: { shape: [1], data: new Float32Array([1]) } }
+    expect(() => saveFile(join(dir, 'a.safetensors'), t, { durable: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    saveFile(join(dir, 'a.safetensors'), t)
+    await expect(convert(join(dir, 'a.safetensors'), join(dir, 'a.gguf'), { to: 'gguf', durable: 1 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    expect(readdirSync(dir)).toEqual(['a.safetensors'])
   })
 })

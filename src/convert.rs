@@ -66,6 +66,9 @@ pub fn convert(
         .get_named_property::<Option<String>>("quantization")
         .map_err(|e| invalid_argument(format!("options.quantization: {}", e.reason)))
         .and_then(|q| q.as_deref().map(Quantization::parse).transpose());
+    let durable = options
+        .get_named_property::<Option<bool>>("durable")
+        .map_err(|e| invalid_argument(format!("options.durable: {}", e.reason)));
     let callback = options
         .get_named_property::<Option<Function<ConvertProgress, ()>>>("onProgress")
         .map_err(|e| {
@@ -80,14 +83,15 @@ pub fn convert(
     };
     Ok(CoreTask::new(move || {
         callback_ok?;
-        let (to, quantization) = (to?, quantization?);
+        let (to, quantization, durable) = (to?, quantization?, durable?);
         // Report at most ~100 steps: each one is a round trip to the JS thread.
         let mut last_percent = None;
-        let report = convert::convert(
+        let report = convert::convert_with(
             Path::new(&input),
             Path::new(&output),
             to,
             quantization,
+            crate::write::durability(durable),
             &mut |done, total| {
                 let percent = (done * 100).checked_div(total).unwrap_or(100);
                 if let Some(sink) = &sink {

@@ -16,16 +16,20 @@ use std::path::Path;
 pub struct SaveOptions {
     #[napi(ts_type = "Record<string, string>")]
     pub metadata: Option<serde_json::Value>,
-    /// `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place
-    /// (default true). `false` still never leaves a torn file when a process crashes or is
-    /// killed, but a power cut may leave the old file, the new one, or an empty file.
+    /// `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place, and
+    /// its directory after, so that it survives a power cut once the call returns (default
+    /// false). Without it the write is still atomic — a crashed or killed process leaves the
+    /// complete old or new file — but a power cut may leave the old file, the new one, or an
+    /// empty file, as with `fs.writeFileSync`.
     pub durable: Option<bool>,
 }
 
-fn durability(options: &Option<SaveOptions>) -> fsutil::Durability {
-    match options.as_ref().and_then(|o| o.durable) {
-        Some(false) => fsutil::Durability::RenameOnly,
-        _ => fsutil::Durability::Sync,
+/// `durable: true` → fsync; absent or false → rename only.
+pub fn durability(durable: Option<bool>) -> fsutil::Durability {
+    if durable == Some(true) {
+        fsutil::Durability::Sync
+    } else {
+        fsutil::Durability::RenameOnly
     }
 }
 
@@ -178,7 +182,7 @@ pub fn save_file(
             Path::new(&path),
             &views,
             metadata_arg(&options)?.as_ref(),
-            durability(&options),
+            durability(options.as_ref().and_then(|o| o.durable)),
         )
     };
     run().or_throw(&env)
@@ -200,7 +204,7 @@ pub fn save_file_async(
         .map(|v| v.into_iter().map(TensorView::into_owned).collect())
         .or_throw(&env)?;
     let metadata = metadata_arg(&options).or_throw(&env)?;
-    let durability = durability(&options);
+    let durability = durability(options.as_ref().and_then(|o| o.durable));
     Ok(CoreTask::new(move || {
         safetensors::save_file_with(Path::new(&path), &views, metadata.as_ref(), durability)
     }))

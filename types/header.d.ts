@@ -27,6 +27,8 @@ export interface ConvertOptions {
   to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
   /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
   quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  /** `fsync` the output before renaming it into place, and its directory after (default false: atomic rename only, like `saveFile`). */
+  durable?: boolean
   onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
 }
 

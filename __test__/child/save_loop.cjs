@@ -2,10 +2,10 @@
 // until killed. Prints "ready" once the first write has finished, so the parent's SIGKILL
 // lands while writes are under way, not while Node starts.
 //
-//   node save_loop.cjs saveFile|saveFileNoSync|modelSave|convert DEST SRC_A SRC_B
+//   node save_loop.cjs saveFile|saveFileDurable|modelSave|convert DEST SRC_A SRC_B
 //
 // saveFile: DEST is a .safetensors file, written with saveFile from the tensors of SRC_A/B
-// (saveFileNoSync: the same with { durable: false }).
+// (saveFileDurable: the same with { durable: true }).
 // modelSave: DEST is a directory, written with Model.save from the model directories SRC_A/B.
 // convert: DEST is a .gguf file, converted (Q8_0) from the SafeTensors files SRC_A/B.
 'use strict'
@@ -22,7 +22,7 @@ async function main() {
     if (mode.startsWith('saveFile')) {
       const tensors = {}
       for (const [name, t] of Object.entries(loaded[which])) tensors[name] = { dtype: t.dtype, shape: t.shape, data: t.data }
-      saveFile(dest, tensors, { durable: mode !== 'saveFileNoSync' })
+      saveFile(dest, tensors, { durable: mode === 'saveFileDurable' })
     } else if (mode === 'modelSave') {
       await models[which].save(dest)
     } else if (mode === 'convert') {

@@ -6,7 +6,7 @@ const ui = require('./ui')
 const FORMATS = ['gguf', 'safetensors', 'mlx', 'onnx']
 const QUANTIZATIONS = ['F32', 'F16', 'Q8_0', 'Q4_0']
 
-const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--quiet] [--json]'
+const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--durable] [--quiet] [--json]'
 
 const help = `Usage: ${usage}
 
@@ -18,6 +18,8 @@ Options:
                             regression model file or directory)
       --quantization TYPE   GGUF only: the type of 2-D weights, F32 (default) | F16 | Q8_0 | Q4_0
                             (1-D tensors stay F32 unless F16 is asked)
+      --durable             fsync OUT before renaming it into place (survives a power cut;
+                            without it the write is atomic but may be lost on power loss)
   -q, --quiet               no progress bar and no summary
       --json                print the conversion report on stdout: {input, output, inputFormat,
                             outputFormat, tensors, inputBytes, outputBytes, quantization?}
@@ -34,6 +36,7 @@ Examples:
 const options = {
   to: { type: 'string', short: 't' },
   quantization: { type: 'string' },
+  durable: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   json: { type: 'boolean' },
 }
@@ -101,6 +104,7 @@ async function run(ctx, values, positionals) {
     report = await ctx.lib().convert(input, output, {
       to,
       ...(quantization !== undefined ? { quantization } : {}),
+      ...(values.durable ? { durable: true } : {}),
       ...(bar ? { onProgress: bar.update } : {}),
     })
   } finally {

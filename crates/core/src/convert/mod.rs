@@ -9,6 +9,7 @@ use crate::error::{CoreError, Result};
 use crate::format::gguf::{self, GgmlType, GgufFile, GgufTensorSpec, GgufValue, Quantization};
 use crate::format::mlx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorSpec};
+use crate::fsutil::Durability;
 use crate::models::AnyModel;
 use crate::pretrained::ModelDir;
 use crate::tensor::{checked_numel, TensorView};
@@ -510,12 +511,32 @@ pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
 
 /// Convert `input` to `output` in the `to` format. `quantization` applies to GGUF (default
 /// F32; see [`gguf::choose_type`] for which tensors take it). `progress(done, total)` counts
-/// input tensor bytes.
+/// input tensor bytes. The output is written atomically, without `fsync` (see
+/// [`convert_with`]).
 pub fn convert(
     input_path: &Path,
     output: &Path,
     to: Target,
     quantization: Option<Quantization>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ConvertReport> {
+    convert_with(
+        input_path,
+        output,
+        to,
+        quantization,
+        Durability::default(),
+        progress,
+    )
+}
+
+/// [`convert`] with the [`Durability`] asked for.
+pub fn convert_with(
+    input_path: &Path,
+    output: &Path,
+    to: Target,
+    quantization: Option<Quantization>,
+    durability: Durability,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ConvertReport> {
     if quantization.is_some() && to != Target::Gguf {
@@ -540,7 +561,7 @@ pub fn convert(
                 Opened::Mlx(w) => w.metadata.clone(),
                 _ => None,
             };
-            st::save_streaming(output, &specs, metadata.as_ref(), &mut |i| {
+            st::save_streaming_with(output, &specs, metadata.as_ref(), durability, &mut |i| {
                 let view = input.fetch(gguf_ref, &specs[i].name)?;
                 done += specs[i].byte_len as u64;
                 progress(done, total);
@@ -575,7 +596,7 @@ pub fn convert(
                     metadata.push((format!("safetensors.{k}"), GgufValue::String(v.clone())));
                 }
             }
-            gguf::write_gguf_file(output, &metadata, &gspecs, |i, spec| {
+            gguf::write_gguf_file_with(output, durability, &metadata, &gspecs, |i, spec| {
                 let view = input.fetch(gguf_ref, &spec.name)?;
                 done += specs[i].byte_len as u64;
                 progress(done, total);
@@ -592,11 +613,11 @@ pub fn convert(
                 Opened::Mlx(w) => w.metadata.clone(),
                 _ => None,
             };
-            mlx::save_mlx(output, &views, metadata.as_ref())?;
+            mlx::save_mlx_with(output, durability, &views, metadata.as_ref())?;
             progress(total, total);
         }
         Target::Onnx => {
-            input.model()?.to_onnx(output)?;
+            input.model()?.to_onnx_with(output, durability)?;
             progress(total, total);
         }
     }

@@ -211,7 +211,17 @@ pub fn save_mlx(
     tensors: &[TensorView<'_>],
     metadata: Option<&BTreeMap<String, String>>,
 ) -> Result<()> {
-    fsutil::write_atomic(path, |out| write_mlx(out, tensors, metadata))
+    save_mlx_with(path, fsutil::Durability::default(), tensors, metadata)
+}
+
+/// [`save_mlx`] with the [`fsutil::Durability`] asked for.
+pub fn save_mlx_with(
+    path: &Path,
+    durability: fsutil::Durability,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<()> {
+    fsutil::write_atomic_with(path, durability, |out| write_mlx(out, tensors, metadata))
         .map_err(|e| e.with_path(path))
 }
 

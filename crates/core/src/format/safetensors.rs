@@ -1231,13 +1231,14 @@ pub fn serialize(
     Ok(out)
 }
 
-/// Write tensors to `path` atomically (temporary file in the same directory, then rename).
+/// Write tensors to `path` atomically (temporary file in the same directory, then rename;
+/// no `fsync`: see [`save_file_with`] and [`Durability`]).
 pub fn save_file(
     path: &Path,
     tensors: &[TensorView<'_>],
     metadata: Option<&BTreeMap<String, String>>,
 ) -> Result<()> {
-    save_file_with(path, tensors, metadata, Durability::Sync)
+    save_file_with(path, tensors, metadata, Durability::default())
 }
 
 /// [`save_file`] with the [`Durability`] asked for.
@@ -1261,7 +1262,7 @@ pub fn save_streaming<'d>(
     metadata: Option<&BTreeMap<String, String>>,
     fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
 ) -> Result<()> {
-    save_streaming_with(path, specs, metadata, Durability::Sync, fetch)
+    save_streaming_with(path, specs, metadata, Durability::default(), fetch)
 }
 
 /// [`save_streaming`] with the [`Durability`] asked for.

@@ -136,6 +136,11 @@ impl AnyModel {
     /// An ONNX model (IR 8, opset 17) computing `predict` (linear) or `predictProba`
     /// (logistic, plus a `label` output).
     pub fn to_onnx(&self, path: &Path) -> Result<()> {
+        self.to_onnx_with(path, fsutil::Durability::default())
+    }
+
+    /// [`to_onnx`](Self::to_onnx) with the [`fsutil::Durability`] asked for.
+    pub fn to_onnx_with(&self, path: &Path, durability: fsutil::Durability) -> Result<()> {
         let bytes = match self {
             AnyModel::Linear(m) => {
                 if !m.is_fitted() {
@@ -161,7 +166,7 @@ impl AnyModel {
                 )?
             }
         };
-        fsutil::write_atomic(path, |out| fsutil::write_all(out, &bytes, path))
+        fsutil::write_atomic_with(path, durability, |out| fsutil::write_all(out, &bytes, path))
             .map_err(|e| e.with_path(path))
     }
 }

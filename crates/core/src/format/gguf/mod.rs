@@ -29,7 +29,8 @@ pub use quant::{
 pub use read::{GgufFile, GgufTensorInfo};
 pub use value::{GgufArray, GgufValue, GgufValueType};
 pub use write::{
-    choose_type, standard_metadata, write_gguf, write_gguf_file, GgufTensorSpec, Quantization,
+    choose_type, standard_metadata, write_gguf, write_gguf_file, write_gguf_file_with,
+    GgufTensorSpec, Quantization,
 };
 
 /// The four bytes every GGUF file starts with.

@@ -373,8 +373,24 @@ pub fn write_gguf_file<'d, F>(
 where
     F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
 {
-    fsutil::write_atomic(path, |w| write_gguf(w, metadata, tensors, load).map(|_| ()))
-        .map_err(|e| e.with_path(path))
+    write_gguf_file_with(path, fsutil::Durability::default(), metadata, tensors, load)
+}
+
+/// [`write_gguf_file`] with the [`fsutil::Durability`] asked for.
+pub fn write_gguf_file_with<'d, F>(
+    path: &Path,
+    durability: fsutil::Durability,
+    metadata: &[(String, GgufValue)],
+    tensors: &[GgufTensorSpec],
+    load: F,
+) -> Result<()>
+where
+    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
+{
+    fsutil::write_atomic_with(path, durability, |w| {
+        write_gguf(w, metadata, tensors, load).map(|_| ())
+    })
+    .map_err(|e| e.with_path(path))
 }
 
 /// Convert `view` to `ty` chunk by chunk and write it.

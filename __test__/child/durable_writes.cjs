@@ -1,0 +1,21 @@
+// Child process of write.spec.ts, run under `strace -f -y -e trace=fsync,fdatasync`: writes
+// one file with each writer that takes `durable`, with the option given on the command line.
+//
+//   node durable_writes.cjs DIR default|durable
+'use strict'
+const { join } = require('node:path')
+const { saveFile, saveFileAsync, convert } = require('../../index.js')
+
+const [dir, mode] = process.argv.slice(2)
+const options = mode === 'durable' ? { durable: true } : {}
+const tensors = { w: { shape: [2, 32], data: new Float32Array(64).map((_, i) => i / 7) } }
+
+async function main() {
+  saveFile(join(dir, 'sync.safetensors'), tensors, options)
+  await saveFileAsync(join(dir, 'async.safetensors'), tensors, options)
+  await convert(join(dir, 'sync.safetensors'), join(dir, 'out.gguf'), { to: 'gguf', quantization: 'Q8_0', ...options })
+}
+main().catch((e) => {
+  console.error(e)
+  process.exit(3)
+})
