@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod fsutil;
 pub mod models;
+pub mod parallel;
 pub mod pretrained;
 pub mod tensor;
 

@@ -421,3 +421,105 @@ fn conversion_policy_feeds_the_writer() {
         );
     }
 }
+
+/// Tensors of several pieces (the writer encodes pieces of 512K elements on every core and
+/// writes them in order) give the bytes of the one-shot reference conversion, for every
+/// target type and for sources that need staging (BF16, F64), with a partial last piece.
+#[test]
+fn multi_piece_tensors_match_the_one_shot_reference() {
+    let shape = vec![37usize, 65_536]; // 2.31M elements: 4 full pieces and a partial one
+    let n = shape[0] * shape[1];
+    let x = values(n, 9);
+    let bf16_bytes: Vec<u8> = x
+        .iter()
+        .flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes())
+        .collect();
+    let bf16_values: Vec<f32> = x
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_f32())
+        .collect();
+    let f64_bytes: Vec<u8> = x
+        .iter()
+        .flat_map(|&v| (v as f64 * (1.0 + 1e-9)).to_le_bytes())
+        .collect();
+    let sources = vec![
+        TensorView::from_f32("f32_q8", shape.clone(), &x).unwrap(),
+        TensorView::from_f32("f32_q4", shape.clone(), &x).unwrap(),
+        TensorView::from_f32("f32_f16", shape.clone(), &x).unwrap(),
+        TensorView::new("bf16_q4", DType::BF16, shape.clone(), bf16_bytes.clone()).unwrap(),
+        TensorView::new("bf16_f32", DType::BF16, shape.clone(), bf16_bytes).unwrap(),
+        TensorView::new("f64_f16", DType::F64, shape.clone(), f64_bytes.clone()).unwrap(),
+    ];
+    let types = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::F32,
+        GgmlType::F16,
+    ];
+    let specs: Vec<GgufTensorSpec> = sources
+        .iter()
+        .zip(types)
+        .map(|(s, t)| GgufTensorSpec::new(s.name.clone(), shape.clone(), t))
+        .collect();
+    let metadata = standard_metadata("x", "x", &specs);
+    let bytes = write(&metadata, &specs, &sources).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+
+    let q8 = |v: &[f32]| {
+        let mut out = vec![0u8; v.len() / gguf::QK * gguf::Q8_0_BLOCK_BYTES];
+        gguf::quantize_q8_0_ref(v, &mut out).unwrap();
+        out
+    };
+    let q4 = |v: &[f32]| {
+        let mut out = vec![0u8; v.len() / gguf::QK * gguf::Q4_0_BLOCK_BYTES];
+        gguf::quantize_q4_0_ref(v, &mut out).unwrap();
+        out
+    };
+    let f16_of = |v: &[f32]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|&v| f16::from_f32(v).to_bits().to_le_bytes())
+            .collect()
+    };
+    // The nearest f16 to each f64 (ties to even), by search among the neighbours of a
+    // first guess — `f16::from_f64` itself goes through f32 on F16C machines (a double
+    // rounding, one ulp off for some values), which the writer must not do.
+    let nearest_f16 = |v: f64| -> u16 {
+        let guess = f16::from_f64(v).to_bits();
+        let candidates = [guess.wrapping_sub(1), guess, guess.wrapping_add(1)];
+        let error = |h: u16| (f16::from_bits(h).to_f64() - v).abs();
+        candidates
+            .into_iter()
+            .filter(|&h| {
+                f16::from_bits(h).is_finite() && (f16::from_bits(h).to_f64() >= 0.0) == (v >= 0.0)
+            })
+            .min_by(|&a, &b| error(a).total_cmp(&error(b)).then((a & 1).cmp(&(b & 1))))
+            .unwrap()
+    };
+    let f64_to_f16: Vec<u8> = f64_bytes
+        .chunks_exact(8)
+        .flat_map(|b| nearest_f16(f64::from_le_bytes(b.try_into().unwrap())).to_le_bytes())
+        .collect();
+    let bf16_f32: Vec<u8> = bf16_values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let expected: [(&str, Vec<u8>); 6] = [
+        ("f32_q8", q8(&x)),
+        ("f32_q4", q4(&x)),
+        ("f32_f16", f16_of(&x)),
+        ("bf16_q4", q4(&bf16_values)),
+        ("bf16_f32", bf16_f32),
+        ("f64_f16", f64_to_f16),
+    ];
+    for (name, want) in expected {
+        let got = file.raw(name).unwrap();
+        assert_eq!(got.len(), want.len(), "{name}");
+        if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
+            panic!(
+                "{name}: first difference at byte {at} of {}: got {:?}, want {:?}",
+                want.len(),
+                &got[at & !1..][..2],
+                &want[at & !1..][..2]
+            );
+        }
+    }
+}
