@@ -1274,7 +1274,11 @@ pub fn save_streaming_with<'d>(
     fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
 ) -> Result<()> {
     let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
-    fsutil::write_atomic_with(path, durability, |out: &mut dyn Write| {
+    // The exact size (header_bytes checked that the data offsets add up).
+    let len = specs.iter().fold(header.len() as u64, |n, s| {
+        n.saturating_add(s.byte_len as u64)
+    });
+    fsutil::write_atomic_sized(path, durability, len, |out: &mut dyn Write| {
         fsutil::write_all(out, &header, path)?;
         for i in order {
             let spec = &specs[i];

@@ -390,7 +390,13 @@ pub fn write_gguf_file_with<'d, F>(
 where
     F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
 {
-    fsutil::write_atomic_with(path, durability, |w| {
+    // A lower bound of the size: the tensor data without header or padding (an invalid
+    // spec counts 0 here and is reported by write_gguf).
+    let data_len = tensors
+        .iter()
+        .map(|t| t.byte_len().map_or(0, |n| n as u64))
+        .fold(0u64, u64::saturating_add);
+    fsutil::write_atomic_sized(path, durability, data_len, |w| {
         write_gguf(w, metadata, tensors, load).map(|_| ())
     })
     .map_err(|e| e.with_path(path))
