@@ -8,6 +8,7 @@ use napi_derive::napi;
 use stcore::cast;
 use stcore::format::safetensors;
 use stcore::fsutil;
+use stcore::tensor::PackedTensors;
 use stcore::{CoreError, DType, TensorView};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -188,8 +189,8 @@ pub fn save_file(
     run().or_throw(&env)
 }
 
-/// `saveFile` off the event loop (the tensor data is copied first, so the caller may reuse
-/// its arrays at once).
+/// `saveFile` off the event loop (the tensor data is copied first, into one buffer, so the
+/// caller may reuse its arrays at once).
 #[napi(
     ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions",
     ts_return_type = "Promise<void>"
@@ -200,12 +201,13 @@ pub fn save_file_async(
     tensors: Object,
     options: Option<SaveOptions>,
 ) -> napi::Result<AsyncTask<CoreTask<()>>> {
-    let views: Vec<TensorView<'static>> = tensor_inputs(&tensors)
-        .map(|v| v.into_iter().map(TensorView::into_owned).collect())
+    let packed = tensor_inputs(&tensors)
+        .and_then(|views| PackedTensors::pack(&views))
         .or_throw(&env)?;
     let metadata = metadata_arg(&options).or_throw(&env)?;
     let durability = durability(options.as_ref().and_then(|o| o.durable));
     Ok(CoreTask::new(move || {
+        let views = packed.views();
         safetensors::save_file_with(Path::new(&path), &views, metadata.as_ref(), durability)
     }))
 }

@@ -75,9 +75,69 @@ impl<'a> TensorView<'a> {
     }
 }
 
+/// An owned copy of several tensors' bytes, packed into one buffer: a snapshot that a
+/// background write can read while the caller reuses its own arrays.
+///
+/// One buffer, not one `Vec` per tensor: a large snapshot lands in huge pages
+/// ([`crate::buffer::Output`]) instead of a 4 KiB page fault per page of each copy
+/// (`saveFileAsync` of 256 MiB in 64 tensors: ~300 ms with a `Vec` each).
+pub struct PackedTensors {
+    bytes: crate::buffer::Output<u8>,
+    entries: Vec<(String, DType, Vec<usize>, std::ops::Range<usize>)>,
+}
+
+impl PackedTensors {
+    /// Copy `views` (in order) into one buffer.
+    pub fn pack(views: &[TensorView<'_>]) -> Result<Self> {
+        let total = views
+            .iter()
+            .try_fold(0usize, |n, v| n.checked_add(v.data.len()))
+            .ok_or_else(|| CoreError::invalid_argument("tensors too large to copy"))?;
+        let mut bytes = crate::buffer::Output::<u8>::zeroed(total)?;
+        let dst = bytes.as_mut_slice();
+        let mut entries = Vec::with_capacity(views.len());
+        let mut at = 0;
+        for v in views {
+            let range = at..at + v.data.len();
+            dst[range.clone()].copy_from_slice(&v.data);
+            at = range.end;
+            entries.push((v.name.clone(), v.dtype, v.shape.clone(), range));
+        }
+        Ok(PackedTensors { bytes, entries })
+    }
+
+    /// Views of the packed tensors, in the order given to [`pack`](Self::pack).
+    pub fn views(&self) -> Vec<TensorView<'_>> {
+        let bytes = self.bytes.as_slice();
+        self.entries
+            .iter()
+            .map(|(name, dtype, shape, range)| TensorView {
+                name: name.clone(),
+                dtype: *dtype,
+                shape: shape.clone(),
+                data: Cow::Borrowed(bytes.get(range.clone()).unwrap_or_default()),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_tensors_give_back_the_same_views() {
+        let big: Vec<f32> = (0..(3 << 20)).map(|i| i as f32).collect(); // 12 MiB: huge pages
+        let views = vec![
+            TensorView::from_f32("a", vec![2], &[1.0, 2.0]).unwrap(),
+            TensorView::new("empty", DType::I64, vec![0, 3], Vec::new()).unwrap(),
+            TensorView::from_f32("big", vec![3, 1 << 20], &big).unwrap(),
+            TensorView::new("u8", DType::U8, vec![3], vec![7u8, 8, 9]).unwrap(),
+        ];
+        let packed = PackedTensors::pack(&views).unwrap();
+        assert_eq!(packed.views(), views);
+        assert_eq!(PackedTensors::pack(&[]).unwrap().views(), vec![]);
+    }
 
     #[test]
     fn new_checks_length() {
