@@ -332,6 +332,14 @@ macro_rules! avx2_twin {
 }
 pub(crate) use avx2_twin;
 
+/// How far ahead of the element being read `dot_avx2` prefetches. The hardware prefetchers
+/// stop at 4 KiB page boundaries, and a JS typed array's memory is made of 4 KiB pages:
+/// without the hint each page of the input starts cold. 2 KiB ahead took 1M × 32 f32
+/// predictions from 11.8 to 8.2 ms (linear) and 13.3 to 8.8 ms (binary logistic) on 2
+/// cores. A prefetch is only a hint: an address past the input is never read.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 2048;
+
 /// [`dot`] with AVX2 intrinsics, for the row loops' AVX2 copies: the same eight lanes (two
 /// vectors of four), the same separately rounded multiply and add per lane, the same final
 /// combination — so bit-identical to `dot`, on any input. (Auto-vectorisation of `dot` was
@@ -354,6 +362,11 @@ pub(crate) unsafe fn dot_avx2<T: Feature>(row: &[T], coefficients: &[f64]) -> f6
     // elements; T is f32 exactly when IS_F32 (Feature is implemented for f32 and f64 only).
     unsafe {
         while i < full {
+            _mm_prefetch::<_MM_HINT_T0>(
+                row.as_ptr()
+                    .cast::<i8>()
+                    .wrapping_add(i * std::mem::size_of::<T>() + PREFETCH_BYTES),
+            );
             let (x_lo, x_hi) = if T::IS_F32 {
                 let v = _mm256_loadu_ps(row.as_ptr().cast::<f32>().add(i));
                 (
