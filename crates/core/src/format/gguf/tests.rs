@@ -278,26 +278,27 @@ fn fast_quantizers_equal_reference_on_edge_blocks_and_random_bits() {
         let mut bits = || f32::from_bits(rng.next_u64() as u32);
         block(&mut |_| bits());
     }
-    let want8 = q8(&x);
-    let want4 = q4(&x);
+    type Quantizer = fn(Kernel, &[f32], &mut [u8]) -> crate::Result<()>;
+    let formats: [(&str, Quantizer, usize, Vec<u8>); 2] = [
+        ("Q8_0", quant::quantize_q8_0_with, Q8_0_BLOCK_BYTES, q8(&x)),
+        ("Q4_0", quant::quantize_q4_0_with, Q4_0_BLOCK_BYTES, q4(&x)),
+    ];
     for kernel in kernels() {
-        let mut got = vec![0u8; want8.len()];
-        quant::quantize_q8_0_with(kernel, &x, &mut got).unwrap();
-        for (b, (g, w)) in got
-            .chunks(Q8_0_BLOCK_BYTES)
-            .zip(want8.chunks(Q8_0_BLOCK_BYTES))
-            .enumerate()
-        {
-            assert_eq!(g, w, "Q8_0 {kernel:?} block {b}: {:?}", &x[b * QK..][..QK]);
-        }
-        let mut got = vec![0u8; want4.len()];
-        quant::quantize_q4_0_with(kernel, &x, &mut got).unwrap();
-        for (b, (g, w)) in got
-            .chunks(Q4_0_BLOCK_BYTES)
-            .zip(want4.chunks(Q4_0_BLOCK_BYTES))
-            .enumerate()
-        {
-            assert_eq!(g, w, "Q4_0 {kernel:?} block {b}: {:?}", &x[b * QK..][..QK]);
+        for (format, quantize, block_bytes, want) in &formats {
+            let mut got = vec![0u8; want.len()];
+            quantize(kernel, &x, &mut got).unwrap();
+            for (b, (g, w)) in got
+                .chunks(*block_bytes)
+                .zip(want.chunks(*block_bytes))
+                .enumerate()
+            {
+                assert_eq!(
+                    g,
+                    w,
+                    "{format} {kernel:?} block {b}: {:?}",
+                    &x[b * QK..][..QK]
+                );
+            }
         }
     }
 }
