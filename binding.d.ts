@@ -296,6 +296,11 @@ export declare function mlxToSafetensors(bytes: Uint8Array): Buffer
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
   maxShardBytes?: number
+  /**
+   * fsync each file before its rename, and the directory after (default false: atomic
+   * renames only, as `saveFile`).
+   */
+  durable?: boolean
 }
 
 export interface ProgressEvent {

@@ -220,14 +220,15 @@ describe('durability', () => {
   })
 
   // The only way to see an fsync from outside is to watch the system calls.
-  it.skipIf(!STRACE)('fsyncs nothing by default; durable: true fsyncs each temporary file, then its directory', () => {
+  it.skipIf(!STRACE)('fsyncs nothing by default; durable: true fsyncs each temporary file, then its directory (saveFile, saveFileAsync, convert, Model.save)', () => {
     const fsyncs = (mode: string) => {
       const dir = tempDir()
       const log = join(dir, 'strace.log')
       const child = join(__dirname, 'child', 'durable_writes.cjs')
       const r = spawnSync(STRACE!, ['-f', '-y', '-e', 'trace=fsync,fdatasync', '-o', log, process.execPath, child, dir, mode], { encoding: 'utf8' })
       expect(r.status, r.stderr).toBe(0)
-      expect(readdirSync(dir).sort()).toEqual(['async.safetensors', 'out.gguf', 'strace.log', 'sync.safetensors'])
+      expect(readdirSync(dir).sort()).toEqual(['async.safetensors', 'model', 'out.gguf', 'saved', 'strace.log', 'sync.safetensors'])
+      expect(readdirSync(join(dir, 'saved')).sort()).toEqual(['config.json', 'weights.safetensors'])
       // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
@@ -235,7 +236,10 @@ describe('durability', () => {
       })
     }
     expect(fsyncs('default')).toEqual([])
-    expect(fsyncs('durable')).toEqual(['.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.'])
+    expect(fsyncs('durable')).toEqual([
+      '.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.',
+      'saved/.weights.safetensors.tmp', 'saved', 'saved/.config.json.tmp', 'saved',
+    ])
   })
 
   it('durable must be a boolean', async () => {

@@ -36,6 +36,9 @@ pub struct ModelSaveOptions {
     #[napi(ts_type = "'safetensors' | 'mlx'")]
     pub format: Option<String>,
     pub max_shard_bytes: Option<f64>,
+    /// fsync each file before its rename, and the directory after (default false: atomic
+    /// renames only, as `saveFile`).
+    pub durable: Option<bool>,
 }
 
 fn save_options(options: &Option<ModelSaveOptions>) -> CoreResult<SaveOptions> {
@@ -58,6 +61,7 @@ fn save_options(options: &Option<ModelSaveOptions>) -> CoreResult<SaveOptions> {
             }
             out.max_shard_bytes = Some(max as u64);
         }
+        out.durability = crate::write::durability(o.durable);
     }
     Ok(out)
 }

@@ -1,10 +1,12 @@
 // Child process of write.spec.ts, run under `strace -f -y -e trace=fsync,fdatasync`: writes
-// one file with each writer that takes `durable`, with the option given on the command line.
+// one file with each writer that takes `durable`, with the option given on the command line
+// (and one model directory with Model.save).
 //
 //   node durable_writes.cjs DIR default|durable
 'use strict'
+const { writeFileSync, mkdirSync } = require('node:fs')
 const { join } = require('node:path')
-const { saveFile, saveFileAsync, convert } = require('../../index.js')
+const { saveFile, saveFileAsync, convert, Model } = require('../../index.js')
 
 const [dir, mode] = process.argv.slice(2)
 const options = mode === 'durable' ? { durable: true } : {}
@@ -14,6 +16,12 @@ async function main() {
   saveFile(join(dir, 'sync.safetensors'), tensors, options)
   await saveFileAsync(join(dir, 'async.safetensors'), tensors, options)
   await convert(join(dir, 'sync.safetensors'), join(dir, 'out.gguf'), { to: 'gguf', quantization: 'Q8_0', ...options })
+  // A model directory, loaded and saved again (written before tracing matters: no options).
+  mkdirSync(join(dir, 'model'))
+  writeFileSync(join(dir, 'model', 'config.json'), '{"model_type": "t"}')
+  saveFile(join(dir, 'model', 'model.safetensors'), tensors)
+  const model = await Model.loadPretrained(join(dir, 'model'))
+  await model.save(join(dir, 'saved'), options)
 }
 main().catch((e) => {
   console.error(e)

@@ -384,6 +384,8 @@ pub struct SaveOptions {
     pub max_shard_bytes: Option<u64>,
     /// `__metadata__` for the SafeTensors files.
     pub metadata: Option<BTreeMap<String, String>>,
+    /// Whether each file is fsynced before its rename (see [`fsutil::Durability`]).
+    pub durability: fsutil::Durability,
 }
 
 /// Write `config.json` and the weights to `dir` (created if missing), each file atomically.
@@ -398,17 +400,23 @@ pub fn save_model_dir(
 ) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).map_err(|e| CoreError::io(e, dir))?;
     let written: Vec<String> = if options.mlx {
-        mlx::save_mlx(&dir.join(MLX_FILE), tensors, options.metadata.as_ref())?;
+        mlx::save_mlx_with(
+            &dir.join(MLX_FILE),
+            options.durability,
+            tensors,
+            options.metadata.as_ref(),
+        )?;
         vec![MLX_FILE.to_string()]
     } else {
         let total: u64 = tensors.iter().map(|t| t.data.len() as u64).sum();
         match options.max_shard_bytes {
-            Some(max) if total > max => save_shards(dir, tensors, max, options.metadata.as_ref())?,
+            Some(max) if total > max => save_shards(dir, tensors, max, options)?,
             _ => {
-                st::save_file(
+                st::save_file_with(
                     &dir.join(SINGLE_FILES[0]),
                     tensors,
                     options.metadata.as_ref(),
+                    options.durability,
                 )?;
                 vec![SINGLE_FILES[0].to_string()]
             }
@@ -417,7 +425,7 @@ pub fn save_model_dir(
     let config_path = dir.join(CONFIG_FILE);
     let text = serde_json::to_string_pretty(config)
         .map_err(|e| CoreError::invalid_argument(e.to_string()))?;
-    fsutil::write_atomic(&config_path, |out| {
+    fsutil::write_atomic_with(&config_path, options.durability, |out| {
         fsutil::write_all(out, text.as_bytes(), &config_path)
     })?;
     remove_stale_weights(dir, &written)?;
@@ -428,7 +436,7 @@ fn save_shards(
     dir: &Path,
     tensors: &[TensorView<'_>],
     max: u64,
-    metadata: Option<&BTreeMap<String, String>>,
+    options: &SaveOptions,
 ) -> Result<Vec<String>> {
     // Group in the reference writer's order (dtype descending, then name), greedily.
     let mut sorted: Vec<&TensorView> = tensors.iter().collect();
@@ -467,7 +475,12 @@ fn save_shards(
             weight_map.insert(t.name.clone(), name.clone());
             total_size += t.data.len() as u64;
         }
-        st::save_file(&dir.join(&name), &views, metadata)?;
+        st::save_file_with(
+            &dir.join(&name),
+            &views,
+            options.metadata.as_ref(),
+            options.durability,
+        )?;
         files.push(name);
     }
     let index = serde_json::json!({
@@ -477,7 +490,9 @@ fn save_shards(
     let path = dir.join(INDEX_FILE);
     let text = serde_json::to_string_pretty(&index)
         .map_err(|e| CoreError::invalid_argument(e.to_string()))?;
-    fsutil::write_atomic(&path, |out| fsutil::write_all(out, text.as_bytes(), &path))?;
+    fsutil::write_atomic_with(&path, options.durability, |out| {
+        fsutil::write_all(out, text.as_bytes(), &path)
+    })?;
     let mut all = files;
     all.push(INDEX_FILE.to_string());
     Ok(all)
