@@ -115,26 +115,12 @@ pub fn with_matrix<R>(
     match parse_matrix(x)? {
         MatrixArg::Rows(data, r, c) => f(MatrixRef::new(MatrixData::F64(&data), r, c)?),
         MatrixArg::F32(array, r, c) => {
-            // SAFETY: any bit pattern is an f32; align_to only borrows the aligned part.
-            match unsafe { array.arraybuffer.align_to::<f32>() } {
-                ([], values, []) => f(MatrixRef::new(MatrixData::F32(values), r, c)?),
-                _ => f(MatrixRef::new(
-                    MatrixData::F32(&cast::copy_elements(&array.arraybuffer)),
-                    r,
-                    c,
-                )?),
-            }
+            let values = cast::elements::<f32>(&array.arraybuffer);
+            f(MatrixRef::new(MatrixData::F32(&values), r, c)?)
         }
         MatrixArg::F64(array, r, c) => {
-            // SAFETY: any bit pattern is an f64; align_to only borrows the aligned part.
-            match unsafe { array.arraybuffer.align_to::<f64>() } {
-                ([], values, []) => f(MatrixRef::new(MatrixData::F64(values), r, c)?),
-                _ => f(MatrixRef::new(
-                    MatrixData::F64(&cast::copy_elements(&array.arraybuffer)),
-                    r,
-                    c,
-                )?),
-            }
+            let values = cast::elements::<f64>(&array.arraybuffer);
+            f(MatrixRef::new(MatrixData::F64(&values), r, c)?)
         }
     }
 }

@@ -59,6 +59,15 @@ pub fn aligned_elements<T: Element>(bytes: &[u8]) -> Option<&[T]> {
     (head.is_empty() && tail.is_empty()).then_some(mid)
 }
 
+/// `bytes` as elements of `T`: borrowed when aligned ([`aligned_elements`]), else an aligned
+/// copy ([`copy_elements`]).
+pub fn elements<T: Element>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    match aligned_elements::<T>(bytes) {
+        Some(values) => std::borrow::Cow::Borrowed(values),
+        None => std::borrow::Cow::Owned(copy_elements(bytes)),
+    }
+}
+
 /// The bytes of a slice of plain numbers.
 pub fn element_bytes<T: Element>(values: &[T]) -> &[u8] {
     // SAFETY: POD values, the byte view covers exactly their memory.
@@ -294,7 +303,7 @@ pub fn to_f32(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     match dtype {
         DType::F16 => par_convert(src, 2, dst, f16_to_f32_chunk),
         DType::BF16 => par_convert(src, 2, dst, bf16_to_f32_chunk),
-        DType::F32 => dst.copy_from_slice(&copy_elements::<f32>(src)),
+        DType::F32 => dst.copy_from_slice(&elements::<f32>(src)),
         DType::BOOL | DType::U8 => {
             for (o, &b) in dst.iter_mut().zip(src) {
                 *o = b as f32;
@@ -521,10 +530,7 @@ pub fn convert_bytes<'a>(
         )));
     }
     if src_dtype == DType::F32 {
-        if let Some(values) = aligned_elements::<f32>(src) {
-            return encode_f32(values, dst_dtype).map(Cow::Owned);
-        }
-        return encode_f32(&copy_elements::<f32>(src), dst_dtype).map(Cow::Owned);
+        return encode_f32(&elements::<f32>(src), dst_dtype).map(Cow::Owned);
     }
     encode_f64(&to_f64_vec(src_dtype, src)?, dst_dtype).map(Cow::Owned)
 }

@@ -36,8 +36,6 @@ pub const Q4_0_BLOCK_BYTES: usize = 2 + QK / 2;
 
 /// Below this many blocks (512 Ki elements) a second thread costs more than it saves.
 const PARALLEL_MIN_BLOCKS: usize = 1 << 14;
-/// More threads than this only fight over memory bandwidth.
-const MAX_THREADS: usize = 8;
 
 fn check_lengths(src_len: usize, src_unit: usize, dst_len: usize, dst_unit: usize) -> Result<()> {
     if !src_len.is_multiple_of(src_unit)
@@ -587,9 +585,7 @@ fn split_blocks<S: Sync, D: Send>(
     work: &(dyn Fn(&[S], &mut [D]) + Sync),
 ) {
     let n_blocks = dst.len() / dst_per_block;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(MAX_THREADS);
+    let threads = crate::parallel::default_threads();
     if n_blocks < PARALLEL_MIN_BLOCKS || threads < 2 {
         work(src, dst);
         return;

@@ -454,7 +454,7 @@ fn encode_piece(
     crate::buffer::populate_read(piece);
     if ty == GgmlType::F16 && src == DType::F64 {
         // Straight from f64, avoiding a double rounding through f32.
-        *encoded = cast::encode_f64(&cast::copy_elements::<f64>(piece), DType::F16)?;
+        *encoded = cast::encode_f64(&cast::elements::<f64>(piece), DType::F16)?;
         return Ok(());
     }
     let floats: &[f32] = match cast::aligned_elements::<f32>(piece) {
