@@ -48,6 +48,11 @@ interface CyclesReport {
   ms: number
 }
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
 function runCycles(cycles: number, yieldEvery: number, mode = 'cycle'): CyclesReport {
   const r = spawnSync(process.execPath, ['--expose-gc', CYCLES_CHILD, path, String(cycles), String(yieldEvery), mode], { encoding: 'utf8', timeout: 60_000 })
   expect(r.status, r.stderr).toBe(0)
@@ -66,8 +71,16 @@ describe('open / getTensor / drop cycles', () => {
         `mappings of the file at each sample: max ${Math.max(...samples.map((s) => s.maps))}, at the end ${report.final.maps}`,
     )
     expect(last.cycle).toBe(20_000)
-    // After warm-up the allocator has what it needs: 18,000 more cycles add almost nothing.
-    expect(last.rssMiB - warm.rssMiB).toBeLessThan(16)
+    // RSS grows in one-time steps as glibc and V8 settle (a single ~16 MiB step has been seen
+    // anywhere between cycle 1,000 and 3,000), while a leak grows between every pair of
+    // samples. So the median growth per 1,000 cycles after warm-up must stay under 0.25 MiB
+    // (≈ 260 bytes a cycle; one leaked upcast copy is 256 KiB), and the whole run within
+    // 48 MiB of its start.
+    const settled = samples.slice(samples.indexOf(warm))
+    const steps = settled.slice(1).map((s, i) => s.rssMiB - settled[i].rssMiB)
+    expect(steps.length).toBe(18)
+    expect(median(steps), `growth per 1,000 cycles: ${steps.map((d) => d.toFixed(2)).join(' ')}`).toBeLessThan(0.25)
+    expect(last.rssMiB - samples[0].rssMiB).toBeLessThan(48)
     // Each dropped file is unmapped once its views are collected.
     for (const s of samples) expect(s.maps, `cycle ${s.cycle}`).toBeLessThanOrEqual(1)
     expect(report.final.maps).toBe(0)
@@ -80,7 +93,9 @@ describe('open / getTensor / drop cycles', () => {
         `${report.beforeYield.maps} mappings before the loop yields; ${report.final.rssMiB.toFixed(1)} MiB and ${report.final.maps} after`,
     )
     expect(report.final.maps).toBe(0)
-    expect(report.final.rssMiB - report.samples[0].rssMiB).toBeLessThan(32)
+    // glibc keeps part of the ~740 MiB peak (20–26 MiB seen here); holding the 2,000 upcast
+    // copies alone would be 500 MiB.
+    expect(report.final.rssMiB - report.samples[0].rssMiB).toBeLessThan(96)
   })
 
   // Node-API runs the finalizers of external buffers only between event-loop turns: when
