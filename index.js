@@ -14,26 +14,43 @@ function argumentError(e) {
   if (e && typeof e.code === 'string' && NAPI_ARGUMENT_CODES.has(e.code)) {
     e.napiStatus = e.code
     e.code = 'ERR_INVALID_ARGUMENT'
+    // napi-rs names the Rust type: "Expect value to be Option<Object>, but received Number".
+    if (typeof e.message === 'string') e.message = e.message.replace(/\bOption<(\w+)>/g, '$1 or undefined')
   }
   return e
 }
-function withArgumentErrors(fn) {
-  return function (...args) {
+// Calls that return a Promise report every failure, argument errors included, as a rejection
+// (as an async function does), never as a synchronous throw. binding.d.ts is the list; the
+// errors suite checks this set against it.
+const PROMISE_FUNCTIONS = new Set(['convert', 'inspectJson', 'validate'])
+const PROMISE_METHODS = new Set(['save'])
+const PROMISE_STATICS = new Set(['loadPretrainedDir'])
+const isAsync = (name, set) => name.endsWith('Async') || set.has(name)
+function withArgumentErrors(fn, async) {
+  const wrapped = function (...args) {
     let result
     try {
       result = fn.apply(this, args)
     } catch (e) {
+      if (async) return Promise.reject(argumentError(e))
       throw argumentError(e)
     }
     return result instanceof Promise ? result.catch((e) => Promise.reject(argumentError(e))) : result
   }
+  Object.defineProperty(wrapped, 'name', { value: fn.name })
+  return wrapped
+}
+/** Wrap each method (and each static method: napi-rs makes them writable on request). */
+function wrapMembers(target, set) {
+  for (const key of Object.getOwnPropertyNames(target)) {
+    const d = Object.getOwnPropertyDescriptor(target, key)
+    if (key !== 'constructor' && typeof d.value === 'function' && d.writable) target[key] = withArgumentErrors(d.value, isAsync(key, set))
+  }
 }
 for (const value of Object.values(binding)) {
   if (typeof value !== 'function' || !value.prototype) continue
-  for (const key of Object.getOwnPropertyNames(value.prototype)) {
-    const d = Object.getOwnPropertyDescriptor(value.prototype, key)
-    if (key !== 'constructor' && typeof d.value === 'function' && d.writable) value.prototype[key] = withArgumentErrors(d.value)
-  }
+  wrapMembers(value.prototype, PROMISE_METHODS)
+  wrapMembers(value, PROMISE_STATICS)
 }
 
 const { SafeTensorsFile, Model } = binding
@@ -46,7 +63,7 @@ Model.loadPretrained = (dir, options) => (isUrl(dir) ? loadPretrainedUrl(dir, op
 
 const exported = { ...binding, RemoteSafeTensorsFile, RemoteModel }
 for (const [name, value] of Object.entries(binding)) {
-  if (typeof value === 'function' && !/^[A-Z]/.test(name)) exported[name] = withArgumentErrors(value)
+  if (typeof value === 'function' && !/^[A-Z]/.test(name)) exported[name] = withArgumentErrors(value, isAsync(name, PROMISE_FUNCTIONS))
 }
 /** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
 exported.inspect = async (path) => JSON.parse(await exported.inspectJson(path))

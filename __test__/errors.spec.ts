@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { SafeTensorsFile, loadFileAsync } from '../index.js'
+import * as lib from '../index.js'
+import { LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
 import { rawFile, tempDir } from './helpers'
 
 const ok = { a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } }
@@ -96,5 +97,133 @@ describe('other failures', () => {
     writeFileSync(p, rawFile(j(ok), 8))
     expect(() => SafeTensorsFile.open(p, { backend: 'ftp' as any })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
     await expect(SafeTensorsFile.open(p).getTensorAsync('a', { as: 'F16' as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+})
+
+/**
+ * Every call declared in binding.d.ts (and the index.d.ts additions), given a first argument
+ * of the wrong type (a Symbol, which converts to nothing): synchronous calls throw
+ * ERR_INVALID_ARGUMENT; calls that return a Promise return one that rejects with it, never
+ * throwing — as an async function would.
+ */
+describe('arguments of the wrong type', () => {
+  interface Decl {
+    owner: string // 'function', or a class name
+    isStatic: boolean
+    name: string
+    params: number
+    promise: boolean
+  }
+
+  /** Split a parameter list on its top-level commas. */
+  function countParams(list: string): number {
+    if (!list.trim()) return 0
+    let depth = 0
+    let n = 1
+    for (const c of list) {
+      if ('<[({'.includes(c)) depth++
+      else if ('>])}'.includes(c)) depth--
+      else if (c === ',' && depth === 0) n++
+    }
+    return n
+  }
+
+  function declarations(): Decl[] {
+    const out: Decl[] = []
+    let owner = ''
+    for (const line of readFileSync(join(__dirname, '..', 'binding.d.ts'), 'utf8').split('\n')) {
+      const cls = /^export declare class (\w+)/.exec(line)
+      if (cls) owner = cls[1]
+      else if (line === '}') owner = ''
+      const fn = /^export declare function (\w+)\((.*)\): (.+)$/.exec(line)
+      if (fn) out.push({ owner: 'function', isStatic: false, name: fn[1], params: countParams(fn[2]), promise: fn[3].startsWith('Promise<') })
+      const member = /^ {2}(static )?(\w+)\((.*)\): (.+)$/.exec(line)
+      if (owner && member && member[2] !== 'constructor') {
+        out.push({ owner, isStatic: !!member[1], name: member[2], params: countParams(member[3]), promise: member[4].startsWith('Promise<') })
+      }
+    }
+    // index.d.ts's additions: all of them return Promises.
+    out.push({ owner: 'SafeTensorsFile', isStatic: true, name: 'openUrl', params: 2, promise: true })
+    out.push({ owner: 'Model', isStatic: true, name: 'loadPretrained', params: 2, promise: true })
+    out.push({ owner: 'function', isStatic: false, name: 'inspect', params: 1, promise: true })
+    return out
+  }
+
+  it('every call with parameters: sync ones throw ERR_INVALID_ARGUMENT, Promise ones reject with it', async () => {
+    const dir = join(tempDir(), 'linear')
+    const lin = new LinearRegression().fit([[1], [2], [3]], [1, 2, 3])
+    const log = new LogisticRegression().fit([[0], [1], [2], [3]], [0, 0, 1, 1])
+    await lin.save(dir) // a Model that can predict, so that predict reaches its argument
+    const receivers: Record<string, any> = {
+      function: lib,
+      SafeTensorsFile: SafeTensorsFile.fromBytes(serialize({ w: { shape: [2], data: new Float32Array([1, 2]) } })),
+      Model: Model.loadPretrainedSync(dir),
+      LinearRegression: lin,
+      LogisticRegression: log,
+    }
+    const decls = declarations().filter((d) => d.params > 0)
+    expect(decls.length).toBeGreaterThanOrEqual(50)
+    const wrong: string[] = []
+    for (const d of decls) {
+      const target = d.isStatic ? (lib as any)[d.owner] : receivers[d.owner]
+      const label = `${d.owner}${d.isStatic ? '.' : '#'}${d.name}`
+      expect(typeof target?.[d.name], label).toBe('function')
+      const call = () => target[d.name](Symbol('bad'))
+      let result: unknown
+      try {
+        result = call()
+      } catch (e: any) {
+        if (d.promise || e?.code !== 'ERR_INVALID_ARGUMENT') wrong.push(`${label} threw ${e?.code ?? e}`)
+        continue
+      }
+      if (!d.promise) {
+        wrong.push(`${label} returned`)
+        continue
+      }
+      if (!(result instanceof Promise)) {
+        wrong.push(`${label} returned no Promise`)
+        continue
+      }
+      const e: any = await result.then(() => null, (err) => err)
+      if (e?.code !== 'ERR_INVALID_ARGUMENT') wrong.push(`${label} ${e ? `rejected with ${e.code ?? e}` : 'resolved'}`)
+    }
+    expect(wrong).toEqual([])
+  })
+
+  it('options that are not objects are ERR_INVALID_ARGUMENT, constructors included (not silently ignored)', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'a.safetensors')
+    const t = { w: { shape: [1], data: new Float32Array([1]) } }
+    lib.saveFile(path, t)
+    const f = SafeTensorsFile.open(path)
+    const bad: any = 5
+    const sync: Array<[string, () => unknown]> = [
+      ['new LinearRegression', () => new LinearRegression(bad)],
+      ['new LogisticRegression', () => new LogisticRegression('x' as any)],
+      ['SafeTensorsFile.open', () => SafeTensorsFile.open(path, bad)],
+      ['serialize', () => serialize(t, bad)],
+      ['saveFile', () => lib.saveFile(join(dir, 'b.safetensors'), t, bad)],
+      ['loadFile', () => lib.loadFile(path, bad)],
+      ['getTensor', () => f.getTensor('w', bad)],
+      ['tensors', () => f.tensors(bad)],
+    ]
+    for (const [what, call] of sync) {
+      expect(call, what).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.not.stringContaining('Option<') }))
+    }
+    const async: Array<[string, () => Promise<unknown>]> = [
+      ['Model.loadPretrained', () => Model.loadPretrained(dir, bad)],
+      ['convert', () => lib.convert(path, join(dir, 'a.gguf'), bad)],
+      ['saveFileAsync', () => lib.saveFileAsync(join(dir, 'c.safetensors'), t, bad)],
+      ['getTensorAsync', () => f.getTensorAsync('w', bad)],
+    ]
+    for (const [what, call] of async) await expect(call(), what).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    // null and undefined mean "no options".
+    expect(new LinearRegression(null as any).fitIntercept).toBe(true)
+    expect(Array.from(SafeTensorsFile.open(path, undefined).getTensor('w', null).data as Float32Array)).toEqual([1])
+    expect(readdirSync(dir)).toEqual(['a.safetensors'])
+  })
+
+  it('convert without options rejects with ERR_INVALID_ARGUMENT naming options.to', async () => {
+    await expect((lib.convert as any)('a.safetensors', 'b.gguf')).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('options.to') })
   })
 })

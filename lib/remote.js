@@ -118,6 +118,7 @@ class RemoteSafeTensorsFile {
   }
 
   static async open(url, options) {
+    if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openUrl needs an http:// or https:// URL, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`)
     const opts = settings(options)
     const stats = { bytesFetched: 0 }
     const report = () => opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: total })

@@ -1,6 +1,6 @@
 //! `convert`, `inspect`, `validate`: conversion and inspection from JavaScript.
 
-use crate::error::{invalid_argument, CoreResult};
+use crate::error::{invalid_argument, option, CoreResult};
 use crate::tasks::{CoreTask, ProgressSink};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -45,38 +45,37 @@ pub fn json<T: serde::Serialize>(value: T) -> CoreResult<Json> {
 /// Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
 /// `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
 #[napi(
+    strict,
     ts_args_type = "input: string, output: string, options: ConvertOptions",
     ts_return_type = "Promise<ConvertReport>"
 )]
 pub fn convert(
     input: String,
     output: String,
-    options: Object,
+    options: Option<Object>,
 ) -> napi::Result<AsyncTask<CoreTask<Json>>> {
-    let to = options
-        .get_named_property::<Option<String>>("to")
-        .map_err(|e| invalid_argument(format!("options.to: {}", e.reason)))
+    // Every argument error rejects the promise, as every other failure does.
+    let to = option::<String>(&options, "to")
         .and_then(|t| {
             t.ok_or_else(|| {
                 invalid_argument("options.to is required ('gguf' | 'onnx' | 'safetensors' | 'mlx')")
             })
         })
         .and_then(|t| Target::parse(&t));
-    let quantization = options
-        .get_named_property::<Option<String>>("quantization")
-        .map_err(|e| invalid_argument(format!("options.quantization: {}", e.reason)))
+    let quantization = option::<String>(&options, "quantization")
         .and_then(|q| q.as_deref().map(Quantization::parse).transpose());
-    let durable = options
-        .get_named_property::<Option<bool>>("durable")
-        .map_err(|e| invalid_argument(format!("options.durable: {}", e.reason)));
-    let callback = options
-        .get_named_property::<Option<Function<ConvertProgress, ()>>>("onProgress")
-        .map_err(|e| {
-            invalid_argument(format!(
-                "options.onProgress must be a function: {}",
-                e.reason
-            ))
-        });
+    let durable = option::<bool>(&options, "durable");
+    let callback = match &options {
+        None => Ok(None),
+        Some(o) => o
+            .get_named_property::<Option<Function<ConvertProgress, ()>>>("onProgress")
+            .map_err(|e| {
+                invalid_argument(format!(
+                    "options.onProgress must be a function: {}",
+                    e.reason
+                ))
+            }),
+    };
     let (sink, callback_ok) = match callback {
         Ok(f) => (ProgressSink::new(f)?, Ok(())),
         Err(e) => (None, Err(e)),
@@ -111,7 +110,7 @@ pub fn convert(
 
 /// `inspect`'s report as JSON text (index.js parses it: napi's object conversion caps the
 /// number of values, and a file may list hundreds of thousands of tensors).
-#[napi(ts_return_type = "Promise<string>")]
+#[napi(strict, ts_return_type = "Promise<string>")]
 pub fn inspect_json(path: String) -> AsyncTask<CoreTask<String>> {
     CoreTask::new(move || {
         let report = convert::inspect(Path::new(&path))?;
@@ -120,7 +119,7 @@ pub fn inspect_json(path: String) -> AsyncTask<CoreTask<String>> {
 }
 
 /// Every problem found in a file or directory (not only the first), with codes.
-#[napi(ts_return_type = "Promise<ValidationReport>")]
+#[napi(strict, ts_return_type = "Promise<ValidationReport>")]
 pub fn validate(path: String) -> AsyncTask<CoreTask<Json>> {
     CoreTask::new(move || json(convert::validate(Path::new(&path))))
 }

@@ -43,17 +43,19 @@ pub fn invalid_argument(message: impl Into<String>) -> CoreError {
 /// Results of core work inside the binding (`napi::Result` is the other kind).
 pub type CoreResult<T> = std::result::Result<T, CoreError>;
 
-/// Read an optional property, mapping a wrong type to ERR_INVALID_ARGUMENT.
+/// Read an optional property, mapping a wrong type (of the property, or of `options` itself:
+/// napi-rs hands any value over as an `Object`) to ERR_INVALID_ARGUMENT.
 pub fn option<
     T: napi::bindgen_prelude::FromNapiValue + napi::bindgen_prelude::ValidateNapiValue,
 >(
     options: &Option<napi::bindgen_prelude::Object>,
     key: &str,
 ) -> CoreResult<Option<T>> {
-    match options {
-        None => Ok(None),
-        Some(o) => o
-            .get_named_property::<Option<T>>(key)
-            .map_err(|_| invalid_argument(format!("options.{key} has the wrong type"))),
+    use napi::JsValue;
+    let Some(o) = options else { return Ok(None) };
+    if o.to_unknown().get_type().ok() != Some(napi::ValueType::Object) {
+        return Err(invalid_argument("options must be an object"));
     }
+    o.get_named_property::<Option<T>>(key)
+        .map_err(|_| invalid_argument(format!("options.{key} has the wrong type")))
 }

@@ -202,13 +202,20 @@ pub struct SafeTensorsFile {
 #[napi]
 impl SafeTensorsFile {
     /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
-    #[napi(factory, ts_args_type = "path: string, options?: OpenOptions")]
+    #[napi(
+        strict,
+        factory,
+        writable,
+        ts_args_type = "path: string, options?: OpenOptions"
+    )]
     pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<SafeTensorsFile> {
         open_file(&path, parse_backend(&options)).or_throw(&env)
     }
 
     /// `open` off the event loop.
     #[napi(
+        strict,
+        writable,
         ts_args_type = "path: string, options?: OpenOptions",
         ts_return_type = "Promise<SafeTensorsFile>"
     )]
@@ -221,7 +228,7 @@ impl SafeTensorsFile {
     }
 
     /// Validate a whole file held in memory (the bytes are copied).
-    #[napi(factory)]
+    #[napi(strict, factory, writable)]
     pub fn from_bytes(env: Env, bytes: Uint8Array) -> napi::Result<SafeTensorsFile> {
         SafeTensors::from_bytes(bytes.to_vec())
             .map(|inner| SafeTensorsFile {
@@ -268,22 +275,22 @@ impl SafeTensorsFile {
     /// (ERR_NOT_FOUND), replaced (ERR_IO; this object keeps reading the file it opened),
     /// modified in place (ERR_IO), or resized in place (ERR_INCOMPLETE_FILE: reading a
     /// memory map past the new end would fault). Always ok for `fromBytes`.
-    #[napi(ts_return_type = "ValidationReport")]
+    #[napi(strict, ts_return_type = "ValidationReport")]
     pub fn validate(&self, env: Env) -> napi::Result<crate::convert::Json> {
         crate::convert::json(stcore::convert::validate_open(&self.inner)).or_throw(&env)
     }
 
-    #[napi]
+    #[napi(strict)]
     pub fn has(&self, name: String) -> bool {
         self.inner.header().get(&name).is_some()
     }
 
-    #[napi]
+    #[napi(strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         self.inner.info(&name).map(TensorInfo::from).or_throw(&env)
     }
 
-    #[napi]
+    #[napi(strict)]
     pub fn get_tensor(
         &self,
         env: Env,
@@ -295,7 +302,7 @@ impl SafeTensorsFile {
             .or_throw(&env)
     }
 
-    #[napi(ts_return_type = "Promise<Tensor>")]
+    #[napi(strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
         name: String,
@@ -309,6 +316,7 @@ impl SafeTensorsFile {
     /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
     /// (which drops the dimension), or null for all of it. Negative values count from the end.
     #[napi(
+        strict,
         ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
     )]
     pub fn get_slice(
@@ -338,14 +346,14 @@ impl SafeTensorsFile {
     }
 
     /// Every tensor, keyed by name in data-offset order.
-    #[napi(ts_return_type = "Record<string, Tensor>")]
+    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
         GetOptions::mode(&options, ReadAs::Native)
             .and_then(|mode| read_all(&self.inner, mode))
             .or_throw(&env)
     }
 
-    #[napi(ts_return_type = "Promise<Record<string, Tensor>>")]
+    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
     pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
         let st = Arc::clone(&self.inner);
         let mode = GetOptions::mode(&options, ReadAs::Native);
@@ -380,7 +388,7 @@ fn load_all(path: &str, mode: CoreResult<ReadMode>) -> CoreResult<TensorRecord> 
 }
 
 /// Open a file and read every tensor.
-#[napi(ts_return_type = "Record<string, Tensor>")]
+#[napi(strict, ts_return_type = "Record<string, Tensor>")]
 pub fn load_file(
     env: Env,
     path: String,
@@ -389,7 +397,7 @@ pub fn load_file(
     load_all(&path, GetOptions::mode(&options, ReadAs::Native)).or_throw(&env)
 }
 
-#[napi(ts_return_type = "Promise<Record<string, Tensor>>")]
+#[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
 pub fn load_file_async(
     path: String,
     options: Option<GetOptions>,

@@ -115,6 +115,8 @@ impl Model {
     /// Load a local model directory off the event loop (`Model.loadPretrained`, defined in
     /// index.js, also takes http(s) URLs and calls this for paths).
     #[napi(
+        strict,
+        writable,
         ts_args_type = "dir: string, options?: LoadPretrainedOptions",
         ts_return_type = "Promise<Model>"
     )]
@@ -142,7 +144,11 @@ impl Model {
     }
 
     /// `loadPretrained` on the calling thread.
-    #[napi(ts_args_type = "dir: string, options?: LoadPretrainedOptions")]
+    #[napi(
+        strict,
+        writable,
+        ts_args_type = "dir: string, options?: LoadPretrainedOptions"
+    )]
     pub fn load_pretrained_sync(
         env: Env,
         dir: String,
@@ -208,12 +214,12 @@ impl Model {
         self.inner.num_parameters() as f64
     }
 
-    #[napi]
+    #[napi(strict)]
     pub fn has(&self, name: String) -> bool {
         self.inner.source(&name).is_ok()
     }
 
-    #[napi]
+    #[napi(strict)]
     pub fn get_tensor(
         &self,
         env: Env,
@@ -227,7 +233,7 @@ impl Model {
         run().or_throw(&env)
     }
 
-    #[napi(ts_return_type = "Promise<Tensor>")]
+    #[napi(strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
         name: String,
@@ -238,7 +244,7 @@ impl Model {
         CoreTask::new(move || read_model_tensor(&inner, &name, mode?))
     }
 
-    #[napi(ts_return_type = "Record<string, Tensor>")]
+    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
         let run = || {
             let mode = GetOptions::mode(&options, self.default_as)?;
@@ -252,7 +258,7 @@ impl Model {
     }
 
     /// Write config.json and the weights to `dir` (atomically per file).
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(strict, ts_return_type = "Promise<void>")]
     pub fn save(&self, dir: String, options: Option<ModelSaveOptions>) -> AsyncTask<CoreTask<()>> {
         let inner = Arc::clone(&self.inner);
         let options = save_options(&options);
@@ -275,7 +281,7 @@ impl Model {
     /// Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
     /// (config.json `model_type`): linear → one value per row; logistic → class
     /// probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
-    #[napi(ts_args_type = "x: Matrix")]
+    #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
         let run = || {
             let model = self

@@ -205,7 +205,7 @@ macro_rules! persistence_methods {
         impl $class {
             /// Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
             /// and the caller's metadata in `__metadata__`.
-            #[napi]
+            #[napi(strict)]
             pub fn save_safetensors(
                 &self,
                 env: Env,
@@ -219,7 +219,7 @@ macro_rules! persistence_methods {
                 run().or_throw(&env)
             }
 
-            #[napi(ts_return_type = "Promise<void>")]
+            #[napi(strict, ts_return_type = "Promise<void>")]
             pub fn save_safetensors_async(
                 &self,
                 path: String,
@@ -231,25 +231,25 @@ macro_rules! persistence_methods {
             }
 
             /// Load a file written by `saveSafetensors` or by aprender.
-            #[napi(factory)]
+            #[napi(strict, factory, writable)]
             pub fn load_safetensors(env: Env, path: String) -> napi::Result<$class> {
                 Self::from_file(&path).or_throw(&env)
             }
 
-            #[napi(ts_return_type = $promise)]
+            #[napi(strict, writable, ts_return_type = $promise)]
             pub fn load_safetensors_async(path: String) -> AsyncTask<CoreTask<$class>> {
                 CoreTask::new(move || Self::from_file(&path))
             }
 
             /// Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`).
-            #[napi(ts_return_type = "Promise<void>")]
+            #[napi(strict, ts_return_type = "Promise<void>")]
             pub fn save(&self, dir: String) -> AsyncTask<CoreTask<()>> {
                 let model = self.any();
                 CoreTask::new(move || model.save_dir(Path::new(&dir)))
             }
 
             /// Export to GGUF (`quantization` applies to 2-D coefficient matrices).
-            #[napi]
+            #[napi(strict)]
             pub fn to_gguf(
                 &self,
                 env: Env,
@@ -264,7 +264,7 @@ macro_rules! persistence_methods {
             }
 
             /// Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime.
-            #[napi]
+            #[napi(strict)]
             pub fn to_onnx(&self, env: Env, path: String) -> napi::Result<()> {
                 let run = || self.fitted()?.to_onnx(Path::new(&path));
                 run().or_throw(&env)
@@ -315,6 +315,7 @@ impl LinearRegression {
     }
 
     #[napi(
+        strict,
         ts_args_type = "x: Matrix, y: ArrayLike<number>",
         ts_return_type = "this"
     )]
@@ -333,14 +334,18 @@ impl LinearRegression {
         Ok(this)
     }
 
-    #[napi(ts_args_type = "x: Matrix")]
+    #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
         let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
     /// `predict` off the event loop (for large batches; the input is copied first).
-    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
+    #[napi(
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Promise<Float32Array>"
+    )]
     pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
         // A bad matrix rejects the promise (it does not throw): the error travels with the task.
         let x = matrix_arg(&x);
@@ -351,7 +356,7 @@ impl LinearRegression {
     }
 
     /// R² of the predictions.
-    #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
         let run = || {
             let y = numbers_arg(&y, "y")?;
@@ -439,6 +444,7 @@ impl LogisticRegression {
 
     /// Fit to integer class labels (any integers; two classes or more).
     #[napi(
+        strict,
         ts_args_type = "x: Matrix, y: ArrayLike<number>",
         ts_return_type = "this"
     )]
@@ -458,20 +464,24 @@ impl LogisticRegression {
     }
 
     /// Predicted class labels.
-    #[napi(ts_args_type = "x: Matrix")]
+    #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
         let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
         run().map(Int32Array::new).or_throw(&env)
     }
 
     /// Class probabilities, rows × classes, row-major (columns in `classes` order).
-    #[napi(ts_args_type = "x: Matrix")]
+    #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
         let run = || with_matrix(&x, |x| self.inner.borrow().predict_proba(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
-    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Int32Array>")]
+    #[napi(
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Promise<Int32Array>"
+    )]
     pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
         // A bad matrix rejects the promise (it does not throw): the error travels with the task.
         let x = matrix_arg(&x);
@@ -481,7 +491,11 @@ impl LogisticRegression {
         }))
     }
 
-    #[napi(ts_args_type = "x: Matrix", ts_return_type = "Promise<Float32Array>")]
+    #[napi(
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Promise<Float32Array>"
+    )]
     pub fn predict_proba_async(
         &self,
         x: Unknown,
@@ -495,7 +509,7 @@ impl LogisticRegression {
     }
 
     /// Accuracy.
-    #[napi(ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
         let run = || {
             let y = labels_arg(&y)?;

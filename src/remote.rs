@@ -27,7 +27,7 @@ impl SafeTensorsFile {
     /// Validate a file from its first bytes (8-byte prefix + whole JSON header) and total
     /// length; its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes).
     /// Used by `openUrl`.
-    #[napi(factory)]
+    #[napi(strict, factory, writable)]
     pub fn from_header(
         env: Env,
         head: Uint8Array,
@@ -42,7 +42,7 @@ impl SafeTensorsFile {
     }
 
     /// Absolute byte range `[start, end)` of a tensor within the file.
-    #[napi(ts_return_type = "[number, number]")]
+    #[napi(strict, ts_return_type = "[number, number]")]
     pub fn file_range(&self, env: Env, name: String) -> napi::Result<Vec<f64>> {
         let info = self.inner.info(&name).or_throw(&env)?;
         let (s, e) = self.inner.file_range(info);
@@ -50,7 +50,10 @@ impl SafeTensorsFile {
     }
 
     /// The absolute byte spans a `getSlice` would read, and the result's shape.
-    #[napi(ts_args_type = "name: string, ranges: Array<[number, number] | number | null>")]
+    #[napi(
+        strict,
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>"
+    )]
     pub fn slice_spans(
         &self,
         env: Env,
@@ -76,6 +79,7 @@ impl SafeTensorsFile {
 
     /// `getSlice` off the event loop.
     #[napi(
+        strict,
         ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
         ts_return_type = "Promise<Tensor>"
     )]
@@ -108,6 +112,7 @@ impl SafeTensorsFile {
 
 /// Decode a tensor's stored bytes (fetched separately) into the form `options` asks for.
 #[napi(
+    strict,
     ts_args_type = "name: string, dtype: DType, shape: number[], bytes: Uint8Array, options?: GetOptions"
 )]
 pub fn decode_tensor(
@@ -151,7 +156,7 @@ pub fn decode_tensor(
 }
 
 /// The SafeTensors bytes of a weights.mlx document (used for remote MLX directories).
-#[napi]
+#[napi(strict)]
 pub fn mlx_to_safetensors(env: Env, bytes: Uint8Array) -> napi::Result<Buffer> {
     let run = || {
         let weights = stcore::format::mlx::parse_mlx(&bytes)?;

@@ -170,7 +170,10 @@ pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>
 }
 
 /// Write tensors to a SafeTensors file, atomically.
-#[napi(ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions")]
+#[napi(
+    strict,
+    ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions"
+)]
 pub fn save_file(
     env: Env,
     path: String,
@@ -192,6 +195,7 @@ pub fn save_file(
 /// `saveFile` off the event loop (the tensor data is copied first, into one buffer, so the
 /// caller may reuse its arrays at once).
 #[napi(
+    strict,
     ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions",
     ts_return_type = "Promise<void>"
 )]
@@ -214,6 +218,7 @@ pub fn save_file_async(
 
 /// The bytes of a SafeTensors file holding `tensors`.
 #[napi(
+    strict,
     ts_args_type = "tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> }"
 )]
 pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> napi::Result<Buffer> {
