@@ -115,11 +115,11 @@ export declare class LinearRegression {
   static loadSafetensors(path: string): LinearRegression
   static loadSafetensorsAsync(path: string): Promise<LinearRegression>
   /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
-  save(dir: string): Promise<void>
+  save(dir: string, options?: WriteOptions | undefined | null): Promise<void>
   /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
   toGguf(path: string, options?: GgufOptions | undefined | null): void
   /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
-  toOnnx(path: string): void
+  toOnnx(path: string, options?: WriteOptions | undefined | null): void
 }
 
 /**
@@ -163,11 +163,11 @@ export declare class LogisticRegression {
   static loadSafetensors(path: string): LogisticRegression
   static loadSafetensorsAsync(path: string): Promise<LogisticRegression>
   /** Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`). */
-  save(dir: string): Promise<void>
+  save(dir: string, options?: WriteOptions | undefined | null): Promise<void>
   /** Export to GGUF (`quantization` applies to 2-D coefficient matrices). */
   toGguf(path: string, options?: GgufOptions | undefined | null): void
   /** Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime. */
-  toOnnx(path: string): void
+  toOnnx(path: string, options?: WriteOptions | undefined | null): void
 }
 
 /**
@@ -277,6 +277,8 @@ export interface GetOptions {
 
 export interface GgufOptions {
   quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  /** `fsync` the file before renaming it into place, and its directory after (default false). */
+  durable?: boolean
 }
 
 /**
@@ -322,7 +324,7 @@ export declare function saveFileAsync(path: string, tensors: Record<string, Tens
 export interface SaveOptions {
   metadata?: Record<string, string>
   /**
-   * `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place, and
+   * `saveFile` / `saveFileAsync` / `saveSafetensors`: `fsync` the new file before renaming it into place, and
    * its directory after, so that it survives a power cut once the call returns (default
    * false). Without it the write is still atomic — a crashed or killed process leaves the
    * complete old or new file — but a power cut may leave the old file, the new one, or an
@@ -358,3 +360,12 @@ export interface TensorInfo {
 
 /** Every problem found in a file or directory (not only the first), with codes. */
 export declare function validate(path: string): Promise<ValidationReport>
+
+/** Options of a model's `save` and `toOnnx`. */
+export interface WriteOptions {
+  /**
+   * `fsync` each file before renaming it into place, and its directory after, so that it
+   * survives a power cut once the call returns (default false; the write is atomic either way).
+   */
+  durable?: boolean
+}

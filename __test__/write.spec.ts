@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { convert, SafeTensorsFile, saveFile, saveFileAsync, serialize, type DType, type TensorInput } from '../index.js'
+import { convert, LinearRegression, SafeTensorsFile, saveFile, saveFileAsync, serialize, type DType, type TensorInput } from '../index.js'
 import { fixture, tempDir } from './helpers'
 
 describe('writer', () => {
@@ -220,15 +220,17 @@ describe('durability', () => {
   })
 
   // The only way to see an fsync from outside is to watch the system calls.
-  it.skipIf(!STRACE)('fsyncs nothing by default; durable: true fsyncs each temporary file, then its directory (saveFile, saveFileAsync, convert, Model.save)', () => {
+  it.skipIf(!STRACE)('fsyncs nothing by default; durable: true fsyncs each temporary file, then its directory (saveFile, saveFileAsync, convert, Model.save, model classes)', () => {
     const fsyncs = (mode: string) => {
       const dir = tempDir()
       const log = join(dir, 'strace.log')
       const child = join(__dirname, 'child', 'durable_writes.cjs')
       const r = spawnSync(STRACE!, ['-f', '-y', '-e', 'trace=fsync,fdatasync', '-o', log, process.execPath, child, dir, mode], { encoding: 'utf8' })
       expect(r.status, r.stderr).toBe(0)
-      expect(readdirSync(dir).sort()).toEqual(['async.safetensors', 'model', 'out.gguf', 'saved', 'strace.log', 'sync.safetensors'])
-      expect(readdirSync(join(dir, 'saved')).sort()).toEqual(['config.json', 'weights.safetensors'])
+      expect(readdirSync(dir).sort()).toEqual([
+        'async.safetensors', 'lin', 'lin-async.safetensors', 'lin.gguf', 'lin.onnx', 'lin.safetensors', 'model', 'out.gguf', 'saved', 'strace.log', 'sync.safetensors',
+      ])
+      for (const d of ['saved', 'lin']) expect(readdirSync(join(dir, d)).sort()).toEqual(['config.json', 'weights.safetensors'])
       // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
@@ -239,6 +241,9 @@ describe('durability', () => {
     expect(fsyncs('durable')).toEqual([
       '.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.',
       'saved/.weights.safetensors.tmp', 'saved', 'saved/.config.json.tmp', 'saved',
+      '.lin.safetensors.tmp', '.', '.lin-async.safetensors.tmp', '.',
+      'lin/.weights.safetensors.tmp', 'lin', 'lin/.config.json.tmp', 'lin',
+      '.lin.gguf.tmp', '.', '.lin.onnx.tmp', '.',
     ])
   })
 
@@ -248,6 +253,10 @@ describe('durability', () => {
     expect(() => saveFile(join(dir, 'a.safetensors'), t, { durable: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
     saveFile(join(dir, 'a.safetensors'), t)
     await expect(convert(join(dir, 'a.safetensors'), join(dir, 'a.gguf'), { to: 'gguf', durable: 1 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    const lin = new LinearRegression().fit([[1], [2]], [1, 2])
+    expect(() => lin.toOnnx(join(dir, 'a.onnx'), { durable: 'yes' as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    expect(() => lin.toGguf(join(dir, 'a.gguf'), { durable: 0 as never })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    await expect(lin.save(join(dir, 'lin'), { durable: 'no' as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
     expect(readdirSync(dir)).toEqual(['a.safetensors'])
   })
 })

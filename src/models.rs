@@ -2,7 +2,7 @@
 
 use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
-use crate::write::{natural_dtype, string_map, SaveOptions};
+use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -176,21 +176,22 @@ fn labels_arg(y: &Unknown) -> CoreResult<Vec<i32>> {
 pub struct GgufOptions {
     #[napi(ts_type = "'F32' | 'F16' | 'Q8_0' | 'Q4_0'")]
     pub quantization: Option<String>,
+    /// `fsync` the file before renaming it into place, and its directory after (default false).
+    pub durable: Option<bool>,
+}
+
+/// Options of a model's `save` and `toOnnx`.
+#[napi(object, object_to_js = false)]
+pub struct WriteOptions {
+    /// `fsync` each file before renaming it into place, and its directory after, so that it
+    /// survives a power cut once the call returns (default false; the write is atomic either way).
+    pub durable: Option<bool>,
 }
 
 fn quantization_arg(options: &Option<GgufOptions>) -> CoreResult<Quantization> {
     match options.as_ref().and_then(|o| o.quantization.as_deref()) {
         None => Ok(Quantization::F32),
         Some(q) => Quantization::parse(q),
-    }
-}
-
-fn metadata_arg(
-    options: &Option<SaveOptions>,
-) -> CoreResult<Option<std::collections::BTreeMap<String, String>>> {
-    match options.as_ref().and_then(|o| o.metadata.as_ref()) {
-        Some(v) => string_map(v, "options.metadata").map(Some),
-        None => Ok(None),
     }
 }
 
@@ -212,9 +213,13 @@ macro_rules! persistence_methods {
                 path: String,
                 options: Option<SaveOptions>,
             ) -> napi::Result<()> {
+                let durable = durability(options.as_ref().and_then(|o| o.durable));
                 let run = || {
-                    self.any()
-                        .save_safetensors(Path::new(&path), metadata_arg(&options)?.as_ref())
+                    self.any().save_safetensors_with(
+                        Path::new(&path),
+                        metadata_arg(&options)?.as_ref(),
+                        durable,
+                    )
                 };
                 run().or_throw(&env)
             }
@@ -227,7 +232,10 @@ macro_rules! persistence_methods {
             ) -> AsyncTask<CoreTask<()>> {
                 let model = self.any();
                 let metadata = metadata_arg(&options);
-                CoreTask::new(move || model.save_safetensors(Path::new(&path), metadata?.as_ref()))
+                let durable = durability(options.as_ref().and_then(|o| o.durable));
+                CoreTask::new(move || {
+                    model.save_safetensors_with(Path::new(&path), metadata?.as_ref(), durable)
+                })
             }
 
             /// Load a file written by `saveSafetensors` or by aprender.
@@ -243,9 +251,14 @@ macro_rules! persistence_methods {
 
             /// Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`).
             #[napi(strict, ts_return_type = "Promise<void>")]
-            pub fn save(&self, dir: String) -> AsyncTask<CoreTask<()>> {
+            pub fn save(
+                &self,
+                dir: String,
+                options: Option<WriteOptions>,
+            ) -> AsyncTask<CoreTask<()>> {
                 let model = self.any();
-                CoreTask::new(move || model.save_dir(Path::new(&dir)))
+                let durable = durability(options.and_then(|o| o.durable));
+                CoreTask::new(move || model.save_dir_with(Path::new(&dir), durable))
             }
 
             /// Export to GGUF (`quantization` applies to 2-D coefficient matrices).
@@ -256,17 +269,27 @@ macro_rules! persistence_methods {
                 path: String,
                 options: Option<GgufOptions>,
             ) -> napi::Result<()> {
+                let durable = durability(options.as_ref().and_then(|o| o.durable));
                 let run = || {
-                    self.fitted()?
-                        .to_gguf(Path::new(&path), quantization_arg(&options)?)
+                    self.fitted()?.to_gguf_with(
+                        Path::new(&path),
+                        quantization_arg(&options)?,
+                        durable,
+                    )
                 };
                 run().or_throw(&env)
             }
 
             /// Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime.
             #[napi(strict)]
-            pub fn to_onnx(&self, env: Env, path: String) -> napi::Result<()> {
-                let run = || self.fitted()?.to_onnx(Path::new(&path));
+            pub fn to_onnx(
+                &self,
+                env: Env,
+                path: String,
+                options: Option<WriteOptions>,
+            ) -> napi::Result<()> {
+                let durable = durability(options.and_then(|o| o.durable));
+                let run = || self.fitted()?.to_onnx_with(Path::new(&path), durable);
                 run().or_throw(&env)
             }
         }

@@ -17,7 +17,7 @@ use std::path::Path;
 pub struct SaveOptions {
     #[napi(ts_type = "Record<string, string>")]
     pub metadata: Option<serde_json::Value>,
-    /// `saveFile` / `saveFileAsync`: `fsync` the new file before renaming it into place, and
+    /// `saveFile` / `saveFileAsync` / `saveSafetensors`: `fsync` the new file before renaming it into place, and
     /// its directory after, so that it survives a power cut once the call returns (default
     /// false). Without it the write is still atomic — a crashed or killed process leaves the
     /// complete old or new file — but a power cut may leave the old file, the new one, or an

@@ -1,12 +1,12 @@
 // Child process of write.spec.ts, run under `strace -f -y -e trace=fsync,fdatasync`: writes
 // one file with each writer that takes `durable`, with the option given on the command line
-// (and one model directory with Model.save).
+// (one model directory with Model.save, and a LinearRegression's files and directory).
 //
 //   node durable_writes.cjs DIR default|durable
 'use strict'
 const { writeFileSync, mkdirSync } = require('node:fs')
 const { join } = require('node:path')
-const { saveFile, saveFileAsync, convert, Model } = require('../../index.js')
+const { saveFile, saveFileAsync, convert, Model, LinearRegression } = require('../../index.js')
 
 const [dir, mode] = process.argv.slice(2)
 const options = mode === 'durable' ? { durable: true } : {}
@@ -22,6 +22,12 @@ async function main() {
   saveFile(join(dir, 'model', 'model.safetensors'), tensors)
   const model = await Model.loadPretrained(join(dir, 'model'))
   await model.save(join(dir, 'saved'), options)
+  const lin = new LinearRegression().fit([[1], [2], [3]], [2, 4, 7])
+  lin.saveSafetensors(join(dir, 'lin.safetensors'), options)
+  await lin.saveSafetensorsAsync(join(dir, 'lin-async.safetensors'), options)
+  await lin.save(join(dir, 'lin'), options)
+  lin.toGguf(join(dir, 'lin.gguf'), options)
+  lin.toOnnx(join(dir, 'lin.onnx'), options)
 }
 main().catch((e) => {
   console.error(e)

@@ -49,8 +49,18 @@ impl AnyModel {
         path: &Path,
         user_metadata: Option<&BTreeMap<String, String>>,
     ) -> Result<()> {
+        self.save_safetensors_with(path, user_metadata, fsutil::Durability::default())
+    }
+
+    /// [`save_safetensors`](Self::save_safetensors) with the [`fsutil::Durability`] asked for.
+    pub fn save_safetensors_with(
+        &self,
+        path: &Path,
+        user_metadata: Option<&BTreeMap<String, String>>,
+        durability: fsutil::Durability,
+    ) -> Result<()> {
         let (tensors, metadata) = self.tensors_with_metadata(user_metadata)?;
-        st::save_file(path, &tensors, Some(&metadata))
+        st::save_file_with(path, &tensors, Some(&metadata), durability)
     }
 
     fn tensors_with_metadata(
@@ -72,9 +82,15 @@ impl AnyModel {
 
     /// Write `config.json` + `weights.safetensors` to `dir`.
     pub fn save_dir(&self, dir: &Path) -> Result<()> {
+        self.save_dir_with(dir, fsutil::Durability::default())
+    }
+
+    /// [`save_dir`](Self::save_dir) with the [`fsutil::Durability`] asked for.
+    pub fn save_dir_with(&self, dir: &Path, durability: fsutil::Durability) -> Result<()> {
         let (tensors, metadata) = self.tensors_with_metadata(None)?;
         let options = SaveOptions {
             metadata: Some(metadata),
+            durability,
             ..Default::default()
         };
         pretrained::save_model_dir(dir, &self.config_json(), &tensors, &options).map(|_| ())
@@ -97,6 +113,16 @@ impl AnyModel {
     /// tensor). 2-D coefficient matrices take the requested type (F16 when their rows are not
     /// whole 32-blocks); 1-D vectors stay F32 unless F16 is asked (see `gguf::choose_type`).
     pub fn to_gguf(&self, path: &Path, quantization: Quantization) -> Result<()> {
+        self.to_gguf_with(path, quantization, fsutil::Durability::default())
+    }
+
+    /// [`to_gguf`](Self::to_gguf) with the [`fsutil::Durability`] asked for.
+    pub fn to_gguf_with(
+        &self,
+        path: &Path,
+        quantization: Quantization,
+        durability: fsutil::Durability,
+    ) -> Result<()> {
         let (tensors, _) = self.to_tensors()?;
         let tensors: Vec<TensorView> = tensors
             .into_iter()
@@ -130,7 +156,9 @@ impl AnyModel {
                 GgufValue::Array(gguf::GgufArray::I32(m.classes().to_vec())),
             ));
         }
-        gguf::write_gguf_file(path, &metadata, &specs, |i, _| Ok(tensors[i].clone()))
+        gguf::write_gguf_file_with(path, durability, &metadata, &specs, |i, _| {
+            Ok(tensors[i].clone())
+        })
     }
 
     /// An ONNX model (IR 8, opset 17) computing `predict` (linear) or `predictProba`
