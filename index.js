@@ -40,7 +40,7 @@ function withArgumentErrors(fn, async) {
   Object.defineProperty(wrapped, 'name', { value: fn.name })
   return wrapped
 }
-/** Wrap each method (and each static method: napi-rs makes them writable on request). */
+/** Wrap each method, or each static method (src/ declares statics `writable`: napi-rs's default is read-only). */
 function wrapMembers(target, set) {
   for (const key of Object.getOwnPropertyNames(target)) {
     const d = Object.getOwnPropertyDescriptor(target, key)
