@@ -228,9 +228,10 @@ describe('durability', () => {
       const r = spawnSync(STRACE!, ['-f', '-y', '-e', 'trace=fsync,fdatasync', '-o', log, process.execPath, child, dir, mode], { encoding: 'utf8' })
       expect(r.status, r.stderr).toBe(0)
       expect(readdirSync(dir).sort()).toEqual([
-        'async.safetensors', 'lin', 'lin-async.safetensors', 'lin.gguf', 'lin.onnx', 'lin.safetensors', 'model', 'out.gguf', 'saved', 'strace.log', 'sync.safetensors',
+        'async.safetensors', 'lin', 'lin-async.safetensors', 'lin.gguf', 'lin.onnx', 'lin.safetensors', 'model', 'out.gguf', 'restyled', 'saved', 'strace.log', 'sync.safetensors',
       ])
       for (const d of ['saved', 'lin']) expect(readdirSync(join(dir, d)).sort()).toEqual(['config.json', 'weights.safetensors'])
+      expect(readdirSync(join(dir, 'restyled')).sort()).toEqual(['config.json', 'weights.mlx'])
       // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
@@ -238,11 +239,14 @@ describe('durability', () => {
       })
     }
     expect(fsyncs('default')).toEqual([])
+    // A directory a save creates is fsynced into its parent ('.') before its files; one a
+    // save removes stale weights from is fsynced once more after the removal.
     expect(fsyncs('durable')).toEqual([
       '.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.',
-      'saved/.weights.safetensors.tmp', 'saved', 'saved/.config.json.tmp', 'saved',
+      '.', 'saved/.weights.safetensors.tmp', 'saved', 'saved/.config.json.tmp', 'saved',
+      'restyled/.weights.mlx.tmp', 'restyled', 'restyled/.config.json.tmp', 'restyled', 'restyled',
       '.lin.safetensors.tmp', '.', '.lin-async.safetensors.tmp', '.',
-      'lin/.weights.safetensors.tmp', 'lin', 'lin/.config.json.tmp', 'lin',
+      '.', 'lin/.weights.safetensors.tmp', 'lin', 'lin/.config.json.tmp', 'lin',
       '.lin.gguf.tmp', '.', '.lin.onnx.tmp', '.',
     ])
   })

@@ -118,21 +118,42 @@ fn preallocate(file: &File, len: u64) {
     let _ = (file, len);
 }
 
+/// `fs::create_dir_all`; with [`Durability::Sync`], each directory it creates is also
+/// fsynced into its parent, top-down, so that the new directory survives a power cut with
+/// the files later written into it.
+pub fn create_dir_all_with(dir: &Path, durability: Durability) -> Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
+    fs::create_dir_all(dir).map_err(|e| CoreError::io(e, dir))?;
+    if durability == Durability::Sync {
+        for created in missing.iter().rev() {
+            sync_parent_dir(created)?;
+        }
+    }
+    Ok(())
+}
+
 /// `fsync` the directory holding `path`, so that a rename into it is on disk. Directories
 /// cannot be opened as files on Windows, where the rename is journaled by NTFS itself.
 fn sync_parent_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    sync_dir(dir)
+}
+
+/// `fsync` a directory, so that the entries created, renamed or removed in it are on disk
+/// (nothing on Windows, see [`sync_parent_dir`]).
+pub fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| CoreError::io(e, path))?;
-    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| CoreError::io(e, dir))?;
     #[cfg(not(unix))]
-    let _ = path;
+    let _ = dir;
     Ok(())
 }
 
@@ -178,6 +199,21 @@ mod tests {
             assert_eq!(fs::read(&p).unwrap(), bytes);
         }
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn durable_create_dir_all_creates_nested_and_existing_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b/c");
+        for durability in [Durability::Sync, Durability::RenameOnly, Durability::Sync] {
+            create_dir_all_with(&nested, durability).unwrap();
+            assert!(nested.is_dir());
+        }
+        // A file in the way is an error naming the path, not a panic.
+        let file = dir.path().join("f");
+        fs::write(&file, b"x").unwrap();
+        let err = create_dir_all_with(&file.join("d"), Durability::Sync).unwrap_err();
+        assert_eq!(err.code(), "ERR_IO");
     }
 
     #[test]

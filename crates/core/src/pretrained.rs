@@ -398,7 +398,7 @@ pub fn save_model_dir(
     tensors: &[TensorView<'_>],
     options: &SaveOptions,
 ) -> Result<Vec<String>> {
-    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(e, dir))?;
+    fsutil::create_dir_all_with(dir, options.durability)?;
     let written: Vec<String> = if options.mlx {
         mlx::save_mlx_with(
             &dir.join(MLX_FILE),
@@ -428,7 +428,10 @@ pub fn save_model_dir(
     fsutil::write_atomic_with(&config_path, options.durability, |out| {
         fsutil::write_all(out, text.as_bytes(), &config_path)
     })?;
-    remove_stale_weights(dir, &written)?;
+    if remove_stale_weights(dir, &written)? && options.durability == fsutil::Durability::Sync {
+        // The removals too: a stale weight file that came back could shadow the new ones.
+        fsutil::sync_dir(dir)?;
+    }
     Ok(written)
 }
 
@@ -499,8 +502,10 @@ fn save_shards(
 }
 
 /// Remove weight files of other layouts, and shards not in the new index.
-fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<()> {
+/// Whether anything was removed.
+fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<bool> {
     let entries = std::fs::read_dir(dir).map_err(|e| CoreError::io(e, dir))?;
+    let mut removed = false;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_weight = SINGLE_FILES.contains(&name.as_str())
@@ -511,9 +516,10 @@ fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<()> {
                 && name.ends_with(".safetensors"));
         if is_weight && !written.contains(&name) {
             std::fs::remove_file(entry.path()).map_err(|e| CoreError::io(e, entry.path()))?;
+            removed = true;
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 #[cfg(test)]
