@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import * as lib from '../index.js'
 import { LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
 import { rawFile, tempDir } from './helpers'
 
 const ok = { a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } }
+const MKFIFO = ['/usr/bin/mkfifo', '/bin/mkfifo'].find((p) => existsSync(p))
 const j = (v: unknown) => JSON.stringify(v)
 
 /** One crafted file per rule of the reference implementation, with the code it must give. */
@@ -71,6 +73,29 @@ describe('other failures', () => {
     await expect(SafeTensorsFile.openAsync(join(dir, 'missing.safetensors'), { backend: 'read' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
     expect(() => SafeTensorsFile.open(dir)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
   })
+
+  // Opening a FIFO for reading blocks until a writer comes: a FIFO named like a model file
+  // (or /dev/stdin of a process whose input is a pipe) would hang the event loop or a
+  // libuv thread forever. Every reader refuses non-regular files instead, at once.
+  it.skipIf(!MKFIFO)('a FIFO or a device is ERR_INVALID_ARGUMENT from every reader, without blocking', async () => {
+    const dir = tempDir()
+    const fifo = join(dir, 'weights.safetensors')
+    expect(spawnSync(MKFIFO!, [fifo]).status).toBe(0)
+    const model = join(dir, 'model')
+    mkdirSync(model)
+    expect(spawnSync(MKFIFO!, [join(model, 'config.json')]).status).toBe(0)
+    const refused = { code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('is not a regular file') }
+    for (const path of [fifo, '/dev/null']) {
+      expect(() => SafeTensorsFile.open(path), path).toThrow(expect.objectContaining(refused))
+      expect(() => lib.loadFile(path), path).toThrow(expect.objectContaining(refused))
+      expect(() => LinearRegression.loadSafetensors(path), path).toThrow(expect.objectContaining(refused))
+      await expect(SafeTensorsFile.openAsync(path, { backend: 'read' })).rejects.toMatchObject(refused)
+      await expect(lib.inspect(path)).rejects.toMatchObject(refused)
+      await expect(lib.convert(path, join(dir, 'out.gguf'), { to: 'gguf' })).rejects.toMatchObject(refused)
+      expect((await lib.validate(path)).errors).toEqual([expect.objectContaining(refused)])
+    }
+    await expect(Model.loadPretrained(model)).rejects.toMatchObject({ ...refused, path: join(model, 'config.json') })
+  }, 10_000)
 
   it('an unreadable file is ERR_IO with the OS text', () => {
     if (process.getuid?.() === 0) {

@@ -21,6 +21,44 @@ fn temp_path_for(path: &Path) -> PathBuf {
     path.with_file_name(unique)
 }
 
+/// Open a file for reading, refusing anything but a regular file (after symlinks): a
+/// directory, FIFO, socket or device is ERR_INVALID_ARGUMENT naming `what` was expected.
+/// The open itself is non-blocking, so a FIFO without a writer is refused instead of
+/// blocking the calling thread forever (reads of a regular file ignore the flag).
+pub fn open_regular(path: &Path, what: &str) -> Result<(File, fs::Metadata)> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(|e| CoreError::io(e, path))?;
+    let meta = file.metadata().map_err(|e| CoreError::io(e, path))?;
+    if meta.is_dir() {
+        return Err(
+            CoreError::invalid_argument(format!("is a directory, not {what}")).with_path(path),
+        );
+    }
+    if !meta.is_file() {
+        return Err(CoreError::invalid_argument(format!(
+            "is not a regular file (a FIFO, socket or device), not {what}"
+        ))
+        .with_path(path));
+    }
+    Ok((file, meta))
+}
+
+/// The whole of a regular file (see [`open_regular`]).
+pub fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (mut file, meta) = open_regular(path, what)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)
+        .map_err(|e| CoreError::io(e, path))?;
+    Ok(bytes)
+}
+
 /// How far a finished write is pushed before [`write_atomic_with`] returns.
 ///
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
@@ -199,6 +237,39 @@ mod tests {
             assert_eq!(fs::read(&p).unwrap(), bytes);
         }
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn open_regular_refuses_directories_fifos_and_devices_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (path, says) in [
+            (dir.path(), "is a directory, not a test file"),
+            (fifo.as_path(), "is not a regular file"),
+            (Path::new("/dev/null"), "is not a regular file"),
+        ] {
+            // Without a writer, a blocking open of the FIFO would never return.
+            let err = open_regular(path, "a test file").unwrap_err();
+            assert_eq!(err.code(), "ERR_INVALID_ARGUMENT");
+            assert!(err.to_string().contains(says), "{err}");
+            assert_eq!(err.path(), Some(path.display().to_string().as_str()));
+        }
+        let file = dir.path().join("f.bin");
+        fs::write(&file, b"bytes").unwrap();
+        assert_eq!(read_regular(&file, "a test file").unwrap(), b"bytes");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_regular(&link, "a test file").unwrap(), b"bytes");
+        assert_eq!(
+            read_regular(&dir.path().join("missing"), "x")
+                .unwrap_err()
+                .code(),
+            "ERR_NOT_FOUND"
+        );
     }
 
     #[test]

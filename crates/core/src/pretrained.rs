@@ -114,8 +114,7 @@ impl ModelDir {
             return Err(CoreError::invalid_argument("not a directory").with_path(dir));
         }
         let config_path = dir.join(CONFIG_FILE);
-        let config_text =
-            std::fs::read(&config_path).map_err(|e| CoreError::io(e, &config_path))?;
+        let config_text = fsutil::read_regular(&config_path, "config.json")?;
         let config: serde_json::Value = serde_json::from_slice(&config_text).map_err(|e| {
             CoreError::invalid_model(format!("config.json is not valid JSON: {e}"))
                 .with_path(&config_path)
@@ -198,7 +197,7 @@ impl ModelDir {
         index_path: &Path,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<ModelDir> {
-        let text = std::fs::read(index_path).map_err(|e| CoreError::io(e, index_path))?;
+        let text = fsutil::read_regular(index_path, "a sharded index")?;
         let index: ShardIndex = serde_json::from_slice(&text).map_err(|e| {
             CoreError::invalid_model(format!(
                 "not a valid sharded index ({{\"weight_map\": {{tensor: file}}}}): {e}"

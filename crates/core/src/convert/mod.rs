@@ -9,14 +9,13 @@ use crate::error::{CoreError, Result};
 use crate::format::gguf::{self, GgmlType, GgufFile, GgufTensorSpec, GgufValue, Quantization};
 use crate::format::mlx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorSpec};
-use crate::fsutil::Durability;
+use crate::fsutil::{self, Durability};
 use crate::models::AnyModel;
 use crate::pretrained::ModelDir;
 use crate::tensor::{checked_numel, TensorView};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
 /// The kinds of input we recognise.
@@ -53,7 +52,7 @@ impl InputFormat {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut magic = [0u8; 4];
-        let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
+        let (file, _) = fsutil::open_regular(path, "a model file")?;
         use std::os::unix::fs::FileExt;
         if file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"GGUF" {
             return Ok(InputFormat::Gguf);
@@ -198,7 +197,7 @@ impl Input {
             InputFormat::ModelDir => Opened::Dir(ModelDir::open(path, &mut |_| {})?),
             InputFormat::ShardedIndex => Opened::Dir(ModelDir::open_index(path, &mut |_| {})?),
             InputFormat::Gguf => {
-                let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
+                let (file, _) = fsutil::open_regular(path, "a GGUF file")?;
                 // SAFETY: a read-only mapping used only within this process's conversion;
                 // the same SIGBUS caveat as any mmap applies if the file is truncated.
                 let map =

@@ -49,7 +49,6 @@ use serde::Deserialize;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
@@ -118,8 +117,8 @@ pub fn read_mlx_with_options(
     options: &MlxReadOptions,
     on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<MlxWeights> {
-    let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
-    let total = file.metadata().map_err(|e| CoreError::io(e, path))?.len();
+    let (file, meta) = fsutil::open_regular(path, "an MLX weights file")?;
+    let total = meta.len();
     let too_large = || {
         CoreError::invalid_mlx(format!(
             "the file is larger than the {} bytes an MLX weights file may have",
@@ -1650,8 +1649,10 @@ mod tests {
 
         let e = read_mlx(&dir.path().join("missing.mlx")).unwrap_err();
         assert_eq!(e.code(), "ERR_NOT_FOUND");
+        // A directory is refused before any read, as SafeTensorsFile.open refuses one.
         let e = read_mlx(dir.path()).unwrap_err();
-        assert_eq!(e.code(), "ERR_IO", "{e}");
+        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{e}");
+        assert!(e.to_string().contains("is a directory"), "{e}");
 
         // save_mlx refuses unsupported tensors without leaving a file behind.
         let f64_tensor = TensorView::new("d", DType::F64, vec![1], vec![0; 8]).unwrap();

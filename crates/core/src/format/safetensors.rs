@@ -407,8 +407,8 @@ impl Header {
 /// means the file is valid. Only the header is read.
 pub fn validate_file(path: &Path) -> Vec<CoreError> {
     let run = || -> Result<Vec<CoreError>> {
-        let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
-        let file_len = file.metadata().map_err(|e| CoreError::io(e, path))?.len();
+        let (file, meta) = fsutil::open_regular(path, "a SafeTensors file")?;
+        let file_len = meta.len();
         let mut prefix = [0u8; N_LEN];
         let got = read_up_to(&file, &mut prefix, 0).map_err(|e| CoreError::io(e, path))?;
         let json_len = Header::json_len(&prefix[..got], file_len)?;
@@ -676,14 +676,7 @@ impl TensorBytes<'_> {
 
 impl SafeTensors {
     pub fn open(path: &Path, backend: Backend) -> Result<SafeTensors> {
-        let file = File::open(path).map_err(|e| CoreError::io(e, path))?;
-        let meta = file.metadata().map_err(|e| CoreError::io(e, path))?;
-        if meta.is_dir() {
-            return Err(
-                CoreError::invalid_argument("is a directory, not a SafeTensors file")
-                    .with_path(path),
-            );
-        }
+        let (file, meta) = fsutil::open_regular(path, "a SafeTensors file")?;
         let file_len = meta.len();
         let identity = Some(FileIdentity::of(&meta));
         let with_path = |e: CoreError| e.with_path(path);
