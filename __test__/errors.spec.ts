@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import * as lib from '../index.js'
 import { LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
@@ -96,6 +96,27 @@ describe('other failures', () => {
     }
     await expect(Model.loadPretrained(model)).rejects.toMatchObject({ ...refused, path: join(model, 'config.json') })
   }, 10_000)
+
+  // A writer renames a new file into place, which would replace whatever the path names:
+  // as root, saveFile('/dev/null', …) would swap the device for a regular file.
+  it.skipIf(!MKFIFO)('writers refuse to replace a directory, a FIFO or a device; a model directory cannot go where a file is', async () => {
+    const dir = tempDir()
+    const fifo = join(dir, 'out.safetensors')
+    expect(spawnSync(MKFIFO!, [fifo]).status).toBe(0)
+    const t = { w: { shape: [1], data: new Float32Array([1]) } }
+    const lin = new LinearRegression().fit([[1], [2]], [1, 2])
+    for (const path of [fifo, dir, '/dev/null']) {
+      expect(() => lib.saveFile(path, t), path).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', path }))
+      await expect(lib.saveFileAsync(path, t, { durable: true })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', path })
+      expect(() => lin.toOnnx(path), path).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    }
+    expect(statSync(fifo).isFIFO()).toBe(true)
+    expect(statSync('/dev/null').isCharacterDevice()).toBe(true)
+    const file = join(dir, 'plain')
+    writeFileSync(file, 'x')
+    await expect(lin.save(file)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', path: file })
+    expect(readdirSync(dir).sort()).toEqual(['out.safetensors', 'plain'])
+  })
 
   it('an unreadable file is ERR_IO with the OS text', () => {
     if (process.getuid?.() === 0) {

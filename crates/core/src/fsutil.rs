@@ -116,6 +116,7 @@ where
     if path.file_name().is_none() {
         return Err(CoreError::invalid_argument("not a file path").with_path(path));
     }
+    refuse_non_file_destination(path)?;
     let tmp = temp_path_for(path);
     let result = (|| {
         let file = File::create(&tmp).map_err(|e| CoreError::io(e, path))?;
@@ -141,6 +142,24 @@ where
     result
 }
 
+/// The rename would replace whatever `path` names: refuse to replace a directory (the
+/// rename would fail with a bare EISDIR) or a FIFO, socket or device (run as root,
+/// `saveFile('/dev/null', …)` would put a regular file in place of the device).
+fn refuse_non_file_destination(path: &Path) -> Result<()> {
+    match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(CoreError::invalid_argument(
+            "is a directory: writers need a file path",
+        )
+        .with_path(path)),
+        Ok(meta) if !meta.is_file() => Err(CoreError::invalid_argument(
+            "is not a regular file (a FIFO, socket or device): writers replace files by \
+             renaming a new one into place, and will not replace this",
+        )
+        .with_path(path)),
+        _ => Ok(()),
+    }
+}
+
 /// Reserve `len` bytes of `file` on disk without changing its size (see
 /// [`write_atomic_sized`]). Errors (a file system without `fallocate`, a full disk) are
 /// ignored: the writes that follow report their own.
@@ -160,6 +179,9 @@ fn preallocate(file: &File, len: u64) {
 /// fsynced into its parent, top-down, so that the new directory survives a power cut with
 /// the files later written into it.
 pub fn create_dir_all_with(dir: &Path, durability: Durability) -> Result<()> {
+    if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(CoreError::invalid_argument("exists and is not a directory").with_path(dir));
+    }
     let missing: Vec<&Path> = dir
         .ancestors()
         .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -270,6 +292,43 @@ mod tests {
                 .code(),
             "ERR_NOT_FOUND"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn writers_refuse_to_replace_directories_fifos_and_devices() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("out.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        for path in [fifo.as_path(), sub.as_path(), Path::new("/dev/null")] {
+            let err = write_atomic_with(path, Durability::Sync, |w| {
+                w.write_all(b"x").unwrap();
+                Ok(())
+            })
+            .unwrap_err();
+            assert_eq!(err.code(), "ERR_INVALID_ARGUMENT", "{err}");
+        }
+        assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["out.fifo", "sub"]);
+        // A directory to create where a file is: refused the same way.
+        let file = dir.path().join("f");
+        fs::write(&file, b"x").unwrap();
+        let err = create_dir_all_with(&file, Durability::RenameOnly).unwrap_err();
+        assert_eq!(err.code(), "ERR_INVALID_ARGUMENT");
     }
 
     #[test]
