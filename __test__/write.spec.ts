@@ -120,6 +120,12 @@ describe('writer', () => {
     expect((f.getTensor('a').data as Float32Array)[0]).toBe(Math.fround(0.1))
     expect(Array.from(f.getTensor('i').data as Int32Array)).toEqual([-3, 4])
     expect(() => serialize({ i: { dtype: 'I32', data: [1.5], shape: [1] } })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', tensor: 'i' }))
+    // Anything but numbers in the array: one clear message, the tensor named once.
+    for (const data of [[1, 'x'], [1n], [null]]) {
+      expect(() => serialize({ w: { dtype: 'I64', data: data as any, shape: [data.length] } })).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', tensor: 'w', message: expect.stringMatching(/^tensor 'w': data must be an array of numbers only/) }),
+      )
+    }
   })
 
   it('rejects bad input with ERR_INVALID_ARGUMENT naming the tensor', async () => {

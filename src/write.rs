@@ -77,7 +77,8 @@ pub fn natural_dtype(t: TypedArrayType) -> CoreResult<DType> {
 }
 
 fn napi_arg(name: &str) -> impl Fn(napi::Error) -> CoreError + '_ {
-    move |e| invalid_argument(format!("tensor '{name}': {}", e.reason)).with_tensor(name)
+    // The message gets its "tensor 'NAME': " prefix from the error's tensor.
+    move |e| invalid_argument(e.reason).with_tensor(name)
 }
 
 fn shape_arg(values: &[f64], name: &str) -> CoreResult<Vec<usize>> {
@@ -134,7 +135,13 @@ fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>
         .with_tensor(name));
     } else if data.is_array().map_err(&err)? {
         // SAFETY: checked to be an array just above.
-        let values: Vec<f64> = unsafe { data.cast() }.map_err(&err)?;
+        let values: Vec<f64> = unsafe { data.cast() }.map_err(|_| {
+            invalid_argument(
+                "data must be an array of numbers only (for 64-bit integers beyond 2^53, \
+                 pass a BigInt64Array or BigUint64Array)",
+            )
+            .with_tensor(name)
+        })?;
         let dtype = target.unwrap_or(DType::F32);
         (
             dtype,
