@@ -118,6 +118,19 @@ describe('other failures', () => {
     expect(readdirSync(dir).sort()).toEqual(['out.safetensors', 'plain'])
   })
 
+  it('a path with a NUL byte or a name too long for the file system is ERR_INVALID_ARGUMENT', async () => {
+    const dir = tempDir()
+    const t = { w: { shape: [1], data: new Float32Array([1]) } }
+    for (const path of [join(dir, 'a\0b.safetensors'), join(dir, `${'n'.repeat(300)}.safetensors`)]) {
+      const bad = expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' })
+      expect(() => SafeTensorsFile.open(path)).toThrow(bad)
+      expect(() => lib.saveFile(path, t)).toThrow(bad)
+      await expect(lib.convert(path, join(dir, 'o.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+      await expect(Model.loadPretrained(path)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    }
+    expect(readdirSync(dir)).toEqual([])
+  })
+
   it('an unreadable file is ERR_IO with the OS text', () => {
     if (process.getuid?.() === 0) {
       // root reads everything; use a path whose parent is a file instead (ENOTDIR).

@@ -90,8 +90,11 @@ impl CoreError {
 
     /// An operating-system error, mapped to ERR_NOT_FOUND or ERR_IO; the OS text is kept.
     pub fn io(err: std::io::Error, path: impl AsRef<Path>) -> Self {
+        let path = path.as_ref();
         let kind = if err.kind() == std::io::ErrorKind::NotFound {
             ErrorKind::NotFound
+        } else if is_bad_path(&err, path) {
+            ErrorKind::InvalidArgument
         } else {
             ErrorKind::Io
         };
@@ -130,6 +133,22 @@ impl fmt::Display for CoreError {
 
 impl std::error::Error for CoreError {}
 
+/// Whether an I/O error is the caller's path itself being unusable: a NUL byte in it (no
+/// system call can take one) or a name too long for the file system.
+fn is_bad_path(err: &std::io::Error, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        (err.kind() == std::io::ErrorKind::InvalidInput && path.as_os_str().as_bytes().contains(&0))
+            || err.raw_os_error() == Some(libc::ENAMETOOLONG)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (err, path);
+        false
+    }
+}
+
 /// Shorthand constructors, one per kind, so call sites read as the rule they enforce.
 macro_rules! kind_ctor {
     ($($fn:ident => $kind:ident),* $(,)?) => {
@@ -159,6 +178,29 @@ kind_ctor! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unusable_paths_are_the_callers_error_other_io_failures_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let nul = dir.path().join("a\0b");
+        let long = dir.path().join("n".repeat(300));
+        for path in [&nul, &long] {
+            let err = std::fs::File::open(path).unwrap_err();
+            let e = CoreError::io(err, path);
+            assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{e}");
+        }
+        let missing = dir.path().join("missing");
+        let e = CoreError::io(std::fs::File::open(&missing).unwrap_err(), &missing);
+        assert_eq!(e.code(), "ERR_NOT_FOUND");
+        let e = CoreError::io(std::io::Error::other("disk on fire"), &missing);
+        assert_eq!(e.code(), "ERR_IO");
+        // An invalid-input error about something other than the path stays ERR_IO.
+        let e = CoreError::io(
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad flags"),
+            &missing,
+        );
+        assert_eq!(e.code(), "ERR_IO");
+    }
 
     #[test]
     fn display_names_file_and_tensor() {
