@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { rmSync, writeFileSync } from 'node:fs'
+import { readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
-import { SafeTensorsFile, saveFile } from '../index.js'
+import { SafeTensorsFile, saveFile, validate } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -14,6 +14,7 @@ import { tempDir } from './helpers'
 
 const CYCLES_CHILD = join(__dirname, 'child/load_cycles.cjs')
 const WORKER = join(__dirname, 'child/load_worker.cjs')
+const TERMINATE_CHILD = join(__dirname, 'child/worker_terminate.cjs')
 
 let dir = ''
 let path = ''
@@ -149,6 +150,23 @@ describe('concurrency', () => {
     for (const f of await Promise.all(failures)) expect(f).toEqual({ expected: f.expected, got: f.expected })
     console.log(`2,000 concurrent async calls settled in ${ms} ms`)
   })
+
+  it('terminating worker threads with async reads, opens and conversions in flight never crashes the process', async () => {
+    const out = tempDir('stn-terminate-')
+    // Large enough (2 × 2M elements) that work is still running when each worker goes.
+    const big = join(out, 'big.safetensors')
+    const values = Float32Array.from({ length: 1 << 21 }, (_, i) => (i % 1000) - 500)
+    saveFile(big, { w: { shape: [2048, 1024], data: values }, h: { dtype: 'BF16', shape: [2048, 1024], data: values } })
+    const started = Date.now()
+    const r = spawnSync(process.execPath, [TERMINATE_CHILD, big, out, '20'], { encoding: 'utf8', timeout: 120_000 })
+    expect({ status: r.status, signal: r.signal }, r.stderr).toEqual({ status: 0, signal: null })
+    expect(JSON.parse(r.stdout).rounds).toBe(20)
+    // Whatever conversions completed wrote whole files.
+    const written = readdirSync(out).filter((f) => f.endsWith('.gguf'))
+    for (const f of written) expect((await validate(join(out, f))).errors, f).toEqual([])
+    console.log(`20 workers terminated mid-task in ${Date.now() - started} ms; ${written.length} of 120 conversions had completed`)
+    rmSync(out, { recursive: true, force: true })
+  }, 150_000)
 
   it('4 worker threads read the same file concurrently with correct results', async () => {
     const expected = [
