@@ -400,9 +400,9 @@ pub fn encode_f32(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
             .flat_map(|&v| (v as f64).to_le_bytes())
             .collect(),
         DType::F16 => {
-            let mut v = vec![f16::ZERO; values.len()];
-            v.convert_from_f32_slice(values);
-            element_bytes(v.reinterpret_cast()).to_vec()
+            let mut out = Vec::with_capacity(values.len() * 2);
+            encode_f16_into(values, &mut out);
+            out
         }
         DType::BF16 => {
             let mut v = vec![bf16::ZERO; values.len()];
@@ -411,6 +411,21 @@ pub fn encode_f32(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
         }
         other => return encode_f64(&values.iter().map(|&v| v as f64).collect::<Vec<_>>(), other),
     })
+}
+
+/// f32 → F16 little-endian bytes, replacing `out`'s contents and reusing its allocation
+/// (a caller converting piece by piece allocates once). Converts through a stack buffer,
+/// so the SIMD slice conversion runs without an aligned `&mut [f16]` over `out`.
+pub fn encode_f16_into(values: &[f32], out: &mut Vec<u8>) {
+    const CHUNK: usize = 4096;
+    out.clear();
+    out.reserve(values.len() * 2);
+    let mut buf = [f16::ZERO; CHUNK];
+    for chunk in values.chunks(CHUNK) {
+        let halves = &mut buf[..chunk.len()];
+        halves.convert_from_f32_slice(chunk);
+        out.extend_from_slice(element_bytes(halves.reinterpret_cast()));
+    }
 }
 
 /// f64 → f32 rounding to odd: truncate, then set the last bit if anything was lost. A second
@@ -541,6 +556,35 @@ mod tests {
 
     fn same(a: f32, b: f32) -> bool {
         (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+    }
+
+    #[test]
+    fn encode_f16_into_matches_elementwise_rounding_across_chunks_and_reuses_the_buffer() {
+        // Every f16 value, the halfway points between neighbours (round to even), and values
+        // past the largest f16 (to infinity), over more than two 4096-element chunks.
+        let values: Vec<f32> = (0..=u16::MAX)
+            .map(|b| f16::from_bits(b).to_f32())
+            .chain((0..20_000u32).map(|i| f32::from_bits(0x3800_1000 + i * 0x2000)))
+            .chain([65520.0, 1e9, -1e9, f32::MIN_POSITIVE, -0.0])
+            .collect();
+        let mut out = Vec::new();
+        for round in 0..2 {
+            encode_f16_into(&values, &mut out);
+            assert_eq!(out.len(), values.len() * 2);
+            for (i, &v) in values.iter().enumerate() {
+                let got = u16::from_le_bytes([out[2 * i], out[2 * i + 1]]);
+                let want = f16::from_f32(v).to_bits();
+                // NaN payloads may differ between SIMD and scalar conversion; NaN must stay NaN.
+                assert!(
+                    got == want || (f16::from_bits(got).is_nan() && v.is_nan()),
+                    "round {round}, value {i} ({v:e}): {got:#06x} vs {want:#06x}"
+                );
+            }
+            assert_eq!(encode_f32(&values, DType::F16).unwrap(), out);
+        }
+        let capacity = out.capacity();
+        encode_f16_into(&values[..10], &mut out);
+        assert_eq!((out.len(), out.capacity()), (20, capacity));
     }
 
     #[test]

@@ -470,7 +470,7 @@ fn encode_piece(
             encoded.clear();
             encoded.extend_from_slice(cast::element_bytes(floats));
         }
-        GgmlType::F16 => *encoded = cast::encode_f32(floats, DType::F16)?,
+        GgmlType::F16 => cast::encode_f16_into(floats, encoded),
         GgmlType::Q8_0 => {
             encoded.resize(floats.len() / QK * Q8_0_BLOCK_BYTES, 0);
             quant::quantize_q8_0_here(floats, encoded)?;
