@@ -261,14 +261,20 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
+    /// A FIFO at `path` (no process ever opens it for writing).
+    #[cfg(unix)]
+    fn mkfifo(path: &Path) -> PathBuf {
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        path.to_path_buf()
+    }
+
     #[cfg(unix)]
     #[test]
     fn open_regular_refuses_directories_fifos_and_devices_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let fifo = mkfifo(&dir.path().join("fifo"));
         for (path, says) in [
             (dir.path(), "is a directory, not a test file"),
             (fifo.as_path(), "is not a regular file"),
@@ -299,10 +305,7 @@ mod tests {
     fn writers_refuse_to_replace_directories_fifos_and_devices() {
         use std::os::unix::fs::FileTypeExt;
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("out.fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let fifo = mkfifo(&dir.path().join("out.fifo"));
         let sub = dir.path().join("sub");
         fs::create_dir(&sub).unwrap();
         for path in [fifo.as_path(), sub.as_path(), Path::new("/dev/null")] {
