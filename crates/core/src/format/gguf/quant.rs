@@ -229,7 +229,7 @@ fn abs_max(x: &[f32; QK]) -> f32 {
 fn q8_0_block_fast(x: &[f32; QK], out: &mut [u8; Q8_0_BLOCK_BYTES]) {
     let amax = abs_max(x);
     let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let id = inverse_or_zero(d);
     let mut qs = [0u8; QK];
     for (q, &v) in qs.iter_mut().zip(x) {
         *q = round_to_i8(v * id) as u8;
@@ -238,25 +238,43 @@ fn q8_0_block_fast(x: &[f32; QK], out: &mut [u8; Q8_0_BLOCK_BYTES]) {
     out[2..].copy_from_slice(&qs);
 }
 
+/// `1 / d`, or 0 for a zero scale (an all-zero block), as the reference computes it.
 #[inline(always)]
-fn q4_0_block_fast(x: &[f32; QK], out: &mut [u8; Q4_0_BLOCK_BYTES]) {
-    let amax = abs_max(x);
-    // The reference keeps the first value reaching the maximum magnitude: once the maximum
-    // is known, that is the lowest set bit of the mask of |x| == amax. An all-zero (or
-    // all-NaN) block keeps the reference's initial +0.0.
-    let mut at_max = 0u32;
-    for (j, &v) in x.iter().enumerate() {
-        at_max |= u32::from(v.abs() == amax) << j;
+fn inverse_or_zero(d: f32) -> f32 {
+    if d != 0.0 {
+        1.0 / d
+    } else {
+        0.0
     }
+}
+
+/// A Q4_0 block's scale `d` and its inverse, from the block's largest magnitude `amax` and
+/// the mask of the elements with |x| == amax (asked for only when amax > 0). The reference
+/// keeps the first value reaching the maximum magnitude, sign included — the lowest set bit
+/// of the mask — and an all-zero (or all-NaN) block keeps its initial +0.0.
+#[inline(always)]
+fn q4_0_scale(x: &[f32; QK], amax: f32, at_max: impl FnOnce() -> u32) -> (f32, f32) {
     let max = if amax > 0.0 {
-        x.get(at_max.trailing_zeros() as usize)
+        x.get(at_max().trailing_zeros() as usize)
             .copied()
             .unwrap_or(0.0)
     } else {
         0.0
     };
     let d = max / -8.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, inverse_or_zero(d))
+}
+
+#[inline(always)]
+fn q4_0_block_fast(x: &[f32; QK], out: &mut [u8; Q4_0_BLOCK_BYTES]) {
+    let amax = abs_max(x);
+    let (d, id) = q4_0_scale(x, amax, || {
+        let mut at_max = 0u32;
+        for (j, &v) in x.iter().enumerate() {
+            at_max |= u32::from(v.abs() == amax) << j;
+        }
+        at_max
+    });
     let mut nibbles = [0u8; QK];
     for (n, &v) in nibbles.iter_mut().zip(x) {
         *n = nibble(v * id + 8.5);
@@ -362,7 +380,7 @@ mod avx2 {
     //!   `|y - t| >= 0.5` (exact for the clamped range), as in `round_to_i8`.
     //! * The f16 scale is `vcvtps2ph` with round-to-nearest-even: IEEE conversion, the same
     //!   bits as `f16::from_f32` for every non-NaN value (the scale is never NaN).
-    use super::{Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
+    use super::{inverse_or_zero, q4_0_scale, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
     use std::arch::x86_64::*;
 
     macro_rules! avx2_copy {
@@ -461,7 +479,7 @@ mod avx2 {
         let v = load_block(x);
         let (amax, _) = abs_max(&v);
         let d = amax / 127.0;
-        let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+        let id = _mm256_set1_ps(inverse_or_zero(d));
         let q = v.map(|v| round_to_i8(_mm256_mul_ps(v, id)));
         out[..2].copy_from_slice(&f16_bits(d));
         // SAFETY: `out` holds 34 bytes; the unaligned store writes bytes 2..34.
@@ -473,21 +491,16 @@ mod avx2 {
     fn q4_0_block(x: &[f32; QK], out: &mut [u8; Q4_0_BLOCK_BYTES]) {
         let v = load_block(x);
         let (amax, a) = abs_max(&v);
-        let max = if amax > 0.0 {
+        let (d, id) = q4_0_scale(x, amax, || {
             let at = _mm256_set1_ps(amax);
             let mut mask = 0u32;
             for (k, a) in a.iter().enumerate() {
                 let eq = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(*a, at)) as u32;
                 mask |= eq << (8 * k);
             }
-            x.get(mask.trailing_zeros() as usize)
-                .copied()
-                .unwrap_or(0.0)
-        } else {
-            0.0
-        };
-        let d = max / -8.0;
-        let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+            mask
+        });
+        let id = _mm256_set1_ps(id);
         let half = _mm256_set1_ps(8.5);
         let n = v.map(|v| {
             let y = clamp_or_zero(_mm256_add_ps(_mm256_mul_ps(v, id), half), -128.0, 15.0);
