@@ -316,8 +316,8 @@ export interface ProgressEvent {
 export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
 
 /**
- * `saveFile` off the event loop (the tensor data is copied first, into one buffer, so the
- * caller may reuse its arrays at once).
+ * `saveFile` off the event loop (the tensor data is copied first, into one buffer, before
+ * this returns, so the caller may reuse, resize or detach its arrays at once).
  */
 export declare function saveFileAsync(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): Promise<void>
 

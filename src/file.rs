@@ -228,9 +228,11 @@ impl SafeTensorsFile {
     }
 
     /// Validate a whole file held in memory (the bytes are copied).
-    #[napi(strict, factory, writable)]
-    pub fn from_bytes(env: Env, bytes: Uint8Array) -> napi::Result<SafeTensorsFile> {
-        SafeTensors::from_bytes(bytes.to_vec())
+    #[napi(strict, factory, writable, ts_args_type = "bytes: Uint8Array")]
+    pub fn from_bytes(env: Env, bytes: Unknown) -> napi::Result<SafeTensorsFile> {
+        crate::args::bytes_arg(&bytes, "bytes")
+            .and_then(|view| crate::args::with_view(&view, |b| Ok(b.to_vec())))
+            .and_then(SafeTensors::from_bytes)
             .map(|inner| SafeTensorsFile {
                 inner: Arc::new(inner),
             })

@@ -3,6 +3,7 @@
 
 #![deny(clippy::all)]
 
+mod args;
 mod convert;
 mod error;
 mod file;

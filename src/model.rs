@@ -2,7 +2,7 @@
 
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::models::with_matrix;
+use crate::models::{parse_matrix, with_matrix};
 use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
@@ -289,7 +289,7 @@ impl Model {
                 .get_or_init(|| AnyModel::from_model_dir(&self.inner))
                 .as_ref()
                 .map_err(Clone::clone)?;
-            with_matrix(&x, |x| model.predict(x))
+            with_matrix(&parse_matrix(&x)?, |x| model.predict(x))
         };
         run().map(Float32Array::new).or_throw(&env)
     }

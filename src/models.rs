@@ -1,5 +1,6 @@
 //! `LinearRegression` and `LogisticRegression` from JavaScript.
 
+use crate::args::{with_view, ViewArg};
 use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
@@ -47,16 +48,17 @@ fn count(v: f64, what: &str) -> CoreResult<usize> {
     }
 }
 
-/// A `Matrix` argument as passed: `number[][]` rows converted to f64, or a typed array whose
-/// bytes are still JavaScript's (see [`with_matrix`] and [`matrix_arg`]).
-enum MatrixArg<'x> {
+/// A `Matrix` argument read in phase 1 (see [`crate::args`]): `number[][]` rows converted to
+/// f64, or a typed array whose bytes are still JavaScript's.
+pub enum MatrixArg<'x> {
     Rows(Vec<f64>, usize, usize),
-    F32(TypedArray<'x>, usize, usize),
-    F64(TypedArray<'x>, usize, usize),
+    F32(ViewArg<'x>, usize, usize),
+    F64(ViewArg<'x>, usize, usize),
 }
 
-/// `number[][]` or `{ data: Float32Array | Float64Array, rows, cols }` (row-major).
-fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
+/// Phase 1 of `number[][]` or `{ data: Float32Array | Float64Array, rows, cols }`
+/// (row-major): every property is read here, no bytes are taken.
+pub fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
     let err = napi_invalid("x");
     if x.is_array().map_err(&err)? {
         // SAFETY: checked to be an array.
@@ -78,14 +80,12 @@ fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
     let obj: Object = unsafe { x.cast() }.map_err(&err)?;
     let (rows, cols) = matrix_dims(&obj)?;
     let data: Unknown = obj.get_named_property("data").map_err(&err)?;
-    if !data.is_typedarray().map_err(&err)? {
+    let Some(array) = ViewArg::typed_array(&data, "x.data")? else {
         return Err(invalid_argument(
             "x.data must be a Float32Array or Float64Array",
         ));
-    }
-    // SAFETY: checked to be a typed array.
-    let array: TypedArray = unsafe { data.cast() }.map_err(&err)?;
-    match array.typed_array_type {
+    };
+    match array.kind() {
         TypedArrayType::Float32 => Ok(MatrixArg::F32(array, rows, cols)),
         TypedArrayType::Float64 => Ok(MatrixArg::F64(array, rows, cols)),
         other => Err(invalid_argument(format!(
@@ -94,34 +94,34 @@ fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
     }
 }
 
-/// The matrix `x` copied, for work that outlives the call (async tasks: JavaScript may change
-/// the array meanwhile).
+/// Phase 2, copying: the matrix for work that outlives the call (async tasks: JavaScript may
+/// change the array meanwhile).
 pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
     Ok(match parse_matrix(x)? {
         MatrixArg::Rows(data, r, c) => OwnedMatrix::F64(Output::Small(data), r, c),
-        MatrixArg::F32(array, r, c) => OwnedMatrix::F32(Output::copy_of(&array.arraybuffer)?, r, c),
-        MatrixArg::F64(array, r, c) => OwnedMatrix::F64(Output::copy_of(&array.arraybuffer)?, r, c),
+        MatrixArg::F32(array, r, c) => OwnedMatrix::F32(with_view(&array, Output::copy_of)?, r, c),
+        MatrixArg::F64(array, r, c) => OwnedMatrix::F64(with_view(&array, Output::copy_of)?, r, c),
     })
 }
 
-/// Run `f` on the matrix `x`, borrowing a typed array's memory instead of copying it: a
-/// synchronous call can, because no JavaScript runs (and nothing can detach or resize the
-/// buffer) until it returns. The rare typed array whose memory is not aligned for its
+/// Phase 2, borrowing: run `f` on the matrix read by [`parse_matrix`], borrowing a typed
+/// array's memory instead of copying it (`f` runs no JavaScript, so nothing can detach or
+/// resize the buffer meanwhile). The rare typed array whose memory is not aligned for its
 /// element type is copied.
 pub fn with_matrix<R>(
-    x: &Unknown,
+    x: &MatrixArg,
     f: impl FnOnce(MatrixRef<'_>) -> CoreResult<R>,
 ) -> CoreResult<R> {
-    match parse_matrix(x)? {
-        MatrixArg::Rows(data, r, c) => f(MatrixRef::new(MatrixData::F64(&data), r, c)?),
-        MatrixArg::F32(array, r, c) => {
-            let values = cast::elements::<f32>(&array.arraybuffer);
-            f(MatrixRef::new(MatrixData::F32(&values), r, c)?)
-        }
-        MatrixArg::F64(array, r, c) => {
-            let values = cast::elements::<f64>(&array.arraybuffer);
-            f(MatrixRef::new(MatrixData::F64(&values), r, c)?)
-        }
+    match x {
+        MatrixArg::Rows(data, r, c) => f(MatrixRef::new(MatrixData::F64(data), *r, *c)?),
+        MatrixArg::F32(array, r, c) => with_view(array, |bytes| {
+            let values = cast::elements::<f32>(bytes);
+            f(MatrixRef::new(MatrixData::F32(&values), *r, *c)?)
+        }),
+        MatrixArg::F64(array, r, c) => with_view(array, |bytes| {
+            let values = cast::elements::<f64>(bytes);
+            f(MatrixRef::new(MatrixData::F64(&values), *r, *c)?)
+        }),
     }
 }
 
@@ -138,27 +138,45 @@ fn matrix_dims(obj: &Object) -> CoreResult<(usize, usize)> {
     Ok((count(rows, "x.rows")?, count(cols, "x.cols")?))
 }
 
-/// `ArrayLike<number>`: an array of numbers or any numeric typed array.
-fn numbers_arg(y: &Unknown, what: &'static str) -> CoreResult<Vec<f64>> {
+/// `ArrayLike<number>` read in phase 1: an array of numbers (converted now), or any numeric
+/// typed array (its bytes taken in phase 2 by [`NumbersArg::values`]).
+enum NumbersArg<'y> {
+    Values(Vec<f64>),
+    View(ViewArg<'y>),
+}
+
+fn numbers_arg<'y>(y: &Unknown<'y>, what: &'static str) -> CoreResult<NumbersArg<'y>> {
     let err = napi_invalid(what);
     if y.is_array().map_err(&err)? {
         // SAFETY: checked to be an array.
-        return unsafe { y.cast::<Vec<f64>>() }.map_err(&err);
+        return unsafe { y.cast::<Vec<f64>>() }
+            .map(NumbersArg::Values)
+            .map_err(&err);
     }
-    if y.is_typedarray().map_err(&err)? {
-        // SAFETY: checked to be a typed array.
-        let array: TypedArray = unsafe { y.cast() }.map_err(&err)?;
-        let dtype = natural_dtype(array.typed_array_type)?;
-        return cast::to_f64_vec(dtype, &array.arraybuffer);
+    if let Some(array) = ViewArg::typed_array(y, what)? {
+        natural_dtype(array.kind())?;
+        return Ok(NumbersArg::View(array));
     }
     Err(invalid_argument(format!(
         "{what} must be an array of numbers or a typed array"
     )))
 }
 
-fn labels_arg(y: &Unknown) -> CoreResult<Vec<i32>> {
-    numbers_arg(y, "y")?
-        .into_iter()
+impl NumbersArg<'_> {
+    /// Phase 2: the numbers, copied.
+    fn values(self) -> CoreResult<Vec<f64>> {
+        match self {
+            NumbersArg::Values(v) => Ok(v),
+            NumbersArg::View(array) => {
+                let dtype = natural_dtype(array.kind())?;
+                with_view(&array, |bytes| cast::to_f64_vec(dtype, bytes))
+            }
+        }
+    }
+}
+
+fn labels(y: Vec<f64>) -> CoreResult<Vec<i32>> {
+    y.into_iter()
         .enumerate()
         .map(|(i, v)| {
             if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) {
@@ -170,6 +188,19 @@ fn labels_arg(y: &Unknown) -> CoreResult<Vec<i32>> {
             }
         })
         .collect()
+}
+
+/// Phase 1 of `(x, y)` for `fit` and `score` (every getter of both runs here), then phase 2:
+/// `y` copied, `x` borrowed for `f`.
+fn with_xy<R>(
+    x: &Unknown,
+    y: &Unknown,
+    f: impl FnOnce(MatrixRef<'_>, Vec<f64>) -> CoreResult<R>,
+) -> CoreResult<R> {
+    let y = numbers_arg(y, "y")?;
+    let x = parse_matrix(x)?;
+    let y = y.values()?;
+    with_matrix(&x, |x| f(x, y))
 }
 
 #[napi(object, object_to_js = false)]
@@ -349,17 +380,14 @@ impl LinearRegression {
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let run = || {
-            let y = numbers_arg(&y, "y")?;
-            with_matrix(&x, |x| self.inner.borrow_mut().fit(x, &y))
-        };
+        let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &y));
         run().or_throw(&env)?;
         Ok(this)
     }
 
     #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
+        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
@@ -381,10 +409,7 @@ impl LinearRegression {
     /// R² of the predictions.
     #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
-        let run = || {
-            let y = numbers_arg(&y, "y")?;
-            with_matrix(&x, |x| self.inner.borrow().score(x, &y))
-        };
+        let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &y));
         run().or_throw(&env)
     }
 
@@ -478,10 +503,7 @@ impl LogisticRegression {
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let run = || {
-            let y = labels_arg(&y)?;
-            with_matrix(&x, |x| self.inner.borrow_mut().fit(x, &y))
-        };
+        let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &labels(y)?));
         run().or_throw(&env)?;
         Ok(this)
     }
@@ -489,14 +511,14 @@ impl LogisticRegression {
     /// Predicted class labels.
     #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
-        let run = || with_matrix(&x, |x| self.inner.borrow().predict(x));
+        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict(x));
         run().map(Int32Array::new).or_throw(&env)
     }
 
     /// Class probabilities, rows × classes, row-major (columns in `classes` order).
     #[napi(strict, ts_args_type = "x: Matrix")]
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || with_matrix(&x, |x| self.inner.borrow().predict_proba(x));
+        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict_proba(x));
         run().map(Float32Array::new).or_throw(&env)
     }
 
@@ -534,10 +556,7 @@ impl LogisticRegression {
     /// Accuracy.
     #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
-        let run = || {
-            let y = labels_arg(&y)?;
-            with_matrix(&x, |x| self.inner.borrow().score(x, &y))
-        };
+        let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &labels(y)?));
         run().or_throw(&env)
     }
 

@@ -2,6 +2,7 @@
 //! `lib/remote.js` with Node's `fetch`): validate a header fetched on its own, locate a
 //! tensor's bytes, and decode bytes fetched separately.
 
+use crate::args::{bytes_arg, with_view};
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{shape_to_js, slice_arg, GetOptions, SafeTensorsFile, Tensor};
 use crate::tasks::CoreTask;
@@ -27,14 +28,25 @@ impl SafeTensorsFile {
     /// Validate a file from its first bytes (8-byte prefix + whole JSON header) and total
     /// length; its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes).
     /// Used by `openUrl`.
-    #[napi(strict, factory, writable)]
+    #[napi(
+        strict,
+        factory,
+        writable,
+        ts_args_type = "head: Uint8Array, fileLength: number, origin: string"
+    )]
     pub fn from_header(
         env: Env,
-        head: Uint8Array,
+        head: Unknown,
         file_length: f64,
         origin: String,
     ) -> napi::Result<SafeTensorsFile> {
-        SafeTensors::from_header(&head, file_length as u64, &origin)
+        let run = || {
+            let head = bytes_arg(&head, "head")?;
+            with_view(&head, |head| {
+                SafeTensors::from_header(head, file_length as u64, &origin)
+            })
+        };
+        run()
             .map(|inner| SafeTensorsFile {
                 inner: Arc::new(inner),
             })
@@ -120,9 +132,11 @@ pub fn decode_tensor(
     name: String,
     dtype: String,
     shape: Vec<f64>,
-    bytes: Uint8Array,
+    bytes: Unknown,
     options: Option<GetOptions>,
 ) -> napi::Result<Tensor> {
+    // `options` (converted before this body runs) may be a getter that resized or detached
+    // `bytes`: they are taken last, and copied at once.
     let run = || {
         let dtype = DType::parse_arg(&dtype)?;
         let shape: Vec<usize> = shape
@@ -135,16 +149,21 @@ pub fn decode_tensor(
                 }
             })
             .collect::<CoreResult<_>>()?;
-        let expected = checked_numel(&shape).and_then(|n| dtype.byte_len(n));
-        if expected != Some(bytes.len()) {
-            return Err(stcore::CoreError::incomplete_file(format!(
-                "expected {expected:?} bytes for shape {shape:?} of {dtype}, got {}",
-                bytes.len()
-            ))
-            .with_tensor(&name));
-        }
         let mode = GetOptions::mode(&options, ReadAs::Native)?;
-        let data = to_typed_array(dtype, TensorBytes::Owned(bytes.to_vec()), mode)?;
+        let view = bytes_arg(&bytes, "bytes")?;
+        let expected = checked_numel(&shape).and_then(|n| dtype.byte_len(n));
+        let bytes = with_view(&view, |b| {
+            if expected != Some(b.len()) {
+                let need = expected.map_or("more than 2^64".to_string(), |n| n.to_string());
+                return Err(invalid_argument(format!(
+                    "shape {shape:?} of {dtype} needs {need} bytes, bytes has {}",
+                    b.len()
+                ))
+                .with_tensor(&name));
+            }
+            Ok(b.to_vec())
+        })?;
+        let data = to_typed_array(dtype, TensorBytes::Owned(bytes), mode)?;
         Ok(Tensor {
             name: name.clone(),
             dtype: dtype.name().to_string(),
@@ -156,11 +175,14 @@ pub fn decode_tensor(
 }
 
 /// The SafeTensors bytes of a weights.mlx document (used for remote MLX directories).
-#[napi(strict)]
-pub fn mlx_to_safetensors(env: Env, bytes: Uint8Array) -> napi::Result<Buffer> {
+#[napi(strict, ts_args_type = "bytes: Uint8Array")]
+pub fn mlx_to_safetensors(env: Env, bytes: Unknown) -> napi::Result<Buffer> {
     let run = || {
-        let weights = stcore::format::mlx::parse_mlx(&bytes)?;
-        st::serialize(&weights.tensors, weights.metadata.as_ref())
+        let bytes = bytes_arg(&bytes, "bytes")?;
+        with_view(&bytes, |bytes| {
+            let weights = stcore::format::mlx::parse_mlx(bytes)?;
+            st::serialize(&weights.tensors, weights.metadata.as_ref())
+        })
     };
     run().map(Buffer::from).or_throw(&env)
 }

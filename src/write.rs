@@ -1,5 +1,6 @@
 //! `saveFile`, `saveFileAsync`, `serialize`: JS tensors → SafeTensors bytes.
 
+use crate::args::{with_views, ViewArg};
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use napi::bindgen_prelude::*;
@@ -97,9 +98,23 @@ fn shape_arg(values: &[f64], name: &str) -> CoreResult<Vec<usize>> {
         .collect()
 }
 
-/// Read one `TensorInput` (`{dtype?, shape, data}`), borrowing typed-array memory where the
-/// bytes can be written as they are.
-fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>> {
+/// A tensor's data as read in phase 1 (see [`crate::args`]): a typed array still in
+/// JavaScript's hands, or bytes already encoded from a `number[]`.
+enum DataArg<'env> {
+    View(ViewArg<'env>, DType),
+    Encoded(Vec<u8>),
+}
+
+/// One `TensorInput` (`{dtype?, shape, data}`) with every property read and checked.
+struct TensorArg<'env> {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    data: DataArg<'env>,
+}
+
+/// Phase 1 for one entry: read `dtype`, `shape` and `data` (any of which may be a getter).
+fn tensor_arg<'env>(name: &str, entry: &Object<'env>) -> CoreResult<TensorArg<'env>> {
     let err = napi_arg(name);
     let dtype: Option<String> = entry.get_named_property("dtype").map_err(&err)?;
     let target = dtype
@@ -115,19 +130,10 @@ fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>
         })?;
     let shape = shape_arg(&shape, name)?;
     let data: Unknown = entry.get_named_property("data").map_err(&err)?;
-    let (dtype, bytes) = if data.is_typedarray().map_err(&err)? {
-        // SAFETY: checked to be a typed array just above.
-        let array: TypedArray<'a> = unsafe { data.cast() }.map_err(&err)?;
-        let src = natural_dtype(array.typed_array_type).map_err(|e| e.with_tensor(name))?;
-        // SAFETY: the view's bytes stay valid for this synchronous call; they are only read.
-        let bytes: &'a [u8] = unsafe {
-            std::slice::from_raw_parts(array.arraybuffer.as_ptr(), array.arraybuffer.len())
-        };
-        let dtype = target.unwrap_or(src);
-        (
-            dtype,
-            cast::convert_bytes(src, bytes, dtype).map_err(|e| e.with_tensor(name))?,
-        )
+    let what = format!("tensor '{name}': data");
+    let (dtype, data) = if let Some(view) = ViewArg::typed_array(&data, &what)? {
+        let src = natural_dtype(view.kind()).map_err(|e| e.with_tensor(name))?;
+        (target.unwrap_or(src), DataArg::View(view, src))
     } else if data.is_dataview().map_err(&err)? {
         return Err(invalid_argument(
             "DataView data is not supported; pass a Uint8Array of the raw bytes",
@@ -143,37 +149,79 @@ fn tensor_input<'a>(name: &str, entry: &Object<'a>) -> CoreResult<TensorView<'a>
             .with_tensor(name)
         })?;
         let dtype = target.unwrap_or(DType::F32);
-        (
-            dtype,
-            std::borrow::Cow::Owned(
-                cast::encode_f64(&values, dtype).map_err(|e| e.with_tensor(name))?,
-            ),
-        )
+        let bytes = cast::encode_f64(&values, dtype).map_err(|e| e.with_tensor(name))?;
+        (dtype, DataArg::Encoded(bytes))
     } else {
         return Err(
             invalid_argument("data must be a typed array or an array of numbers").with_tensor(name),
         );
     };
-    TensorView::new(name, dtype, shape, bytes)
+    Ok(TensorArg {
+        name: name.to_string(),
+        dtype,
+        shape,
+        data,
+    })
 }
 
-/// Read the `Record<string, TensorInput>` argument.
-pub fn tensor_inputs<'a>(tensors: &Object<'a>) -> CoreResult<Vec<TensorView<'a>>> {
-    let names = Object::keys(tensors).map_err(|e| invalid_argument(e.reason.clone()))?;
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        // `get`, not `get_named_property`: a key may contain NUL (it is sent with its length).
-        let bad = || {
-            invalid_argument("each tensor must be an object {dtype?, shape, data}")
-                .with_tensor(&name)
-        };
-        let entry: Object<'a> = tensors
-            .get::<Object<'a>>(&name)
-            .map_err(|_| bad())?
-            .ok_or_else(bad)?;
-        out.push(tensor_input(&name, &entry)?);
+/// The `Record<string, TensorInput>` argument, read (phase 1) but with its typed arrays'
+/// bytes not yet taken: [`TensorArgs::with_views`] takes them.
+pub struct TensorArgs<'env>(Vec<TensorArg<'env>>);
+
+impl<'env> TensorArgs<'env> {
+    /// Phase 1: every key and property of every entry (getters and Proxy traps run here).
+    pub fn read(tensors: &Object<'env>) -> CoreResult<Self> {
+        let names = Object::keys(tensors).map_err(|e| invalid_argument(e.reason.clone()))?;
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            // `get`, not `get_named_property`: a key may contain NUL (it is sent with its length).
+            let bad = || {
+                invalid_argument("each tensor must be an object {dtype?, shape, data}")
+                    .with_tensor(&name)
+            };
+            let entry: Object<'env> = tensors
+                .get::<Object<'env>>(&name)
+                .map_err(|_| bad())?
+                .ok_or_else(bad)?;
+            out.push(tensor_arg(&name, &entry)?);
+        }
+        Ok(TensorArgs(out))
     }
-    Ok(out)
+
+    /// Phase 2: run `f` on views of every tensor, borrowing typed-array memory where the bytes
+    /// can be written as they are. `f` must not call into JavaScript.
+    pub fn with_views<R>(
+        &self,
+        f: impl FnOnce(&[TensorView<'_>]) -> CoreResult<R>,
+    ) -> CoreResult<R> {
+        let views: Vec<&ViewArg> = self
+            .0
+            .iter()
+            .filter_map(|t| match &t.data {
+                DataArg::View(v, _) => Some(v),
+                DataArg::Encoded(_) => None,
+            })
+            .collect();
+        with_views(&views, |bytes| {
+            let mut bytes = bytes.iter();
+            let tensors = self
+                .0
+                .iter()
+                .map(|t| {
+                    let data = match &t.data {
+                        DataArg::View(_, src) => {
+                            let b = bytes.next().expect("one slice per typed array");
+                            cast::convert_bytes(*src, b, t.dtype)
+                                .map_err(|e| e.with_tensor(&t.name))?
+                        }
+                        DataArg::Encoded(b) => std::borrow::Cow::Borrowed(b.as_slice()),
+                    };
+                    TensorView::new(t.name.as_str(), t.dtype, t.shape.clone(), data)
+                })
+                .collect::<CoreResult<Vec<_>>>()?;
+            f(&tensors)
+        })
+    }
 }
 
 /// Write tensors to a SafeTensors file, atomically.
@@ -188,19 +236,21 @@ pub fn save_file(
     options: Option<SaveOptions>,
 ) -> napi::Result<()> {
     let run = || {
-        let views = tensor_inputs(&tensors)?;
-        safetensors::save_file_with(
-            Path::new(&path),
-            &views,
-            metadata_arg(&options)?.as_ref(),
-            durability(options.as_ref().and_then(|o| o.durable)),
-        )
+        let metadata = metadata_arg(&options)?;
+        TensorArgs::read(&tensors)?.with_views(|views| {
+            safetensors::save_file_with(
+                Path::new(&path),
+                views,
+                metadata.as_ref(),
+                durability(options.as_ref().and_then(|o| o.durable)),
+            )
+        })
     };
     run().or_throw(&env)
 }
 
-/// `saveFile` off the event loop (the tensor data is copied first, into one buffer, so the
-/// caller may reuse its arrays at once).
+/// `saveFile` off the event loop (the tensor data is copied first, into one buffer, before
+/// this returns, so the caller may reuse, resize or detach its arrays at once).
 #[napi(
     strict,
     ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions",
@@ -212,10 +262,10 @@ pub fn save_file_async(
     tensors: Object,
     options: Option<SaveOptions>,
 ) -> napi::Result<AsyncTask<CoreTask<()>>> {
-    let packed = tensor_inputs(&tensors)
-        .and_then(|views| PackedTensors::pack(&views))
-        .or_throw(&env)?;
     let metadata = metadata_arg(&options).or_throw(&env)?;
+    let packed = TensorArgs::read(&tensors)
+        .and_then(|args| args.with_views(PackedTensors::pack))
+        .or_throw(&env)?;
     let durability = durability(options.as_ref().and_then(|o| o.durable));
     Ok(CoreTask::new(move || {
         let views = packed.views();
@@ -230,8 +280,9 @@ pub fn save_file_async(
 )]
 pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> napi::Result<Buffer> {
     let run = || {
-        let views = tensor_inputs(&tensors)?;
-        safetensors::serialize(&views, metadata_arg(&options)?.as_ref())
+        let metadata = metadata_arg(&options)?;
+        TensorArgs::read(&tensors)?
+            .with_views(|views| safetensors::serialize(views, metadata.as_ref()))
     };
     run().map(Buffer::from).or_throw(&env)
 }
