@@ -6,6 +6,7 @@
 
 pub mod buffer;
 pub mod cast;
+pub mod codecs;
 pub mod convert;
 pub mod dtype;
 pub mod error;

@@ -395,26 +395,10 @@ impl Input {
     }
 }
 
-/// The SafeTensors dtype a GGUF tensor becomes: F32/F16/BF16 and plain integers keep
-/// their type; quantized types decode to F32.
+/// The SafeTensors dtype a GGUF tensor becomes: plain types keep theirs (integers stay
+/// integers), block types decode to F32; a type without a decoder is ERR_UNSUPPORTED_DTYPE.
 fn gguf_decoded_dtype(t: GgmlType) -> Result<DType> {
-    Ok(match t {
-        GgmlType::F16 => DType::F16,
-        GgmlType::BF16 => DType::BF16,
-        t if t == GgmlType::F32 || t.is_quantized() => DType::F32,
-        t => match t.name() {
-            "I8" => DType::I8,
-            "I16" => DType::I16,
-            "I32" => DType::I32,
-            "I64" => DType::I64,
-            "F64" => DType::F64,
-            other => {
-                return Err(CoreError::unsupported_dtype(format!(
-                    "GGUF type {other} cannot be converted"
-                )))
-            }
-        },
-    })
+    t.decoded_dtype()
 }
 
 // ---------------------------------------------------------------------------------------

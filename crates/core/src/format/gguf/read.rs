@@ -10,10 +10,11 @@
 use super::value::{GgufArray, GgufValue, GgufValueType};
 use super::MAX_DIMS;
 use super::{
-    align_up, keys, quant, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ALIGNMENT,
-    MAX_ARRAY_ELEMENTS, MAX_STRING_BYTES,
+    align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ALIGNMENT, MAX_ARRAY_ELEMENTS,
+    MAX_STRING_BYTES,
 };
 use crate::cast;
+use crate::codecs;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::tensor::TensorView;
@@ -447,35 +448,29 @@ impl<'a> GgufFile<'a> {
         self.info_or_not_found(name).map(|info| self.raw_of(info))
     }
 
-    /// The tensor decoded: F16, BF16, Q8_0 and Q4_0 become owned F32; F32, F64 and the
-    /// integer types are borrowed as they are. Other ggml types are ERR_UNSUPPORTED_DTYPE
-    /// (their bytes are available through [`GgufFile::raw`]).
+    /// The tensor decoded: F16, BF16 and every block type we decode (see
+    /// [`crate::codecs`]) become owned F32, bit-exact with gguf-py's `dequantize`; F32, F64
+    /// and the integer types are borrowed as they are. Types without a decoder are
+    /// ERR_UNSUPPORTED_DTYPE (their bytes are available through [`GgufFile::raw`]).
     pub fn tensor(&self, name: &str) -> Result<TensorView<'a>> {
         let info = self.info_or_not_found(name)?;
         let raw = self.raw_of(info);
-        let numel = info.numel();
-        let borrowed = |dtype: DType| TensorView::new(name, dtype, info.shape.clone(), raw);
-        let decoded = |fill: &dyn Fn(&mut [f32]) -> Result<()>| {
-            let data = f32_bytes(numel, fill).map_err(|e| e.with_tensor(name))?;
-            TensorView::new(name, DType::F32, info.shape.clone(), data)
-        };
-        match info.ggml_type {
-            GgmlType::F32 => borrowed(DType::F32),
-            GgmlType::F16 => decoded(&|out| cast::to_f32(DType::F16, raw, out)),
-            GgmlType::BF16 => decoded(&|out| cast::to_f32(DType::BF16, raw, out)),
-            GgmlType::Q8_0 => decoded(&|out| quant::dequantize_q8_0(raw, out)),
-            GgmlType::Q4_0 => decoded(&|out| quant::dequantize_q4_0(raw, out)),
-            other => match other.name() {
-                "I8" => borrowed(DType::I8),
-                "I16" => borrowed(DType::I16),
-                "I32" => borrowed(DType::I32),
-                "I64" => borrowed(DType::I64),
-                "F64" => borrowed(DType::F64),
-                _ => Err(CoreError::unsupported_dtype(format!(
-                    "GGUF type {other} cannot be decoded; read its raw bytes instead"
-                ))
-                .with_tensor(name)),
-            },
+        let ty = info.ggml_type;
+        let codec = ty.codec();
+        match (codec.native, codec.decode) {
+            (Some(DType::F32), _) | (Some(_), None) => {
+                let dtype = codec.native.unwrap_or(DType::F32);
+                TensorView::new(name, dtype, info.shape.clone(), raw)
+            }
+            (_, Some(_)) => {
+                let data = f32_bytes(info.numel(), &|out| codecs::decode(ty, raw, out))
+                    .map_err(|e| e.with_tensor(name))?;
+                TensorView::new(name, DType::F32, info.shape.clone(), data)
+            }
+            (None, None) => Err(CoreError::unsupported_dtype(format!(
+                "GGUF type {ty} cannot be decoded; read its raw bytes instead"
+            ))
+            .with_tensor(name)),
         }
     }
 }

@@ -12,8 +12,8 @@
 //! given), tensors laid out in order with zero padding to the alignment after each one, the
 //! last included, strings and arrays within ggml's limits, no arrays of arrays.
 
-use super::quant::{self, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, QK};
 use super::value::{encode_string, GgufArray, GgufValue};
+use super::QK;
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT,
     MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, QUANTIZATION_VERSION,
@@ -471,13 +471,9 @@ fn encode_piece(
             encoded.extend_from_slice(cast::element_bytes(floats));
         }
         GgmlType::F16 => cast::encode_f16_into(floats, encoded),
-        GgmlType::Q8_0 => {
-            encoded.resize(floats.len() / QK * Q8_0_BLOCK_BYTES, 0);
-            quant::quantize_q8_0_here(floats, encoded)?;
-        }
-        _ => {
-            encoded.resize(floats.len() / QK * Q4_0_BLOCK_BYTES, 0);
-            quant::quantize_q4_0_here(floats, encoded)?;
+        ty => {
+            encoded.resize(floats.len() / ty.block_size() * ty.type_size(), 0);
+            crate::codecs::encode_here(ty, floats, encoded)?;
         }
     }
     Ok(())

@@ -1,0 +1,376 @@
+//! The K-quants: super-blocks of 256 values in 16 or 8 sub-blocks, each with its own 4-8 bit
+//! scale (and minimum) quantized against one or two f16 super-scales.
+//!
+//! Decoders follow gguf-py's numpy code operation for operation (`dl * q - ml`,
+//! `d * sc * q`, …); encoders follow ggml's `quantize_row_*_ref`, including its search for the
+//! best scale (`make_qx_quants`, `make_q3_quants`, `make_qkx2_quants` below: our code, the
+//! same arithmetic in the same order, so every rounding is the same).
+
+mod q2_k;
+mod q3_k;
+mod q4_k;
+mod q5_k;
+mod q6_k;
+
+pub(super) use q2_k::{DECODE as Q2_K_DECODE, ENCODE as Q2_K_ENCODE};
+pub(super) use q3_k::{DECODE as Q3_K_DECODE, ENCODE as Q3_K_ENCODE};
+pub(super) use q4_k::{DECODE as Q4_K_DECODE, ENCODE as Q4_K_ENCODE};
+pub(super) use q5_k::{DECODE as Q5_K_DECODE, ENCODE as Q5_K_ENCODE};
+pub(super) use q6_k::{DECODE as Q6_K_DECODE, ENCODE as Q6_K_ENCODE};
+
+use super::nearest_int;
+
+/// ggml's `GROUP_MAX_EPS`: a group whose largest magnitude is below this is all zero.
+const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// The weight of value `x` in the error that [`make_qx_quants`] minimises.
+#[inline(always)]
+fn qx_weight(rmse_type: i32, x: f32) -> f32 {
+    match rmse_type {
+        1 => x * x,
+        2 => 1.0,
+        3 => x.abs(),
+        _ => x.abs().sqrt(),
+    }
+}
+
+/// Symmetric quantization of `x` to `[-nmax, nmax - 1]` (stored in `l` offset by `nmax`),
+/// returning the scale: ggml's `make_qx_quants` without importance weights. The scale is
+/// `1 / iscale` for `rmse_type` 0, otherwise the least-squares scale of the best of 19
+/// candidate `iscale`s around `-nmax / max`.
+pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: i32) -> f32 {
+    let mut max = 0f32;
+    let mut amax = 0f32;
+    for &v in x {
+        let ax = v.abs();
+        if ax > amax {
+            amax = ax;
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l_out.iter_mut().for_each(|l| *l = 0);
+        return 0.0;
+    }
+    let clamp = |l: i32| l.clamp(-nmax, nmax - 1);
+    let mut iscale = -(nmax as f32) / max;
+    if rmse_type == 0 {
+        for (o, &v) in l_out.iter_mut().zip(x) {
+            *o = (nmax + clamp(nearest_int(iscale * v))) as i8;
+        }
+        return 1.0 / iscale;
+    }
+    let (rmse_type, return_early) = if rmse_type < 0 {
+        (-rmse_type, true)
+    } else {
+        (rmse_type, false)
+    };
+    let mut sumlx = 0f32;
+    let mut suml2 = 0f32;
+    for (o, &v) in l_out.iter_mut().zip(x) {
+        let l = clamp(nearest_int(iscale * v));
+        *o = (l + nmax) as i8;
+        let w = qx_weight(rmse_type, v);
+        sumlx += w * v * l as f32;
+        suml2 += w * l as f32 * l as f32;
+    }
+    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+    if return_early {
+        return if suml2 > 0.0 {
+            0.5 * (scale + 1.0 / iscale)
+        } else {
+            1.0 / iscale
+        };
+    }
+    let mut best = scale * sumlx;
+    for is in -9..=9 {
+        if is == 0 {
+            continue;
+        }
+        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+        sumlx = 0.0;
+        suml2 = 0.0;
+        for &v in x {
+            let l = clamp(nearest_int(iscale * v));
+            let w = qx_weight(rmse_type, v);
+            sumlx += w * v * l as f32;
+            suml2 += w * l as f32 * l as f32;
+        }
+        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+            for (o, &v) in l_out.iter_mut().zip(x) {
+                *o = (nmax + clamp(nearest_int(iscale * v))) as i8;
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    scale
+}
+
+/// ggml's `make_q3_quants` with `do_rmse`: symmetric quantization to `[-nmax, nmax - 1]`
+/// (stored offset by `nmax`), then up to 5 rounds of moving single values to a better level
+/// under an x²-weighted error. Returns the least-squares scale.
+pub(super) fn make_q3_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
+    let mut max = 0f32;
+    let mut amax = 0f32;
+    for &v in x {
+        let ax = v.abs();
+        if ax > amax {
+            amax = ax;
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l_out.iter_mut().for_each(|l| *l = 0);
+        return 0.0;
+    }
+    let clamp = |l: i32| l.clamp(-nmax, nmax - 1);
+    let iscale = -(nmax as f32) / max;
+    let mut sumlx = 0f32;
+    let mut suml2 = 0f32;
+    for (o, &v) in l_out.iter_mut().zip(x) {
+        let l = clamp(nearest_int(iscale * v));
+        *o = l as i8;
+        let w = v * v;
+        sumlx += w * v * l as f32;
+        suml2 += w * l as f32 * l as f32;
+    }
+    for _ in 0..5 {
+        let mut n_changed = 0;
+        for (o, &v) in l_out.iter_mut().zip(x) {
+            let w = v * v;
+            let li = *o as f32;
+            let mut slx = sumlx - w * v * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = clamp(nearest_int(v * sl2 / slx));
+                if new_l != *o as i32 {
+                    slx += w * v * new_l as f32;
+                    sl2 += w * new_l as f32 * new_l as f32;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        *o = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed += 1;
+                    }
+                }
+            }
+        }
+        if n_changed == 0 {
+            break;
+        }
+    }
+    for o in l_out.iter_mut() {
+        *o = (*o as i32 + nmax) as i8;
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
+/// The parameters of ggml's `make_qkx2_quants` search.
+pub(super) struct Qkx2 {
+    pub nmax: i32,
+    pub rmin: f32,
+    pub rdelta: f32,
+    pub nstep: i32,
+    pub use_mad: bool,
+}
+
+/// Asymmetric quantization of `x` to `[0, nmax]` with a scale and a minimum, searching
+/// `nstep + 1` candidate scales for the smallest weighted error: ggml's `make_qkx2_quants`.
+/// Returns `(scale, -min)`.
+pub(super) fn make_qkx2_quants(
+    p: &Qkx2,
+    x: &[f32],
+    weights: &[f32],
+    l_out: &mut [u8],
+) -> (f32, f32) {
+    let n = x.len();
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l_out.iter_mut().for_each(|l| *l = 0);
+        return (0.0, -min);
+    }
+    let nmax = p.nmax;
+    let quant = |iscale: f32, v: f32, min: f32| nearest_int(iscale * (v - min)).clamp(0, nmax);
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0f32;
+    for i in 0..n {
+        let l = quant(iscale, x[i], min);
+        l_out[i] = l as u8;
+        let diff = scale * l_out[i] as f32 + min - x[i];
+        let diff = if p.use_mad { diff.abs() } else { diff * diff };
+        best_error += weights[i] * diff;
+    }
+    if p.nstep < 1 {
+        return (scale, -min);
+    }
+    let mut laux = [0u8; 32];
+    let laux = &mut laux[..n];
+    for is in 0..=p.nstep {
+        iscale = (p.rmin + p.rdelta * is as f32 + nmax as f32) / (max - min);
+        let mut sum_l = 0f32;
+        let mut sum_l2 = 0f32;
+        let mut sum_xl = 0f32;
+        for i in 0..n {
+            let l = quant(iscale, x[i], min);
+            laux[i] = l as u8;
+            let w = weights[i];
+            let lf = l as f32;
+            sum_l += w * lf;
+            sum_l2 += w * lf * lf;
+            sum_xl += w * lf * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0f32;
+            for i in 0..n {
+                let diff = this_scale * laux[i] as f32 + this_min - x[i];
+                let diff = if p.use_mad { diff.abs() } else { diff * diff };
+                cur_error += weights[i] * diff;
+            }
+            if cur_error < best_error {
+                l_out.copy_from_slice(laux);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// The 6-bit scale and minimum of sub-block `j` of a Q4_K / Q5_K block's 12 scale bytes
+/// (ggml's `get_scale_min_k4`).
+#[inline(always)]
+pub(super) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The eight 6-bit scales and minimums packed in 12 bytes, as gguf-py's `get_scale_min`
+/// unpacks them (the same bits as [`scale_min_k4`]).
+#[inline(always)]
+pub(super) fn scales_mins_k4(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        let (d, m, md) = (s[j], s[j + 4], s[j + 8]);
+        sc[j] = d & 0x3F;
+        sc[j + 4] = (md & 0x0F) | ((d >> 2) & 0x30);
+        mn[j] = m & 0x3F;
+        mn[j + 4] = (md >> 4) | ((m >> 2) & 0x30);
+    }
+    (sc, mn)
+}
+
+/// Pack 8 six-bit scales and minimums into 12 bytes, as `quantize_row_q4_K_ref` does
+/// (values above 63 are capped first, after ggml's conversion of `nearest_int` to u8).
+#[inline(always)]
+pub(super) fn pack_scales_mins_k4(
+    scales: &[f32; 8],
+    mins: &[f32; 8],
+    inv_scale: f32,
+    inv_min: f32,
+) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    for j in 0..8 {
+        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        if j < 4 {
+            out[j] = ls;
+            out[j + 4] = lm;
+        } else {
+            out[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+            out[j - 4] |= (ls >> 4) << 6;
+            out[j] |= (lm >> 4) << 6;
+        }
+    }
+    out
+}
+
+/// The scales and minimums of the 8 sub-blocks of 32 values, found as Q4_K and Q5_K do:
+/// weights `sqrt(mean(x²)) + |x|`, then [`make_qkx2_quants`] per sub-block.
+#[inline(always)]
+pub(super) fn sub_block_scales_k4(
+    x: &[f32; 256],
+    p: &Qkx2,
+    l: &mut [u8; 256],
+) -> ([f32; 8], [f32; 8]) {
+    let mut scales = [0f32; 8];
+    let mut mins = [0f32; 8];
+    let mut weights = [0f32; 32];
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        let mut sum_x2 = 0f32;
+        for &v in xs {
+            sum_x2 += v * v;
+        }
+        let av_x = (sum_x2 / 32.0).sqrt();
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
+        }
+        let (scale, min) = make_qkx2_quants(p, xs, &weights, &mut l[32 * j..32 * j + 32]);
+        scales[j] = scale;
+        mins[j] = min;
+    }
+    (scales, mins)
+}
+
+/// Requantize each sub-block of 32 to `[0, nmax]` against the stored f16 super-scales and
+/// 6-bit sub-scales, as Q4_K and Q5_K do after rounding their scales (sub-blocks whose scale
+/// came out zero keep their first quantization).
+#[inline(always)]
+pub(super) fn requantize_k4(
+    x: &[f32; 256],
+    d: f32,
+    dmin: f32,
+    scales: &[u8; 12],
+    nmax: i32,
+    l: &mut [u8; 256],
+) {
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, scales);
+        let dj = d * sc as f32;
+        if dj == 0.0 {
+            continue;
+        }
+        let dm = dmin * m as f32;
+        for ii in 0..32 {
+            l[32 * j + ii] = nearest_int((x[32 * j + ii] + dm) / dj).clamp(0, nmax) as u8;
+        }
+    }
+}

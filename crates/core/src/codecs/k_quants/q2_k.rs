@@ -1,0 +1,121 @@
+//! Q2_K (84 bytes per 256 values): `scales[16]` (low nibble: scale, high nibble: minimum of
+//! each sub-block of 16), `qs[64]` (2-bit quants), f16 `d`, f16 `dmin`.
+//!
+//! Value `f` (sub-block `j = f / 16`): `dl * q - ml` with `dl = d * (scales[j] & 15)`,
+//! `ml = dmin * (scales[j] >> 4)`; its quant is bits `2s..2s+2` of `qs[32h + l]` where
+//! `f = 128h + 32s + l`.
+
+use super::super::simd::{block_loop, fast_kernel};
+use super::super::{f16_le, fp16_bits, nearest_int, Kernels, QK_K};
+use super::{make_qkx2_quants, Qkx2};
+
+const BYTES: usize = 84;
+
+#[inline(always)]
+fn decode_block(b: &[u8; BYTES], out: &mut [f32; QK_K]) {
+    let d = f16_le([b[80], b[81]]);
+    let dmin = f16_le([b[82], b[83]]);
+    let (scales, qs) = (&b[..16], &b[16..80]);
+    for (f, o) in out.iter_mut().enumerate() {
+        let sc = scales[f / 16];
+        let dl = d * (sc & 0xF) as f32;
+        let ml = dmin * (sc >> 4) as f32;
+        let (h, s, l) = (f / 128, (f % 128) / 32, f % 32);
+        let q = (qs[32 * h + l] >> (2 * s)) & 3;
+        *o = dl * q as f32 - ml;
+    }
+}
+
+/// Pack 2-bit quants: byte `32h + l` holds values `128h + l + 32s` in bits `2s..2s+2`.
+#[inline(always)]
+pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
+    for h in 0..2 {
+        for i in 0..32 {
+            let j = 128 * h + i;
+            qs[32 * h + i] = l[j] | (l[j + 32] << 2) | (l[j + 64] << 4) | (l[j + 96] << 6);
+        }
+    }
+}
+
+const SEARCH: Qkx2 = Qkx2 {
+    nmax: 3,
+    rmin: -0.5,
+    rdelta: 0.1,
+    nstep: 15,
+    use_mad: true,
+};
+
+#[inline(always)]
+fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    const Q4SCALE: f32 = 15.0;
+    let mut l = [0u8; QK_K];
+    let mut weights = [0f32; 16];
+    let mut scales = [0f32; 16];
+    let mut mins = [0f32; 16];
+    let mut max_scale = 0f32;
+    let mut max_min = 0f32;
+    for j in 0..16 {
+        let xs = &x[16 * j..16 * j + 16];
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = v.abs();
+        }
+        let (scale, min) = make_qkx2_quants(&SEARCH, xs, &weights, &mut l[16 * j..16 * j + 16]);
+        scales[j] = scale;
+        mins[j] = min;
+        if scale > max_scale {
+            max_scale = scale;
+        }
+        if min > max_min {
+            max_min = min;
+        }
+    }
+    let mut sc = [0u8; 16];
+    let d_bits = if max_scale > 0.0 {
+        let iscale = Q4SCALE / max_scale;
+        for (s, &scale) in sc.iter_mut().zip(&scales) {
+            *s = nearest_int(iscale * scale) as u8;
+        }
+        fp16_bits(max_scale / Q4SCALE)
+    } else {
+        fp16_bits(0.0)
+    };
+    let dmin_bits = if max_min > 0.0 {
+        let iscale = Q4SCALE / max_min;
+        for (s, &min) in sc.iter_mut().zip(&mins) {
+            *s = (*s as i32 | nearest_int(iscale * min).wrapping_shl(4)) as u8;
+        }
+        fp16_bits(max_min / Q4SCALE)
+    } else {
+        fp16_bits(0.0)
+    };
+    let d = f16_le(d_bits.to_le_bytes());
+    let dmin = f16_le(dmin_bits.to_le_bytes());
+    for j in 0..16 {
+        let dj = d * (sc[j] & 0xF) as f32;
+        if dj == 0.0 {
+            continue;
+        }
+        let dm = dmin * (sc[j] >> 4) as f32;
+        for ii in 0..16 {
+            l[16 * j + ii] = nearest_int((x[16 * j + ii] + dm) / dj).clamp(0, 3) as u8;
+        }
+    }
+    out[..16].copy_from_slice(&sc);
+    pack_2bit(&l, &mut out[16..80]);
+    out[80..82].copy_from_slice(&d_bits.to_le_bytes());
+    out[82..84].copy_from_slice(&dmin_bits.to_le_bytes());
+}
+
+block_loop!(decode_blocks, decode_block, u8, BYTES, f32, QK_K);
+block_loop!(encode_blocks, encode_block, f32, QK_K, u8, BYTES);
+fast_kernel!(decode_fast, decode_blocks, u8, f32);
+fast_kernel!(encode_fast, encode_blocks, f32, u8);
+
+pub(in crate::codecs) const DECODE: Kernels<u8, f32> = Kernels {
+    reference: decode_blocks,
+    fast: decode_fast,
+};
+pub(in crate::codecs) const ENCODE: Kernels<f32, u8> = Kernels {
+    reference: encode_blocks,
+    fast: encode_fast,
+};

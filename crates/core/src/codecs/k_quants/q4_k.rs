@@ -1,0 +1,89 @@
+//! Q4_K (144 bytes per 256 values): f16 `d`, f16 `dmin`, `scales[12]` (eight 6-bit scales
+//! and minimums), `qs[128]` (4-bit quants).
+//!
+//! Value `f` (sub-block `j = f / 32`): `(d * sc[j]) * q - (dmin * m[j])`; its quant is the
+//! low (even `j`) or high (odd `j`) nibble of `qs[32 * (j / 2) + f % 32]`.
+
+use super::super::simd::{block_loop, fast_kernel};
+use super::super::{f16_le, fp16_bits, Kernels, QK_K};
+use super::{pack_scales_mins_k4, requantize_k4, scales_mins_k4, sub_block_scales_k4, Qkx2};
+
+const BYTES: usize = 144;
+
+#[inline(always)]
+fn decode_block(b: &[u8; BYTES], out: &mut [f32; QK_K]) {
+    let d = f16_le([b[0], b[1]]);
+    let dmin = f16_le([b[2], b[3]]);
+    let mut s = [0u8; 12];
+    s.copy_from_slice(&b[4..16]);
+    let (sc, m) = scales_mins_k4(&s);
+    let qs = &b[16..];
+    for j in 0..8 {
+        let dj = d * sc[j] as f32;
+        let mj = dmin * m[j] as f32;
+        let (chunk, shift) = (j / 2, 4 * (j % 2));
+        for l in 0..32 {
+            let q = (qs[32 * chunk + l] >> shift) & 0x0F;
+            out[32 * j + l] = dj * q as f32 - mj;
+        }
+    }
+}
+
+const SEARCH: Qkx2 = Qkx2 {
+    nmax: 15,
+    rmin: -1.0,
+    rdelta: 0.1,
+    nstep: 20,
+    use_mad: false,
+};
+
+#[inline(always)]
+fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    let mut l = [0u8; QK_K];
+    let (scales, mins) = sub_block_scales_k4(x, &SEARCH, &mut l);
+    let mut max_scale = 0f32;
+    let mut max_min = 0f32;
+    for j in 0..8 {
+        if scales[j] > max_scale {
+            max_scale = scales[j];
+        }
+        if mins[j] > max_min {
+            max_min = mins[j];
+        }
+    }
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let sb = pack_scales_mins_k4(&scales, &mins, inv_scale, inv_min);
+    let d_bits = fp16_bits(max_scale / 63.0);
+    let dmin_bits = fp16_bits(max_min / 63.0);
+    let d = f16_le(d_bits.to_le_bytes());
+    let dmin = f16_le(dmin_bits.to_le_bytes());
+    requantize_k4(x, d, dmin, &sb, 15, &mut l);
+    out[0..2].copy_from_slice(&d_bits.to_le_bytes());
+    out[2..4].copy_from_slice(&dmin_bits.to_le_bytes());
+    out[4..16].copy_from_slice(&sb);
+    let qs = &mut out[16..];
+    for chunk in 0..4 {
+        for i in 0..32 {
+            qs[32 * chunk + i] = l[64 * chunk + i] | (l[64 * chunk + i + 32] << 4);
+        }
+    }
+}
+
+block_loop!(decode_blocks, decode_block, u8, BYTES, f32, QK_K);
+block_loop!(encode_blocks, encode_block, f32, QK_K, u8, BYTES);
+fast_kernel!(decode_fast, decode_blocks, u8, f32);
+fast_kernel!(encode_fast, encode_blocks, f32, u8);
+
+pub(in crate::codecs) const DECODE: Kernels<u8, f32> = Kernels {
+    reference: decode_blocks,
+    fast: decode_fast,
+};
+pub(in crate::codecs) const ENCODE: Kernels<f32, u8> = Kernels {
+    reference: encode_blocks,
+    fast: encode_fast,
+};

@@ -1,0 +1,104 @@
+//! Q6_K (210 bytes per 256 values): `ql[128]` (low 4 bits), `qh[64]` (high 2 bits),
+//! `scales[16]` (i8, one per sub-block of 16), f16 `d`.
+//!
+//! Value `f = 128c + r` (sub-block `j = f / 16`): `(d * scales[j]) * (q - 32)` where the
+//! low bits are nibble `r / 64` of `ql[64c + r % 64]` and the high bits are bits
+//! `2 (r / 32)..+2` of `qh[32c + r % 32]`.
+
+use super::super::simd::{block_loop, fast_kernel};
+use super::super::{f16_le, fp16_bits, nearest_int, Kernels, QK_K};
+use super::{make_qx_quants, GROUP_MAX_EPS};
+
+const BYTES: usize = 210;
+
+#[inline(always)]
+fn decode_block(b: &[u8; BYTES], out: &mut [f32; QK_K]) {
+    let (ql, qh, scales) = (&b[..128], &b[128..192], &b[192..208]);
+    let d = f16_le([b[208], b[209]]);
+    let mut dl = [0f32; 16];
+    for (dl, &s) in dl.iter_mut().zip(scales) {
+        *dl = d * (s as i8) as f32;
+    }
+    for c in 0..2 {
+        for r in 0..128 {
+            let low = (ql[64 * c + r % 64] >> (4 * (r / 64))) & 0x0F;
+            let high = (qh[32 * c + r % 32] >> (2 * (r / 32))) & 0x03;
+            let q = (low | (high << 4)) as i8 - 32;
+            let f = 128 * c + r;
+            out[f] = dl[f / 16] * q as f32;
+        }
+    }
+}
+
+#[inline(always)]
+fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    let mut l = [0i8; QK_K];
+    let mut scales = [0f32; 16];
+    let mut max_scale = 0f32;
+    let mut max_abs_scale = 0f32;
+    for ib in 0..16 {
+        let scale = make_qx_quants(
+            32,
+            &x[16 * ib..16 * ib + 16],
+            &mut l[16 * ib..16 * ib + 16],
+            1,
+        );
+        scales[ib] = scale;
+        let abs_scale = scale.abs();
+        if abs_scale > max_abs_scale {
+            max_abs_scale = abs_scale;
+            max_scale = scale;
+        }
+    }
+    if max_abs_scale < GROUP_MAX_EPS {
+        out.fill(0);
+        return;
+    }
+    let iscale = -128.0 / max_scale;
+    let d_bits = fp16_bits(1.0 / iscale);
+    let mut sc = [0i8; 16];
+    for (s, &scale) in sc.iter_mut().zip(&scales) {
+        *s = nearest_int(iscale * scale).min(127) as i8;
+    }
+    let d = f16_le(d_bits.to_le_bytes());
+    for j in 0..16 {
+        let dj = d * sc[j] as f32;
+        if dj == 0.0 {
+            continue;
+        }
+        for ii in 0..16 {
+            let q = nearest_int(x[16 * j + ii] / dj).clamp(-32, 31);
+            l[16 * j + ii] = (q + 32) as i8;
+        }
+    }
+    let l = l.map(|v| v as u8);
+    let (ql, rest) = out.split_at_mut(128);
+    let (qh, rest) = rest.split_at_mut(64);
+    for c in 0..2 {
+        for i in 0..32 {
+            let j = 128 * c + i;
+            let (q1, q2, q3, q4) = (l[j], l[j + 32], l[j + 64], l[j + 96]);
+            ql[64 * c + i] = (q1 & 0xF) | ((q3 & 0xF) << 4);
+            ql[64 * c + i + 32] = (q2 & 0xF) | ((q4 & 0xF) << 4);
+            qh[32 * c + i] = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6);
+        }
+    }
+    for (o, &s) in rest[..16].iter_mut().zip(&sc) {
+        *o = s as u8;
+    }
+    rest[16..18].copy_from_slice(&d_bits.to_le_bytes());
+}
+
+block_loop!(decode_blocks, decode_block, u8, BYTES, f32, QK_K);
+block_loop!(encode_blocks, encode_block, f32, QK_K, u8, BYTES);
+fast_kernel!(decode_fast, decode_blocks, u8, f32);
+fast_kernel!(encode_fast, encode_blocks, f32, u8);
+
+pub(in crate::codecs) const DECODE: Kernels<u8, f32> = Kernels {
+    reference: decode_blocks,
+    fast: decode_fast,
+};
+pub(in crate::codecs) const ENCODE: Kernels<f32, u8> = Kernels {
+    reference: encode_blocks,
+    fast: encode_fast,
+};
