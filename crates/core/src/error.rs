@@ -24,6 +24,8 @@ pub enum ErrorKind {
     InvalidModel,
     InvalidGguf,
     InvalidMlx,
+    /// A pickle asks for a global (or a call) outside the weights-only allow-list.
+    UnsafePickle,
 }
 
 impl ErrorKind {
@@ -46,6 +48,7 @@ impl ErrorKind {
             ErrorKind::InvalidModel => "ERR_INVALID_MODEL",
             ErrorKind::InvalidGguf => "ERR_INVALID_GGUF",
             ErrorKind::InvalidMlx => "ERR_INVALID_MLX",
+            ErrorKind::UnsafePickle => "ERR_UNSAFE_PICKLE",
         }
     }
 }
@@ -173,6 +176,7 @@ kind_ctor! {
     invalid_model => InvalidModel,
     invalid_gguf => InvalidGguf,
     invalid_mlx => InvalidMlx,
+    unsafe_pickle => UnsafePickle,
 }
 
 #[cfg(test)]

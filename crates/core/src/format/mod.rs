@@ -2,5 +2,9 @@
 
 pub mod gguf;
 pub mod mlx;
+pub mod numpy;
 pub mod onnx;
+pub mod pytorch;
 pub mod safetensors;
+pub mod strided;
+pub mod zip;

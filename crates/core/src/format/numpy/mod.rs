@@ -1,0 +1,532 @@
+//! NumPy arrays: `.npy` (format versions 1, 2 and 3) and `.npz` (a zip of `.npy` members,
+//! stored by `np.savez` or deflated by `np.savez_compressed`), with `allow_pickle=False`
+//! semantics: object arrays (whose data is a pickle) are refused, never unpickled.
+//!
+//! The header is a Python dict literal (`{'descr': '<f4', 'fortran_order': False,
+//! 'shape': (3, 4), }`), parsed by a small literal reader that accepts only strings, ints,
+//! booleans, `None`, tuples, lists and dicts. Every numeric dtype SafeTensors has is read in
+//! any byte order (`<`, `>`, `|`) and either memory order; arrays come out row-major and
+//! little-endian — a view of the mapping when they are stored that way.
+
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::format::pytorch::{map_file, TensorListing};
+use crate::format::safetensors::{Memory, TensorBytes};
+use crate::format::strided;
+use crate::format::zip::{Method, ZipArchive, ZipEntry};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The name of a `.npy` file's one array (what `np.savez` calls its first positional array).
+pub const NPY_ARRAY_NAME: &str = "arr_0";
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// numpy's own default `max_header_size` (`numpy.lib.format`): longer headers are refused.
+pub const MAX_HEADER_LEN: usize = 10_000;
+
+/// Whether `bytes` start like a `.npy` file.
+pub fn looks_like_npy(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// Whether a zip is an `.npz`: `.npy` members and no torch `data.pkl`.
+pub fn is_npz(zip: &ZipArchive) -> bool {
+    zip.entries().iter().any(|e| e.name.ends_with(".npy"))
+        && !zip.entries().iter().any(|e| e.name.ends_with("/data.pkl"))
+}
+
+/// A parsed `.npy` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyHeader {
+    pub dtype: DType,
+    /// The `descr` as written (`<f4`, `>i8`, `|b1`).
+    pub descr: String,
+    pub big_endian: bool,
+    pub fortran_order: bool,
+    pub shape: Vec<usize>,
+    /// Where the data starts, from the start of the `.npy`.
+    pub data_offset: usize,
+    /// Bytes of data: shape × element size.
+    pub data_len: usize,
+}
+
+fn bad(message: impl Into<String>) -> CoreError {
+    CoreError::invalid_header(format!("npy: {}", message.into()))
+}
+
+/// Parse the header at the start of `bytes` (which may hold only a prefix of the file).
+pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
+    if !bytes.starts_with(MAGIC) {
+        return Err(bad("no \\x93NUMPY magic"));
+    }
+    let short = || CoreError::incomplete_file("npy: the header runs past the end of the file");
+    let major = *bytes.get(6).ok_or_else(short)?;
+    let (len_at, len_size) = match major {
+        1 => (8, 2),
+        2 | 3 => (8, 4),
+        v => return Err(bad(format!("format version {v} (1, 2 and 3 are read)"))),
+    };
+    let len_bytes = bytes.get(len_at..len_at + len_size).ok_or_else(short)?;
+    let header_len = len_bytes
+        .iter()
+        .rev()
+        .fold(0usize, |n, &b| (n << 8) | b as usize);
+    if header_len > MAX_HEADER_LEN {
+        return Err(CoreError::header_too_large(format!(
+            "npy: header of {header_len} bytes (numpy's limit is {MAX_HEADER_LEN})"
+        )));
+    }
+    let start = len_at + len_size;
+    let raw = bytes.get(start..start + header_len).ok_or_else(short)?;
+    // Versions 1 and 2 are latin-1, 3 is UTF-8; a valid header is ASCII either way.
+    let text = std::str::from_utf8(raw)
+        .ok()
+        .filter(|t| t.is_ascii() || major == 3)
+        .ok_or_else(|| bad("header is not text"))?;
+    let dict = match Literal::parse(text)? {
+        Literal::Dict(d) => d,
+        _ => return Err(bad("header is not a dict")),
+    };
+    let field = |k: &str| {
+        dict.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v)
+            .ok_or_else(|| bad(format!("header has no '{k}'")))
+    };
+    if dict.len() != 3 {
+        return Err(bad("header must hold exactly descr, fortran_order and shape"));
+    }
+    let descr = match field("descr")? {
+        Literal::Str(s) => s.clone(),
+        _ => {
+            return Err(CoreError::unsupported_dtype(
+                "npy: a structured dtype (only plain numeric arrays are read)",
+            ))
+        }
+    };
+    let fortran_order = match field("fortran_order")? {
+        Literal::Bool(b) => *b,
+        _ => return Err(bad("fortran_order is not a bool")),
+    };
+    let shape = match field("shape")? {
+        Literal::Tuple(items) => items
+            .iter()
+            .map(|d| match d {
+                Literal::Int(n) if *n >= 0 => usize::try_from(*n).map_err(|_| bad("dimension too large")),
+                _ => Err(bad("shape holds something other than non-negative ints")),
+            })
+            .collect::<Result<Vec<_>>>()?,
+        _ => return Err(bad("shape is not a tuple")),
+    };
+    let (dtype, big_endian) = parse_descr(&descr)?;
+    let es = dtype.size().unwrap_or(1);
+    let data_len = crate::tensor::checked_numel(&shape)
+        .and_then(|n| n.checked_mul(es))
+        .ok_or_else(|| CoreError::size_mismatch(format!("npy: shape {shape:?} overflows")))?;
+    Ok(NpyHeader {
+        dtype,
+        descr,
+        big_endian,
+        fortran_order,
+        shape,
+        data_offset: start + header_len,
+        data_len,
+    })
+}
+
+/// A dtype string: byte order, kind, size. Object arrays are refused as `numpy.load`
+/// refuses them without `allow_pickle`.
+fn parse_descr(descr: &str) -> Result<(DType, bool)> {
+    let (order, rest) = match descr.as_bytes().first() {
+        Some(b'<' | b'|' | b'=') => (b'<', &descr[1..]),
+        Some(b'>' | b'!') => (b'>', &descr[1..]),
+        _ => (b'<', descr),
+    };
+    let unsupported = || {
+        CoreError::unsupported_dtype(format!(
+            "npy: dtype '{descr}' has no SafeTensors equivalent"
+        ))
+    };
+    if rest.starts_with('O') {
+        return Err(CoreError::unsafe_pickle(format!(
+            "npy: an object array (dtype '{descr}') holds a pickle; it is refused as numpy.load(allow_pickle=False) refuses it, and nothing was executed"
+        )));
+    }
+    let mut chars = rest.chars();
+    let kind = chars.next().ok_or_else(unsupported)?;
+    let size: usize = chars.as_str().parse().map_err(|_| unsupported())?;
+    let dtype = match (kind, size) {
+        ('f', 2) => DType::F16,
+        ('f', 4) => DType::F32,
+        ('f', 8) => DType::F64,
+        ('i', 1) => DType::I8,
+        ('i', 2) => DType::I16,
+        ('i', 4) => DType::I32,
+        ('i', 8) => DType::I64,
+        ('u', 1) => DType::U8,
+        ('u', 2) => DType::U16,
+        ('u', 4) => DType::U32,
+        ('u', 8) => DType::U64,
+        ('b', 1) => DType::BOOL,
+        ('c', 8) => DType::C64,
+        _ => return Err(unsupported()),
+    };
+    Ok((dtype, order == b'>' && size > 1))
+}
+
+/// The Python literals a `.npy` header may hold.
+#[derive(Debug, Clone, PartialEq)]
+enum Literal {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    None,
+    Tuple(Vec<Literal>),
+    List(Vec<Literal>),
+    Dict(Vec<(String, Literal)>),
+}
+
+impl Literal {
+    fn parse(text: &str) -> Result<Literal> {
+        let mut p = LiteralParser {
+            s: text.as_bytes(),
+            at: 0,
+        };
+        let v = p.value(0)?;
+        p.skip_ws();
+        if p.at != p.s.len() {
+            return Err(bad("trailing characters after the header dict"));
+        }
+        Ok(v)
+    }
+}
+
+struct LiteralParser<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl LiteralParser<'_> {
+    fn skip_ws(&mut self) {
+        while self.s.get(self.at).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.at += 1;
+        }
+    }
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.s.get(self.at).copied()
+    }
+    fn value(&mut self, depth: usize) -> Result<Literal> {
+        if depth > 16 {
+            return Err(bad("header nested too deeply"));
+        }
+        match self.peek().ok_or_else(|| bad("header ends early"))? {
+            b'\'' | b'"' => self.string().map(Literal::Str),
+            b'(' => self.items(b')', depth).map(|(v, _)| Literal::Tuple(v)),
+            b'[' => self.items(b']', depth).map(|(v, _)| Literal::List(v)),
+            b'{' => self.dict(depth),
+            b'-' | b'0'..=b'9' => self.int(),
+            _ => {
+                for (word, v) in [
+                    ("True", Literal::Bool(true)),
+                    ("False", Literal::Bool(false)),
+                    ("None", Literal::None),
+                ] {
+                    if self.s[self.at..].starts_with(word.as_bytes()) {
+                        self.at += word.len();
+                        return Ok(v);
+                    }
+                }
+                Err(bad(format!("unexpected character at header byte {}", self.at)))
+            }
+        }
+    }
+    fn string(&mut self) -> Result<String> {
+        let quote = self.s[self.at];
+        let start = self.at + 1;
+        let len = self.s[start..]
+            .iter()
+            .position(|&c| c == quote || c == b'\\')
+            .ok_or_else(|| bad("unterminated string"))?;
+        if self.s[start + len] == b'\\' {
+            return Err(bad("escapes in header strings are not read"));
+        }
+        self.at = start + len + 1;
+        Ok(String::from_utf8_lossy(&self.s[start..start + len]).into_owned())
+    }
+    fn int(&mut self) -> Result<Literal> {
+        let start = self.at;
+        if self.s[self.at] == b'-' {
+            self.at += 1;
+        }
+        while self.s.get(self.at).is_some_and(|c| c.is_ascii_digit()) {
+            self.at += 1;
+        }
+        let digits = std::str::from_utf8(&self.s[start..self.at]).unwrap_or("");
+        let n = digits.parse().map_err(|_| bad(format!("bad integer '{digits}'")))?;
+        // Python 2 wrote longs as `3L`.
+        if self.s.get(self.at) == Some(&b'L') {
+            self.at += 1;
+        }
+        Ok(Literal::Int(n))
+    }
+    /// Comma-separated values up to `close`; also says whether a comma ended the list.
+    fn items(&mut self, close: u8, depth: usize) -> Result<(Vec<Literal>, bool)> {
+        self.at += 1;
+        let mut out = Vec::new();
+        let mut trailing = false;
+        loop {
+            if self.peek() == Some(close) {
+                self.at += 1;
+                return Ok((out, trailing));
+            }
+            out.push(self.value(depth + 1)?);
+            trailing = false;
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    trailing = true;
+                }
+                Some(c) if c == close => {}
+                _ => return Err(bad("expected ',' or a closing bracket")),
+            }
+        }
+    }
+    fn dict(&mut self, depth: usize) -> Result<Literal> {
+        self.at += 1;
+        let mut out: Vec<(String, Literal)> = Vec::new();
+        loop {
+            match self.peek() {
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(Literal::Dict(out));
+                }
+                Some(b'\'' | b'"') => {}
+                _ => return Err(bad("a header key is not a string")),
+            }
+            let key = self.string()?;
+            if self.peek() != Some(b':') {
+                return Err(bad("expected ':' after a header key"));
+            }
+            self.at += 1;
+            let v = self.value(depth + 1)?;
+            if out.iter().any(|(k, _)| *k == key) {
+                return Err(bad(format!("header key '{key}' appears twice")));
+            }
+            out.push((key, v));
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {}
+                _ => return Err(bad("expected ',' or '}' in the header")),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Data {
+    /// The data bytes in the file.
+    Mapped(Range<usize>),
+    /// A deflated `.npz` member: inflate, then skip the header.
+    Deflated(ZipEntry, NpyHeader),
+}
+
+#[derive(Debug, Clone)]
+struct Array {
+    big_endian: bool,
+    fortran_order: bool,
+    data: Data,
+}
+
+/// An opened `.npy` or `.npz`: arrays listed and checked, bytes read on demand.
+pub struct NumpyFile {
+    memory: Arc<Memory>,
+    npz: bool,
+    tensors: Vec<TensorListing>,
+    arrays: Vec<Array>,
+    by_name: HashMap<String, usize>,
+}
+
+impl NumpyFile {
+    pub fn open(path: &Path) -> Result<NumpyFile> {
+        let memory = map_file(path, "a NumPy file")?;
+        NumpyFile::from_memory(memory).map_err(|e| e.with_path(path))
+    }
+
+    pub fn from_memory(memory: Arc<Memory>) -> Result<NumpyFile> {
+        if looks_like_npy(&memory) {
+            let h = parse_header(&memory)?;
+            let end = h.data_offset + h.data_len;
+            match end.cmp(&memory.len()) {
+                std::cmp::Ordering::Greater => {
+                    return Err(CoreError::incomplete_file(format!(
+                        "npy: the array needs {} data bytes, the file has {}",
+                        h.data_len,
+                        memory.len() - h.data_offset.min(memory.len())
+                    )))
+                }
+                std::cmp::Ordering::Less => {
+                    return Err(CoreError::incomplete_file(format!(
+                        "npy: {} bytes after the array's data",
+                        memory.len() - end
+                    )))
+                }
+                std::cmp::Ordering::Equal => {}
+            }
+            let mut file = NumpyFile {
+                memory,
+                npz: false,
+                tensors: Vec::new(),
+                arrays: Vec::new(),
+                by_name: HashMap::new(),
+            };
+            file.push(NPY_ARRAY_NAME.to_string(), &h, Data::Mapped(h.data_offset..end))?;
+            return Ok(file);
+        }
+        if crate::format::zip::looks_like_zip(&memory) {
+            let zip = ZipArchive::parse(&memory)?;
+            return NumpyFile::from_zip(memory, &zip);
+        }
+        Err(bad("neither a .npy nor an .npz file"))
+    }
+
+    /// An `.npz` whose directory the caller has parsed: every `*.npy` member, named as
+    /// `numpy.load(f).files` names it (the member name without `.npy`).
+    pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<NumpyFile> {
+        let mut file = NumpyFile {
+            memory,
+            npz: true,
+            tensors: Vec::new(),
+            arrays: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        for entry in zip.entries() {
+            let Some(name) = entry.name.strip_suffix(".npy") else {
+                continue;
+            };
+            let named = |e: CoreError| e.with_tensor(name);
+            let h = match entry.method {
+                Method::Stored => parse_header(&file.memory[entry.data_range()]),
+                Method::Deflate => {
+                    let prefix = entry.read_prefix(&file.memory, 12 + MAX_HEADER_LEN)?;
+                    parse_header(&prefix)
+                }
+            }
+            .map_err(named)?;
+            if (h.data_offset as u64).checked_add(h.data_len as u64) != Some(entry.uncompressed_len) {
+                return Err(named(CoreError::incomplete_file(format!(
+                    "npz: member {:?} is {} bytes, its array needs {} + {} header bytes",
+                    entry.name, entry.uncompressed_len, h.data_len, h.data_offset
+                ))));
+            }
+            let data = match entry.method {
+                Method::Stored => {
+                    let start = entry.data_range().start + h.data_offset;
+                    Data::Mapped(start..start + h.data_len)
+                }
+                Method::Deflate => Data::Deflated(entry.clone(), h.clone()),
+            };
+            file.push(name.to_string(), &h, data).map_err(named)?;
+        }
+        if file.tensors.is_empty() {
+            return Err(bad("an .npz without .npy members"));
+        }
+        Ok(file)
+    }
+
+    fn push(&mut self, name: String, h: &NpyHeader, data: Data) -> Result<()> {
+        if self.by_name.insert(name.clone(), self.tensors.len()).is_some() {
+            return Err(bad(format!("two arrays named '{name}'")));
+        }
+        self.tensors.push(TensorListing {
+            name,
+            dtype: h.dtype,
+            stored: h.descr.clone(),
+            shape: h.shape.clone(),
+            stored_len: h.data_len as u64,
+        });
+        self.arrays.push(Array {
+            big_endian: h.big_endian,
+            fortran_order: h.fortran_order,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Whether this is an `.npz` (else a single `.npy`).
+    pub fn is_npz(&self) -> bool {
+        self.npz
+    }
+    pub fn tensors(&self) -> &[TensorListing] {
+        &self.tensors
+    }
+    pub fn get(&self, name: &str) -> Option<&TensorListing> {
+        self.by_name.get(name).map(|&i| &self.tensors[i])
+    }
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// An array's bytes, row-major and little-endian (bool as 0/1 bytes, as stored).
+    pub fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        let i = *self
+            .by_name
+            .get(name)
+            .ok_or_else(|| CoreError::not_found(format!("no array named '{name}'")))?;
+        self.fetch_index(i).map_err(|e| e.with_tensor(name))
+    }
+
+    fn fetch_index(&self, i: usize) -> Result<TensorBytes<'_>> {
+        let (t, a) = (&self.tensors[i], &self.arrays[i]);
+        let es = t.dtype.size().unwrap_or(1);
+        let fortran = a.fortran_order && t.shape.iter().filter(|&&d| d != 1).count() > 1;
+        let mut bytes = match &a.data {
+            Data::Mapped(range) => {
+                if !fortran && !a.big_endian {
+                    return Ok(TensorBytes::Shared {
+                        memory: &self.memory,
+                        start: range.start,
+                        len: range.len(),
+                    });
+                }
+                if fortran {
+                    gather_fortran(&self.memory[range.clone()], es, &t.shape)?
+                } else {
+                    self.memory[range.clone()].to_vec()
+                }
+            }
+            Data::Deflated(entry, h) => {
+                let mut all = entry.read(&self.memory, entry.uncompressed_len)?.into_owned();
+                if fortran {
+                    let data = all
+                        .get(h.data_offset..)
+                        .ok_or_else(|| CoreError::incomplete_file("npz: member shorter than its header"))?;
+                    gather_fortran(data, es, &t.shape)?
+                } else {
+                    all.drain(..h.data_offset.min(all.len()));
+                    all
+                }
+            }
+        };
+        if a.big_endian {
+            let unit = if t.dtype == DType::C64 { 4 } else { es };
+            strided::swap_bytes(&mut bytes, unit);
+        }
+        Ok(TensorBytes::Owned(bytes))
+    }
+}
+
+/// Row-major bytes of an array stored in Fortran (column-major) order.
+fn gather_fortran(src: &[u8], es: usize, shape: &[usize]) -> Result<Vec<u8>> {
+    let mut strides = Vec::with_capacity(shape.len());
+    let mut s = 1usize;
+    for &d in shape {
+        strides.push(s);
+        s = s.saturating_mul(d);
+    }
+    strided::gather(src, es, 0, shape, &strides)
+}
+
+#[cfg(test)]
+mod tests;

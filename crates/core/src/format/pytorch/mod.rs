@@ -1,0 +1,719 @@
+//! PyTorch checkpoints (`.bin`, `.pt`, `.pth`) read without Python and without executing
+//! anything: the zip format of `torch.save` (torch ≥ 1.6) and the legacy format before it.
+//!
+//! The pickle is read by a weights-only unpickler ([`pickle`]) against torch's allow-list
+//! ([`allow`]); what comes out is a tree of containers with tensor descriptions (a storage
+//! key, dtype, offset, shape, strides) at the leaves. The tree is flattened into dotted
+//! names (`state_dict.encoder.weight`, `layers.0.bias`), every tensor is checked to lie
+//! within its storage, and every storage against the bytes the file holds for it — all at
+//! open. Reading a tensor then is a slice of the mapping (contiguous, little-endian: zero
+//! copy) or a gather into a fresh row-major buffer (views, big-endian files).
+
+pub mod allow;
+pub mod pickle;
+
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::format::safetensors::{Mapping, Memory, TensorBytes};
+use crate::format::strided;
+use crate::format::zip::{Method, ZipArchive, ZipEntry};
+use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The name of the one tensor of a checkpoint that is a bare tensor (`torch.save(t, f)`).
+pub const BARE_TENSOR_NAME: &str = "tensor";
+/// The legacy format's first pickle (`torch.serialization.MAGIC_NUMBER`).
+const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+const LEGACY_PROTOCOL_VERSION: i64 = 1001;
+/// A deflated `data.pkl` is inflated whole; torch never compresses it, so this is generous.
+const MAX_PICKLE_BYTES: u64 = 1 << 30;
+/// Longest tensor name, and most name bytes in all, that flattening may produce.
+const MAX_NAME_BYTES: usize = 1 << 16;
+/// A view that repeats its storage's elements (a stride of 0, overlapping strides) may
+/// materialise into at most this many bytes beyond the storage bytes it reads.
+pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
+
+/// Which of torch's two layouts a checkpoint uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Container {
+    /// `torch.save` since 1.6: a zip of `<top>/data.pkl`, `<top>/data/<key>`, `<top>/byteorder`.
+    Zip,
+    /// Before 1.6: magic, protocol, sys-info and object pickles, then the raw storages.
+    Legacy,
+}
+
+/// One tensor as listed: the same fields as the core's `SourceTensor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorListing {
+    pub name: String,
+    pub dtype: DType,
+    /// torch's name for the dtype (`torch.bfloat16`).
+    pub stored: String,
+    pub shape: Vec<usize>,
+    /// Bytes the tensor takes row-major (what `fetch` returns).
+    pub stored_len: u64,
+}
+
+/// Where a tensor's bytes live: its stored storage and the byte span it touches there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageSpan<'a> {
+    pub key: &'a str,
+    pub start: u64,
+    pub end: u64,
+    /// Covers its whole storage, densely (convert.py's `_is_complete`).
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone)]
+enum StoredBytes {
+    Mapped(Range<usize>),
+    Deflated(ZipEntry),
+}
+
+#[derive(Debug, Clone)]
+struct Storage {
+    key: String,
+    bytes: StoredBytes,
+    /// Total bytes of the stored storage.
+    len: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Layout {
+    storage: usize,
+    /// Byte offset of the tensor's window in its stored storage.
+    window: u64,
+    offset: usize,
+    strides: Vec<usize>,
+    conj: bool,
+    neg: bool,
+}
+
+/// An opened checkpoint: tensors listed and validated, bytes read on demand.
+pub struct PyTorchFile {
+    memory: Arc<Memory>,
+    container: Container,
+    big_endian: bool,
+    protocol: u8,
+    tensors: Vec<TensorListing>,
+    layouts: Vec<Layout>,
+    storages: Vec<Storage>,
+    by_name: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for PyTorchFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyTorchFile")
+            .field("container", &self.container)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+/// Map a file privately (copy-on-write), as the SafeTensors reader does.
+pub fn map_file(path: &Path, what: &str) -> Result<Arc<Memory>> {
+    let (file, meta) = crate::fsutil::open_regular(path, what)?;
+    if meta.len() == 0 {
+        return Ok(Arc::new(Memory::Owned(Vec::new())));
+    }
+    // SAFETY: a private mapping; writes through it never reach the file. A file truncated
+    // by another process while mapped faults on access (the documented hazard of mmap).
+    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+        .map_err(|e| CoreError::io(e, path))?;
+    Ok(Arc::new(Memory::Mapped(Mapping::new(map))))
+}
+
+/// What a file looks like to the PyTorch reader, from its first bytes (and zip directory).
+pub fn sniff(bytes: &[u8], zip: Option<&ZipArchive>) -> Option<Container> {
+    if let Some(zip) = zip {
+        return zip_top(zip).ok().map(|_| Container::Zip);
+    }
+    legacy_start(bytes).then_some(Container::Legacy)
+}
+
+/// Whether `bytes` start with the legacy format's magic-number pickle.
+fn legacy_start(bytes: &[u8]) -> bool {
+    // PROTO n, an optional FRAME, then LONG1 of the 10-byte magic.
+    let mut at = match bytes {
+        [0x80, 2..=5, ..] => 2,
+        _ => return false,
+    };
+    if bytes.get(at) == Some(&0x95) {
+        at += 9;
+    }
+    bytes.get(at..at + 2) == Some(&[0x8a, 0x0a]) && bytes.get(at + 2..at + 12) == Some(&LEGACY_MAGIC)
+}
+
+/// The folder every member of a torch zip lives in (`archive`, or the file's stem), found,
+/// not assumed: the first member's, which all others must share, with a `data.pkl`.
+fn zip_top(zip: &ZipArchive) -> Result<String> {
+    let first = zip
+        .entries()
+        .first()
+        .ok_or_else(|| CoreError::invalid_header("zip: an empty archive"))?;
+    let top = first
+        .name
+        .split_once('/')
+        .map(|(t, _)| t.to_string())
+        .ok_or_else(|| CoreError::invalid_header("zip: the first member is not in a folder"))?;
+    let prefix = format!("{top}/");
+    if let Some(stray) = zip.entries().iter().find(|e| !e.name.starts_with(&prefix)) {
+        return Err(CoreError::invalid_header(format!(
+            "zip: member {:?} is outside the archive folder {top:?}",
+            stray.name
+        )));
+    }
+    if zip.find(&format!("{top}/data.pkl")).is_none() {
+        let what = if zip.find(&format!("{top}/constants.pkl")).is_some() {
+            "a TorchScript archive (torch.jit.save), not a torch.save checkpoint"
+        } else {
+            "a zip without data.pkl, not a torch.save checkpoint"
+        };
+        return Err(CoreError::invalid_header(format!("zip: {what}")));
+    }
+    Ok(top)
+}
+
+impl PyTorchFile {
+    /// Open a checkpoint file (mapped).
+    pub fn open(path: &Path) -> Result<PyTorchFile> {
+        let memory = map_file(path, "a PyTorch checkpoint")?;
+        PyTorchFile::from_memory(memory).map_err(|e| e.with_path(path))
+    }
+
+    /// Read a checkpoint held in memory.
+    pub fn from_memory(memory: Arc<Memory>) -> Result<PyTorchFile> {
+        if crate::format::zip::looks_like_zip(&memory) {
+            let zip = ZipArchive::parse(&memory)?;
+            Self::from_zip(memory, &zip)
+        } else if legacy_start(&memory) {
+            Self::from_legacy(memory)
+        } else {
+            Err(CoreError::invalid_header(
+                "neither a torch zip checkpoint nor a legacy torch checkpoint",
+            ))
+        }
+    }
+
+    /// Read a checkpoint whose zip directory the caller has parsed already.
+    pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<PyTorchFile> {
+        let top = zip_top(zip)?;
+        let record = |name: &str| zip.find(&format!("{top}/{name}"));
+        let big_endian = match record("byteorder") {
+            None => false,
+            Some(e) => match &*e.read(&memory, 16)? {
+                b"little" => false,
+                b"big" => true,
+                other => {
+                    return Err(CoreError::invalid_header(format!(
+                        "byteorder record says {:?}",
+                        String::from_utf8_lossy(other)
+                    )))
+                }
+            },
+        };
+        let pkl_entry = record("data.pkl").ok_or_else(|| CoreError::invalid_header("no data.pkl"))?;
+        let pkl = pkl_entry.read(&memory, MAX_PICKLE_BYTES)?;
+        let un = pickle::unpickle(&pkl, 0, PersistentIds::Zip, Limits::default())?;
+        if un.end != pkl.len() {
+            return Err(CoreError::invalid_header(format!(
+                "pickle: {} bytes after STOP in data.pkl",
+                pkl.len() - un.end
+            )));
+        }
+        // Each stored storage once: its record must exist and hold exactly its bytes.
+        let mut storages: Vec<Storage> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut decl_storage = Vec::with_capacity(un.storages.len());
+        for decl in &un.storages {
+            if let Some(&i) = index.get(decl.key.as_str()) {
+                decl_storage.push(i);
+                continue;
+            }
+            let name = format!("data/{}", decl.key);
+            let entry = record(&name).ok_or_else(|| {
+                CoreError::invalid_header(format!(
+                    "the pickle names storage '{}' but the archive has no record {top}/{name}",
+                    decl.key
+                ))
+            })?;
+            let len = decl.numel * decl.elem.size();
+            if entry.uncompressed_len != len {
+                return Err(CoreError::size_mismatch(format!(
+                    "storage '{}' should hold {} elements ({len} bytes), its record holds {} bytes",
+                    decl.key, decl.numel, entry.uncompressed_len
+                )));
+            }
+            let bytes = match entry.method {
+                Method::Stored => StoredBytes::Mapped(entry.data_range()),
+                Method::Deflate => StoredBytes::Deflated(entry.clone()),
+            };
+            index.insert(&decl.key, storages.len());
+            decl_storage.push(storages.len());
+            storages.push(Storage {
+                key: decl.key.clone(),
+                bytes,
+                len,
+            });
+        }
+        Self::assemble(memory, Container::Zip, big_endian, un, storages, decl_storage)
+    }
+
+    fn from_legacy(memory: Arc<Memory>) -> Result<PyTorchFile> {
+        let bytes: &[u8] = &memory;
+        let small = Limits {
+            max_depth: 16,
+            max_stack: 1 << 12,
+            max_memo: 1 << 12,
+            max_objects: 1 << 12,
+        };
+        let magic = pickle::unpickle(bytes, 0, PersistentIds::Refused, small)?;
+        if !matches!(&magic.root, Value::BigInt(b) if **b == LEGACY_MAGIC) {
+            return Err(CoreError::invalid_header("legacy checkpoint: wrong magic number"));
+        }
+        let version = pickle::unpickle(bytes, magic.end, PersistentIds::Refused, small)?;
+        if version.root != Value::Int(LEGACY_PROTOCOL_VERSION) {
+            return Err(CoreError::invalid_header(format!(
+                "legacy checkpoint: protocol version {:?}, not {LEGACY_PROTOCOL_VERSION}",
+                version.root
+            )));
+        }
+        let sys_info = pickle::unpickle(bytes, version.end, PersistentIds::Refused, small)?;
+        let un = pickle::unpickle(bytes, sys_info.end, PersistentIds::Legacy, Limits::default())?;
+        let keys = pickle::unpickle(bytes, un.end, PersistentIds::Refused, Limits::default())?;
+        let key_list: Vec<String> = match &keys.root {
+            Value::Obj(id) => match keys.object(*id) {
+                Object::List(items) => items
+                    .iter()
+                    .map(|k| match k {
+                        Value::Str(s) => Ok(s.to_string()),
+                        _ => Err(CoreError::invalid_header(
+                            "legacy checkpoint: a storage key is not a string",
+                        )),
+                    })
+                    .collect::<Result<_>>()?,
+                _ => return Err(CoreError::invalid_header("legacy checkpoint: no storage key list")),
+            },
+            _ => return Err(CoreError::invalid_header("legacy checkpoint: no storage key list")),
+        };
+        // Each declared stored storage: elements and bytes per element (from the pickle).
+        let mut declared: HashMap<&str, (u64, u64)> = HashMap::new();
+        for d in &un.storages {
+            declared.insert(&d.key, (d.numel, d.elem.size()));
+        }
+        // Then, per listed key: an int64 little-endian element count and the raw bytes
+        // (always little-endian: torch converted on big-endian hosts).
+        let mut at = keys.end;
+        let mut storages: Vec<Storage> = Vec::with_capacity(key_list.len().min(declared.len()));
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for key in key_list {
+            let &(numel, es) = declared.get(key.as_str()).ok_or_else(|| {
+                CoreError::invalid_header(format!(
+                    "legacy checkpoint: storage '{key}' is listed but no tensor uses it"
+                ))
+            })?;
+            let count = bytes
+                .get(at..at + 8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .ok_or_else(|| {
+                    CoreError::incomplete_file(format!(
+                        "legacy checkpoint: storage '{key}' is missing (file truncated)"
+                    ))
+                })?;
+            if count < 0 || count as u64 != numel {
+                return Err(CoreError::size_mismatch(format!(
+                    "legacy checkpoint: storage '{key}' should hold {numel} elements, the file says {count}"
+                )));
+            }
+            let len = numel * es;
+            let start = at + 8;
+            let end = (start as u64).checked_add(len).filter(|&e| e <= bytes.len() as u64);
+            let end = end.ok_or_else(|| {
+                CoreError::incomplete_file(format!(
+                    "legacy checkpoint: storage '{key}' ({len} bytes) runs past the end of the file"
+                ))
+            })? as usize;
+            if index.insert(key.clone(), storages.len()).is_some() {
+                return Err(CoreError::invalid_header(format!(
+                    "legacy checkpoint: storage '{key}' is listed twice"
+                )));
+            }
+            storages.push(Storage {
+                key,
+                bytes: StoredBytes::Mapped(start..end),
+                len,
+            });
+            at = end;
+        }
+        let decl_storage = un
+            .storages
+            .iter()
+            .map(|d| {
+                index.get(&d.key).copied().ok_or_else(|| {
+                    CoreError::invalid_header(format!(
+                        "legacy checkpoint: storage '{}' is used but not stored",
+                        d.key
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::assemble(memory, Container::Legacy, false, un, storages, decl_storage)
+    }
+
+    /// Name the tensors and check each one's bytes can be produced.
+    fn assemble(
+        memory: Arc<Memory>,
+        container: Container,
+        big_endian: bool,
+        un: Unpickled,
+        storages: Vec<Storage>,
+        decl_storage: Vec<usize>,
+    ) -> Result<PyTorchFile> {
+        let names = flatten(&un)?;
+        let mut tensors = Vec::with_capacity(names.len());
+        let mut layouts = Vec::with_capacity(names.len());
+        let mut by_name = HashMap::with_capacity(names.len());
+        for (name, tid) in names {
+            let t = &un.tensors[tid];
+            let decl = &un.storages[t.storage];
+            let named = |e: CoreError| e.with_tensor(&name);
+            let usize_of = |v: u64| {
+                usize::try_from(v).map_err(|_| {
+                    CoreError::size_mismatch("tensor too large for this machine").with_tensor(&name)
+                })
+            };
+            let shape = t.shape.iter().map(|&d| usize_of(d)).collect::<Result<Vec<_>>>()?;
+            let strides = t.stride.iter().map(|&d| usize_of(d)).collect::<Result<Vec<_>>>()?;
+            let es = t.dtype.size().unwrap_or(1) as u64;
+            let numel = crate::tensor::checked_numel(&shape).unwrap_or(usize::MAX) as u64;
+            let stored_len = numel.saturating_mul(es);
+            // A view that reads each storage byte once produces at most its storage's bytes;
+            // one that repeats them (stride 0) is bounded, never sized by the file alone.
+            if stored_len > decl.byte_len.saturating_add(MAX_EXPANDED_BYTES) {
+                return Err(named(CoreError::size_mismatch(format!(
+                    "a view of {} storage bytes expands to {stored_len} bytes (over the {MAX_EXPANDED_BYTES}-byte limit)",
+                    decl.byte_len
+                ))));
+            }
+            if t.neg && !negatable(t.dtype) {
+                return Err(named(CoreError::unsupported_dtype(format!(
+                    "a negative view of {} cannot be materialised",
+                    t.dtype
+                ))));
+            }
+            if by_name.insert(name.clone(), tensors.len()).is_some() {
+                return Err(named(CoreError::invalid_header(
+                    "two tensors flatten to this name",
+                )));
+            }
+            tensors.push(TensorListing {
+                name: name.clone(),
+                dtype: t.dtype,
+                stored: allow::torch_dtype_name(t.dtype).to_string(),
+                shape,
+                stored_len,
+            });
+            layouts.push(Layout {
+                storage: decl_storage[t.storage],
+                window: decl.byte_offset,
+                offset: usize_of(t.offset)?,
+                strides,
+                conj: t.conj,
+                neg: t.neg,
+            });
+        }
+        Ok(PyTorchFile {
+            memory,
+            container,
+            big_endian,
+            protocol: un.protocol,
+            tensors,
+            layouts,
+            storages,
+            by_name,
+        })
+    }
+
+    pub fn container(&self) -> Container {
+        self.container
+    }
+    pub fn pickle_protocol(&self) -> u8 {
+        self.protocol
+    }
+    pub fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+    /// The tensors, in the order the checkpoint lists them.
+    pub fn tensors(&self) -> &[TensorListing] {
+        &self.tensors
+    }
+    pub fn get(&self, name: &str) -> Option<&TensorListing> {
+        self.by_name.get(name).map(|&i| &self.tensors[i])
+    }
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// The stored storage a tensor reads and the byte span it touches there.
+    pub fn storage_span(&self, name: &str) -> Option<StorageSpan<'_>> {
+        let i = *self.by_name.get(name)?;
+        let (t, l) = (&self.tensors[i], &self.layouts[i]);
+        let s = &self.storages[l.storage];
+        let es = t.dtype.size().unwrap_or(1) as u64;
+        let end_elems = strided::extent(l.offset, &t.shape, &l.strides).unwrap_or(0) as u64;
+        let start = l.window + l.offset as u64 * es;
+        let end = if end_elems == 0 { start } else { l.window + end_elems * es };
+        let dense = strided::is_row_major(&t.shape, &l.strides);
+        Some(StorageSpan {
+            key: &s.key,
+            start,
+            end,
+            complete: dense && start == 0 && t.stored_len == s.len,
+        })
+    }
+
+    /// A tensor's bytes, row-major and little-endian: a view of the mapping when the tensor
+    /// is stored that way, a fresh buffer otherwise.
+    pub fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        let i = *self
+            .by_name
+            .get(name)
+            .ok_or_else(|| CoreError::not_found(format!("no tensor named '{name}'")))?;
+        self.fetch_index(i).map_err(|e| e.with_tensor(name))
+    }
+
+    fn fetch_index(&self, i: usize) -> Result<TensorBytes<'_>> {
+        let (t, l) = (&self.tensors[i], &self.layouts[i]);
+        let s = &self.storages[l.storage];
+        let es = t.dtype.size().unwrap_or(1);
+        if t.stored_len == 0 {
+            return Ok(TensorBytes::Owned(Vec::new()));
+        }
+        let window = l.window as usize;
+        let plain = !self.big_endian && !l.conj && !l.neg;
+        if let (StoredBytes::Mapped(range), true) = (&s.bytes, plain) {
+            if strided::is_row_major(&t.shape, &l.strides) {
+                let start = range.start + window + l.offset * es;
+                let len = t.stored_len as usize;
+                // Bounds were checked at open; check again rather than trust arithmetic.
+                if start + len <= range.end {
+                    return Ok(TensorBytes::Shared {
+                        memory: &self.memory,
+                        start,
+                        len,
+                    });
+                }
+                return Err(CoreError::size_mismatch("tensor reaches past its storage"));
+            }
+        }
+        let inflated;
+        let storage: &[u8] = match &s.bytes {
+            StoredBytes::Mapped(range) => &self.memory[range.clone()],
+            StoredBytes::Deflated(entry) => {
+                inflated = entry.read(&self.memory, entry.uncompressed_len)?;
+                &inflated
+            }
+        };
+        let window_bytes = storage
+            .get(window..)
+            .ok_or_else(|| CoreError::size_mismatch("storage window past its storage"))?;
+        let mut out = strided::gather(window_bytes, es, l.offset, &t.shape, &l.strides)?;
+        if self.big_endian {
+            let unit = if t.dtype == DType::C64 { 4 } else { es };
+            strided::swap_bytes(&mut out, unit);
+        }
+        if l.conj && t.dtype == DType::C64 {
+            for e in out.chunks_exact_mut(8) {
+                e[7] ^= 0x80;
+            }
+        }
+        if l.neg {
+            negate(&mut out, t.dtype)?;
+        }
+        Ok(TensorBytes::Owned(out))
+    }
+
+    /// Tensors that share storage bytes with another, grouped (each group sorted by name),
+    /// as `safetensors.torch._find_shared_tensors` groups them: same storage, overlapping spans.
+    pub fn shared_groups(&self) -> Vec<Vec<&str>> {
+        let mut by_storage: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, (t, l)) in self.tensors.iter().zip(&self.layouts).enumerate() {
+            if t.stored_len > 0 {
+                by_storage.entry(l.storage).or_default().push(i);
+            }
+        }
+        let mut groups = Vec::new();
+        for members in by_storage.into_values() {
+            let mut spans: Vec<(u64, u64, &str)> = members
+                .iter()
+                .filter_map(|&i| {
+                    let name = self.tensors[i].name.as_str();
+                    self.storage_span(name).map(|s| (s.start, s.end, name))
+                })
+                .collect();
+            spans.sort_unstable();
+            let mut current: Vec<&str> = Vec::new();
+            let mut reach = 0u64;
+            for (start, end, name) in spans {
+                if !current.is_empty() && start >= reach {
+                    if current.len() > 1 {
+                        current.sort_unstable();
+                        groups.push(std::mem::take(&mut current));
+                    }
+                    current.clear();
+                }
+                reach = if current.is_empty() { end } else { reach.max(end) };
+                current.push(name);
+            }
+            if current.len() > 1 {
+                current.sort_unstable();
+                groups.push(current);
+            }
+        }
+        groups.sort();
+        groups
+    }
+}
+
+fn negatable(d: DType) -> bool {
+    matches!(
+        d,
+        DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::F8_E4M3
+            | DType::F8_E5M2
+            | DType::F8_E4M3FNUZ
+            | DType::F8_E5M2FNUZ
+            | DType::C64
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::I64
+    )
+}
+
+/// Apply torch's lazy negation bit: flip the sign of each float (keeping the FNUZ types'
+/// single zero, whose negative bit pattern is their NaN), negate each integer (wrapping).
+fn negate(out: &mut [u8], d: DType) -> Result<()> {
+    match d {
+        DType::F32 | DType::C64 => out.chunks_exact_mut(4).for_each(|e| e[3] ^= 0x80),
+        DType::F64 => out.chunks_exact_mut(8).for_each(|e| e[7] ^= 0x80),
+        DType::F16 | DType::BF16 => out.chunks_exact_mut(2).for_each(|e| e[1] ^= 0x80),
+        DType::F8_E4M3 | DType::F8_E5M2 => out.iter_mut().for_each(|b| *b ^= 0x80),
+        DType::F8_E4M3FNUZ | DType::F8_E5M2FNUZ => out
+            .iter_mut()
+            .filter(|b| **b != 0)
+            .for_each(|b| *b ^= 0x80),
+        DType::I8 => out.iter_mut().for_each(|b| *b = (*b as i8).wrapping_neg() as u8),
+        DType::I16 => out.chunks_exact_mut(2).for_each(|e| {
+            let v = i16::from_le_bytes([e[0], e[1]]).wrapping_neg();
+            e.copy_from_slice(&v.to_le_bytes())
+        }),
+        DType::I32 => out.chunks_exact_mut(4).for_each(|e| {
+            let v = i32::from_le_bytes([e[0], e[1], e[2], e[3]]).wrapping_neg();
+            e.copy_from_slice(&v.to_le_bytes())
+        }),
+        DType::I64 => out.chunks_exact_mut(8).for_each(|e| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(e);
+            e.copy_from_slice(&i64::from_le_bytes(a).wrapping_neg().to_le_bytes())
+        }),
+        other => {
+            return Err(CoreError::unsupported_dtype(format!(
+                "a negative view of {other} cannot be materialised"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Dotted names for every tensor in the pickled tree: dict keys (strings, or integers in
+/// decimal) and list/tuple indices, joined with `.`; a bare tensor is [`BARE_TENSOR_NAME`].
+/// Non-tensor leaves (`epoch`, hyper-parameters) are skipped. Iterative, depth-limited, and
+/// budgeted, so shared or cyclic containers cannot make it loop or explode.
+fn flatten(un: &Unpickled) -> Result<Vec<(String, usize)>> {
+    let mut out = Vec::new();
+    if let Value::Tensor(t) = un.root {
+        out.push((BARE_TENSOR_NAME.to_string(), t));
+        return Ok(out);
+    }
+    let max_depth = Limits::default().max_depth as usize;
+    // Each container is visited about once in a tree; sharing (memo references to one dict
+    // from two places) may repeat a few, an exponential fan-out may not.
+    let mut budget = un.objects_len().saturating_mul(4).saturating_add(1024);
+    let mut name_bytes = 0usize;
+    let max_name_total = un.objects_len().saturating_mul(64).saturating_add(1 << 24);
+    let mut work: Vec<(&Value, String, usize)> = vec![(&un.root, String::new(), 0)];
+    while let Some((v, prefix, depth)) = work.pop() {
+        match v {
+            Value::Tensor(t) => {
+                name_bytes += prefix.len();
+                if prefix.len() > MAX_NAME_BYTES || name_bytes > max_name_total {
+                    return Err(CoreError::invalid_header("tensor names too long"));
+                }
+                out.push((prefix, *t));
+            }
+            Value::Obj(id) => {
+                if budget == 0 {
+                    return Err(CoreError::invalid_header(
+                        "pickle: containers referenced from too many places",
+                    ));
+                }
+                budget -= 1;
+                if depth >= max_depth {
+                    return Err(CoreError::invalid_header(format!(
+                        "pickle: containers nested deeper than {max_depth} levels"
+                    )));
+                }
+                let join = |key: &str| {
+                    if prefix.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{prefix}.{key}")
+                    }
+                };
+                let mut children: Vec<(&Value, String, usize)> = Vec::new();
+                match un.object(*id) {
+                    Object::Dict { items, .. } => {
+                        for (k, v) in items {
+                            let key = match k {
+                                Value::Str(s) => s.to_string(),
+                                Value::Int(i) => i.to_string(),
+                                _ if holds_no_tensor(un, v) => continue,
+                                _ => {
+                                    return Err(CoreError::invalid_header(
+                                        "pickle: a tensor under a dict key that is neither a string nor an int",
+                                    ))
+                                }
+                            };
+                            children.push((v, join(&key), depth + 1));
+                        }
+                    }
+                    Object::List(items) | Object::Tuple(items) => {
+                        for (i, v) in items.iter().enumerate() {
+                            children.push((v, join(&i.to_string()), depth + 1));
+                        }
+                    }
+                    Object::Set(_) => {}
+                }
+                // Reversed onto the stack, so names come out in the checkpoint's order.
+                work.extend(children.into_iter().rev());
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a value is plainly not a tensor container (a scalar or a string).
+fn holds_no_tensor(_un: &Unpickled, v: &Value) -> bool {
+    !matches!(v, Value::Tensor(_) | Value::Obj(_))
+}
+
+#[cfg(test)]
+mod tests;
