@@ -29,7 +29,9 @@ pub fn extent(offset: usize, shape: &[usize], strides: &[usize]) -> Option<usize
     shape
         .iter()
         .zip(strides)
-        .try_fold(offset, |acc, (&d, &s)| acc.checked_add((d - 1).checked_mul(s)?))?
+        .try_fold(offset, |acc, (&d, &s)| {
+            acc.checked_add((d - 1).checked_mul(s)?)
+        })?
         .checked_add(1)
 }
 
@@ -44,7 +46,9 @@ pub fn gather(
 ) -> Result<Vec<u8>> {
     let too_big = || CoreError::size_mismatch("a strided view reaches past its storage");
     if shape.len() != strides.len() || es == 0 {
-        return Err(CoreError::invalid_argument("shape and strides differ in rank"));
+        return Err(CoreError::invalid_argument(
+            "shape and strides differ in rank",
+        ));
     }
     let numel = shape
         .iter()
@@ -130,7 +134,13 @@ mod tests {
     use super::*;
 
     /// The plain definition: element (i0, i1, …) of the view is src[offset + Σ i_k·s_k].
-    fn reference(src: &[u8], es: usize, offset: usize, shape: &[usize], strides: &[usize]) -> Vec<u8> {
+    fn reference(
+        src: &[u8],
+        es: usize,
+        offset: usize,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Vec<u8> {
         let numel: usize = shape.iter().product();
         let mut out = Vec::new();
         for flat in 0..numel {
@@ -164,7 +174,10 @@ mod tests {
             for &(offset, shape, strides) in cases {
                 let got = gather(&src, es, offset, shape, strides).unwrap();
                 let want = reference(&src, es, offset, shape, strides);
-                assert_eq!(got, want, "es {es} offset {offset} shape {shape:?} strides {strides:?}");
+                assert_eq!(
+                    got, want,
+                    "es {es} offset {offset} shape {shape:?} strides {strides:?}"
+                );
             }
         }
     }
@@ -173,8 +186,14 @@ mod tests {
     fn views_past_their_storage_are_refused_not_read() {
         let src = vec![0u8; 24];
         assert!(gather(&src, 4, 0, &[6], &[1]).is_ok());
-        assert_eq!(gather(&src, 4, 1, &[6], &[1]).unwrap_err().code(), "ERR_SIZE_MISMATCH");
-        assert_eq!(gather(&src, 4, 0, &[3, 2], &[3, 1]).unwrap_err().code(), "ERR_SIZE_MISMATCH");
+        assert_eq!(
+            gather(&src, 4, 1, &[6], &[1]).unwrap_err().code(),
+            "ERR_SIZE_MISMATCH"
+        );
+        assert_eq!(
+            gather(&src, 4, 0, &[3, 2], &[3, 1]).unwrap_err().code(),
+            "ERR_SIZE_MISMATCH"
+        );
         assert!(gather(&src, 4, 0, &[usize::MAX, 2], &[1, 1]).is_err());
         assert!(gather(&src, 4, usize::MAX, &[1], &[1]).is_err());
     }

@@ -166,8 +166,7 @@ fn read_directory(bytes: &[u8]) -> Result<Directory> {
     }
     let zip64 = entries == u16::MAX || size == u32::MAX || offset == u32::MAX;
     let locator = eocd.checked_sub(EOCD64_LOCATOR_LEN);
-    let has_locator =
-        locator.is_some_and(|l| bytes[l..l + 4] == EOCD64_LOCATOR_SIG.to_le_bytes());
+    let has_locator = locator.is_some_and(|l| bytes[l..l + 4] == EOCD64_LOCATOR_SIG.to_le_bytes());
     if !has_locator {
         if zip64 {
             return Err(bad("ZIP64 sizes without a ZIP64 end record locator"));
@@ -252,14 +251,18 @@ fn zip64_extra(
     while r.at + 4 <= extra.len() {
         let id = r.u16()?;
         let len = r.u16()? as usize;
-        let body = r.take(len).map_err(|_| bad("an extra field runs past its header"))?;
+        let body = r
+            .take(len)
+            .map_err(|_| bad("an extra field runs past its header"))?;
         if id != ZIP64_EXTRA_ID {
             continue;
         }
         let mut f = Reader::at(body, 0);
         let mut next = |want: bool| -> Result<Option<u64>> {
             if want {
-                f.u64().map(Some).map_err(|_| bad("ZIP64 extra field too short"))
+                f.u64()
+                    .map(Some)
+                    .map_err(|_| bad("ZIP64 extra field too short"))
             } else {
                 Ok(None)
             }
@@ -409,7 +412,9 @@ impl ZipArchive {
             })?;
         let mut l = Reader::at(bytes, local);
         if l.u32()? != LOCAL_SIG {
-            return Err(bad(format!("member {name:?}: local header signature missing")));
+            return Err(bad(format!(
+                "member {name:?}: local header signature missing"
+            )));
         }
         let _needed = l.u16()?;
         let lflags = l.u16()?;
@@ -469,7 +474,6 @@ impl ZipArchive {
     pub fn find(&self, name: &str) -> Option<&ZipEntry> {
         self.by_name.get(name).map(|&i| &self.entries[i])
     }
-
 }
 
 impl ZipEntry {
@@ -556,7 +560,10 @@ fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
     out.try_reserve_exact(declared + 1).map_err(|_| {
         CoreError::new(
             crate::error::ErrorKind::Io,
-            format!("zip: cannot allocate {declared} bytes to inflate {:?}", entry.name),
+            format!(
+                "zip: cannot allocate {declared} bytes to inflate {:?}",
+                entry.name
+            ),
         )
     })?;
     out.resize(declared + 1, 0);
@@ -586,7 +593,11 @@ pub fn crc32(data: &[u8]) -> u32 {
         for i in 0..256u32 {
             let mut c = i;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
             t[0][i as usize] = c;
         }

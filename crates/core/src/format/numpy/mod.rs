@@ -95,7 +95,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
             .ok_or_else(|| bad(format!("header has no '{k}'")))
     };
     if dict.len() != 3 {
-        return Err(bad("header must hold exactly descr, fortran_order and shape"));
+        return Err(bad(
+            "header must hold exactly descr, fortran_order and shape",
+        ));
     }
     let descr = match field("descr")? {
         Literal::Str(s) => s.clone(),
@@ -113,7 +115,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
         Literal::Tuple(items) => items
             .iter()
             .map(|d| match d {
-                Literal::Int(n) if *n >= 0 => usize::try_from(*n).map_err(|_| bad("dimension too large")),
+                Literal::Int(n) if *n >= 0 => {
+                    usize::try_from(*n).map_err(|_| bad("dimension too large"))
+                }
                 _ => Err(bad("shape holds something other than non-negative ints")),
             })
             .collect::<Result<Vec<_>>>()?,
@@ -238,7 +242,10 @@ impl LiteralParser<'_> {
                         return Ok(v);
                     }
                 }
-                Err(bad(format!("unexpected character at header byte {}", self.at)))
+                Err(bad(format!(
+                    "unexpected character at header byte {}",
+                    self.at
+                )))
             }
         }
     }
@@ -264,7 +271,9 @@ impl LiteralParser<'_> {
             self.at += 1;
         }
         let digits = std::str::from_utf8(&self.s[start..self.at]).unwrap_or("");
-        let n = digits.parse().map_err(|_| bad(format!("bad integer '{digits}'")))?;
+        let n = digits
+            .parse()
+            .map_err(|_| bad(format!("bad integer '{digits}'")))?;
         // Python 2 wrote longs as `3L`.
         if self.s.get(self.at) == Some(&b'L') {
             self.at += 1;
@@ -381,7 +390,11 @@ impl NumpyFile {
                 arrays: Vec::new(),
                 by_name: HashMap::new(),
             };
-            file.push(NPY_ARRAY_NAME.to_string(), &h, Data::Mapped(h.data_offset..end))?;
+            file.push(
+                NPY_ARRAY_NAME.to_string(),
+                &h,
+                Data::Mapped(h.data_offset..end),
+            )?;
             return Ok(file);
         }
         if crate::format::zip::looks_like_zip(&memory) {
@@ -414,7 +427,8 @@ impl NumpyFile {
                 }
             }
             .map_err(named)?;
-            if (h.data_offset as u64).checked_add(h.data_len as u64) != Some(entry.uncompressed_len) {
+            if (h.data_offset as u64).checked_add(h.data_len as u64) != Some(entry.uncompressed_len)
+            {
                 return Err(named(CoreError::incomplete_file(format!(
                     "npz: member {:?} is {} bytes, its array needs {} + {} header bytes",
                     entry.name, entry.uncompressed_len, h.data_len, h.data_offset
@@ -436,7 +450,11 @@ impl NumpyFile {
     }
 
     fn push(&mut self, name: String, h: &NpyHeader, data: Data) -> Result<()> {
-        if self.by_name.insert(name.clone(), self.tensors.len()).is_some() {
+        if self
+            .by_name
+            .insert(name.clone(), self.tensors.len())
+            .is_some()
+        {
             return Err(bad(format!("two arrays named '{name}'")));
         }
         self.tensors.push(TensorListing {
@@ -497,11 +515,13 @@ impl NumpyFile {
                 }
             }
             Data::Deflated(entry, h) => {
-                let mut all = entry.read(&self.memory, entry.uncompressed_len)?.into_owned();
+                let mut all = entry
+                    .read(&self.memory, entry.uncompressed_len)?
+                    .into_owned();
                 if fortran {
-                    let data = all
-                        .get(h.data_offset..)
-                        .ok_or_else(|| CoreError::incomplete_file("npz: member shorter than its header"))?;
+                    let data = all.get(h.data_offset..).ok_or_else(|| {
+                        CoreError::incomplete_file("npz: member shorter than its header")
+                    })?;
                     gather_fortran(data, es, &t.shape)?
                 } else {
                     all.drain(..h.data_offset.min(all.len()));

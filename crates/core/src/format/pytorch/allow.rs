@@ -143,23 +143,51 @@ static OTHERS: &[Allowed] = &[
     g("torch.nn.parameter", "Parameter", Parameter),
     g("torch", "Tensor", TensorType),
     // Rebuild functions.
-    g("torch._utils", "_rebuild_tensor", Rebuild(RebuildFn::Tensor)),
-    g("torch._utils", "_rebuild_tensor_v2", Rebuild(RebuildFn::TensorV2)),
-    g("torch._utils", "_rebuild_tensor_v3", Rebuild(RebuildFn::TensorV3)),
-    g("torch._utils", "_rebuild_parameter", Rebuild(RebuildFn::Parameter)),
+    g(
+        "torch._utils",
+        "_rebuild_tensor",
+        Rebuild(RebuildFn::Tensor),
+    ),
+    g(
+        "torch._utils",
+        "_rebuild_tensor_v2",
+        Rebuild(RebuildFn::TensorV2),
+    ),
+    g(
+        "torch._utils",
+        "_rebuild_tensor_v3",
+        Rebuild(RebuildFn::TensorV3),
+    ),
+    g(
+        "torch._utils",
+        "_rebuild_parameter",
+        Rebuild(RebuildFn::Parameter),
+    ),
     g(
         "torch._utils",
         "_rebuild_parameter_with_state",
         Rebuild(RebuildFn::ParameterWithState),
     ),
-    g("torch._tensor", "_rebuild_from_type_v2", Rebuild(RebuildFn::FromTypeV2)),
+    g(
+        "torch._tensor",
+        "_rebuild_from_type_v2",
+        Rebuild(RebuildFn::FromTypeV2),
+    ),
     g(
         "torch._utils",
         "_rebuild_device_tensor_from_cpu_tensor",
         Rebuild(RebuildFn::DeviceFromCpu),
     ),
-    g("torch._utils", "_rebuild_qtensor", UnsupportedRebuild("a quantized tensor")),
-    g("torch._utils", "_rebuild_sparse_tensor", UnsupportedRebuild("a sparse tensor")),
+    g(
+        "torch._utils",
+        "_rebuild_qtensor",
+        UnsupportedRebuild("a quantized tensor"),
+    ),
+    g(
+        "torch._utils",
+        "_rebuild_sparse_tensor",
+        UnsupportedRebuild("a sparse tensor"),
+    ),
     g(
         "torch._utils",
         "_rebuild_meta_tensor_no_storage",
@@ -176,8 +204,16 @@ static OTHERS: &[Allowed] = &[
         UnsupportedRebuild("a tensor made from a NumPy array"),
     ),
     // Untyped, generic and quantized storages.
-    g("torch.storage", "UntypedStorage", Storage(StorageKind::Untyped)),
-    g("torch.storage", "TypedStorage", Storage(StorageKind::Generic)),
+    g(
+        "torch.storage",
+        "UntypedStorage",
+        Storage(StorageKind::Untyped),
+    ),
+    g(
+        "torch.storage",
+        "TypedStorage",
+        Storage(StorageKind::Generic),
+    ),
     g("torch", "QInt8Storage", untyped_dtype("torch.qint8")),
     g("torch", "QUInt8Storage", untyped_dtype("torch.quint8")),
     g("torch", "QInt32Storage", untyped_dtype("torch.qint32")),
@@ -258,7 +294,7 @@ pub fn allowed() -> impl Iterator<Item = Allowed> {
 
 /// Python 2 module names that Python 3's pickler writes at protocol ≤ 2 (`fix_imports`), as
 /// torch maps them back (`torch._utils.IMPORT_MAPPING`; only those that can reach an entry).
-fn python3_module(module: &str) -> &str {
+pub fn python3_module(module: &str) -> &str {
     match module {
         "__builtin__" => "builtins",
         "copy_reg" => "copyreg",
@@ -269,8 +305,9 @@ fn python3_module(module: &str) -> &str {
 /// The role of `module.name`, or `None` when the pickle may not mention it.
 pub fn lookup(module: &str, name: &str) -> Option<Role> {
     let module = python3_module(module);
-    static INDEX: std::sync::OnceLock<std::collections::HashMap<(&'static str, &'static str), Role>> =
-        std::sync::OnceLock::new();
+    static INDEX: std::sync::OnceLock<
+        std::collections::HashMap<(&'static str, &'static str), Role>,
+    > = std::sync::OnceLock::new();
     INDEX
         .get_or_init(|| allowed().map(|a| ((a.module, a.name), a.role)).collect())
         .get(&(module, name))

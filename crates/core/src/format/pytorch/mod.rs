@@ -144,7 +144,8 @@ fn legacy_start(bytes: &[u8]) -> bool {
     if bytes.get(at) == Some(&0x95) {
         at += 9;
     }
-    bytes.get(at..at + 2) == Some(&[0x8a, 0x0a]) && bytes.get(at + 2..at + 12) == Some(&LEGACY_MAGIC)
+    bytes.get(at..at + 2) == Some(&[0x8a, 0x0a])
+        && bytes.get(at + 2..at + 12) == Some(&LEGACY_MAGIC)
 }
 
 /// The folder every member of a torch zip lives in (`archive`, or the file's stem), found,
@@ -215,7 +216,8 @@ impl PyTorchFile {
                 }
             },
         };
-        let pkl_entry = record("data.pkl").ok_or_else(|| CoreError::invalid_header("no data.pkl"))?;
+        let pkl_entry =
+            record("data.pkl").ok_or_else(|| CoreError::invalid_header("no data.pkl"))?;
         let pkl = pkl_entry.read(&memory, MAX_PICKLE_BYTES)?;
         let un = pickle::unpickle(&pkl, 0, PersistentIds::Zip, Limits::default())?;
         if un.end != pkl.len() {
@@ -259,7 +261,14 @@ impl PyTorchFile {
                 len,
             });
         }
-        Self::assemble(memory, Container::Zip, big_endian, un, storages, decl_storage)
+        Self::assemble(
+            memory,
+            Container::Zip,
+            big_endian,
+            un,
+            storages,
+            decl_storage,
+        )
     }
 
     fn from_legacy(memory: Arc<Memory>) -> Result<PyTorchFile> {
@@ -272,7 +281,9 @@ impl PyTorchFile {
         };
         let magic = pickle::unpickle(bytes, 0, PersistentIds::Refused, small)?;
         if !matches!(&magic.root, Value::BigInt(b) if **b == LEGACY_MAGIC) {
-            return Err(CoreError::invalid_header("legacy checkpoint: wrong magic number"));
+            return Err(CoreError::invalid_header(
+                "legacy checkpoint: wrong magic number",
+            ));
         }
         let version = pickle::unpickle(bytes, magic.end, PersistentIds::Refused, small)?;
         if version.root != Value::Int(LEGACY_PROTOCOL_VERSION) {
@@ -282,7 +293,12 @@ impl PyTorchFile {
             )));
         }
         let sys_info = pickle::unpickle(bytes, version.end, PersistentIds::Refused, small)?;
-        let un = pickle::unpickle(bytes, sys_info.end, PersistentIds::Legacy, Limits::default())?;
+        let un = pickle::unpickle(
+            bytes,
+            sys_info.end,
+            PersistentIds::Legacy,
+            Limits::default(),
+        )?;
         let keys = pickle::unpickle(bytes, un.end, PersistentIds::Refused, Limits::default())?;
         let key_list: Vec<String> = match &keys.root {
             Value::Obj(id) => match keys.object(*id) {
@@ -295,9 +311,17 @@ impl PyTorchFile {
                         )),
                     })
                     .collect::<Result<_>>()?,
-                _ => return Err(CoreError::invalid_header("legacy checkpoint: no storage key list")),
+                _ => {
+                    return Err(CoreError::invalid_header(
+                        "legacy checkpoint: no storage key list",
+                    ))
+                }
             },
-            _ => return Err(CoreError::invalid_header("legacy checkpoint: no storage key list")),
+            _ => {
+                return Err(CoreError::invalid_header(
+                    "legacy checkpoint: no storage key list",
+                ))
+            }
         };
         // Each declared stored storage: elements and bytes per element (from the pickle).
         let mut declared: HashMap<&str, (u64, u64)> = HashMap::new();
@@ -330,7 +354,9 @@ impl PyTorchFile {
             }
             let len = numel * es;
             let start = at + 8;
-            let end = (start as u64).checked_add(len).filter(|&e| e <= bytes.len() as u64);
+            let end = (start as u64)
+                .checked_add(len)
+                .filter(|&e| e <= bytes.len() as u64);
             let end = end.ok_or_else(|| {
                 CoreError::incomplete_file(format!(
                     "legacy checkpoint: storage '{key}' ({len} bytes) runs past the end of the file"
@@ -385,8 +411,16 @@ impl PyTorchFile {
                     CoreError::size_mismatch("tensor too large for this machine").with_tensor(&name)
                 })
             };
-            let shape = t.shape.iter().map(|&d| usize_of(d)).collect::<Result<Vec<_>>>()?;
-            let strides = t.stride.iter().map(|&d| usize_of(d)).collect::<Result<Vec<_>>>()?;
+            let shape = t
+                .shape
+                .iter()
+                .map(|&d| usize_of(d))
+                .collect::<Result<Vec<_>>>()?;
+            let strides = t
+                .stride
+                .iter()
+                .map(|&d| usize_of(d))
+                .collect::<Result<Vec<_>>>()?;
             let es = t.dtype.size().unwrap_or(1) as u64;
             let numel = crate::tensor::checked_numel(&shape).unwrap_or(usize::MAX) as u64;
             let stored_len = numel.saturating_mul(es);
@@ -465,7 +499,11 @@ impl PyTorchFile {
         let es = t.dtype.size().unwrap_or(1) as u64;
         let end_elems = strided::extent(l.offset, &t.shape, &l.strides).unwrap_or(0) as u64;
         let start = l.window + l.offset as u64 * es;
-        let end = if end_elems == 0 { start } else { l.window + end_elems * es };
+        let end = if end_elems == 0 {
+            start
+        } else {
+            l.window + end_elems * es
+        };
         let dense = strided::is_row_major(&t.shape, &l.strides);
         Some(StorageSpan {
             key: &s.key,
@@ -565,7 +603,11 @@ impl PyTorchFile {
                     }
                     current.clear();
                 }
-                reach = if current.is_empty() { end } else { reach.max(end) };
+                reach = if current.is_empty() {
+                    end
+                } else {
+                    reach.max(end)
+                };
                 current.push(name);
             }
             if current.len() > 1 {
@@ -605,11 +647,12 @@ fn negate(out: &mut [u8], d: DType) -> Result<()> {
         DType::F64 => out.chunks_exact_mut(8).for_each(|e| e[7] ^= 0x80),
         DType::F16 | DType::BF16 => out.chunks_exact_mut(2).for_each(|e| e[1] ^= 0x80),
         DType::F8_E4M3 | DType::F8_E5M2 => out.iter_mut().for_each(|b| *b ^= 0x80),
-        DType::F8_E4M3FNUZ | DType::F8_E5M2FNUZ => out
+        DType::F8_E4M3FNUZ | DType::F8_E5M2FNUZ => {
+            out.iter_mut().filter(|b| **b != 0).for_each(|b| *b ^= 0x80)
+        }
+        DType::I8 => out
             .iter_mut()
-            .filter(|b| **b != 0)
-            .for_each(|b| *b ^= 0x80),
-        DType::I8 => out.iter_mut().for_each(|b| *b = (*b as i8).wrapping_neg() as u8),
+            .for_each(|b| *b = (*b as i8).wrapping_neg() as u8),
         DType::I16 => out.chunks_exact_mut(2).for_each(|e| {
             let v = i16::from_le_bytes([e[0], e[1]]).wrapping_neg();
             e.copy_from_slice(&v.to_le_bytes())

@@ -422,10 +422,7 @@ impl<'a> Machine<'a> {
     }
     fn new_object(&mut self, object: Object) -> Result<Value> {
         if self.nodes.len() >= self.limits.max_objects {
-            return Err(self.err(format!(
-                "more than {} containers",
-                self.limits.max_objects
-            )));
+            return Err(self.err(format!("more than {} containers", self.limits.max_objects)));
         }
         let children = match &object {
             Object::List(v) | Object::Tuple(v) | Object::Set(v) => {
@@ -546,8 +543,11 @@ impl<'a> Machine<'a> {
                 op::LONG => {
                     let line = self.line()?;
                     let s = line.strip_suffix('L').unwrap_or(line);
-                    let v = s.parse().map_err(|_| self.err("LONG beyond 64 bits"))?;
-                    self.push(Value::Int(v))?
+                    let v = match s.parse() {
+                        Ok(v) => Value::Int(v),
+                        Err(_) => decimal_long(s).ok_or_else(|| self.err("bad LONG argument"))?,
+                    };
+                    self.push(v)?
                 }
                 op::LONG1 => {
                     let n = self.u8()? as u64;
@@ -764,6 +764,7 @@ impl<'a> Machine<'a> {
                     let module = self.line()?;
                     let name = self.line()?;
                     self.global(module, name)?;
+                    let module = allow::python3_module(module);
                     return Err(CoreError::unsafe_pickle(format!(
                         "the pickle instantiates '{module}.{name}' with INST, which weights-only loading does not allow; nothing was executed"
                     )));
@@ -905,7 +906,9 @@ impl<'a> Machine<'a> {
     }
 
     fn global(&mut self, module: &str, name: &str) -> Result<Value> {
-        let role = allow::lookup(module, name).ok_or_else(|| unsafe_global(&format!("{module}.{name}")))?;
+        let module = allow::python3_module(module);
+        let role = allow::lookup(module, name)
+            .ok_or_else(|| unsafe_global(&format!("{module}.{name}")))?;
         let path = format!("{module}.{name}");
         if let Some(&i) = self.global_index.get(&path) {
             return Ok(Value::Global(i));
@@ -958,11 +961,12 @@ impl<'a> Machine<'a> {
             }
             Role::ByteArray | Role::CodecsEncode => self.make_bytes(&path, &args),
             Role::Size => match args.as_slice() {
+                [] => self.new_object(Object::Tuple(Vec::new())),
                 [v] => {
                     let items = self.sequence(v, &path)?;
                     self.new_object(Object::Tuple(items))
                 }
-                _ => Err(self.err(format!("{path}: takes one argument"))),
+                _ => Err(self.err(format!("{path}: takes at most one argument"))),
             },
             Role::Parameter => match args.first() {
                 Some(Value::Tensor(t)) if args.len() <= 2 => Ok(Value::Tensor(*t)),
@@ -1128,7 +1132,9 @@ impl<'a> Machine<'a> {
             }
             RebuildFn::DeviceFromCpu => {
                 let [Value::Tensor(t), dtype, _device, _grad] = args else {
-                    return Err(self.err(format!("{path}: wants (tensor, dtype, device, requires_grad)")));
+                    return Err(self.err(format!(
+                        "{path}: wants (tensor, dtype, device, requires_grad)"
+                    )));
                 };
                 let want = self.dtype_arg(dtype)?;
                 if want != self.tensors[*t].dtype {
@@ -1237,12 +1243,7 @@ impl<'a> Machine<'a> {
             (PersistentIds::Legacy, [_, ty, key, _location, numel, view]) => {
                 (ty, key, numel, Some(view))
             }
-            _ => {
-                return Err(self.err(format!(
-                    "a storage persistent id of {} fields",
-                    items.len()
-                )))
-            }
+            _ => return Err(self.err(format!("a storage persistent id of {} fields", items.len()))),
         };
         let elem = match ty {
             Value::Global(g) => match self.globals[*g].role {
@@ -1273,7 +1274,9 @@ impl<'a> Machine<'a> {
         };
         let numel = self.int_arg(numel, "storage size")?;
         let nbytes = numel.checked_mul(elem.size()).ok_or_else(|| {
-            CoreError::size_mismatch(format!("pickle: storage '{key}' of {numel} elements overflows"))
+            CoreError::size_mismatch(format!(
+                "pickle: storage '{key}' of {numel} elements overflows"
+            ))
         })?;
         // A legacy view: a window (view_key, offset, size) of the root storage.
         let window = match view {
@@ -1303,7 +1306,11 @@ impl<'a> Machine<'a> {
         };
         if let Some(&id) = self.storage_index.get(&index_key) {
             let first = &self.storages[id];
-            if first.elem != decl.elem || first.numel != decl.numel || first.byte_offset != decl.byte_offset || first.byte_len != decl.byte_len {
+            if first.elem != decl.elem
+                || first.numel != decl.numel
+                || first.byte_offset != decl.byte_offset
+                || first.byte_len != decl.byte_len
+            {
                 return Err(CoreError::size_mismatch(format!(
                     "pickle: storage '{key}' is described two different ways (as {} × {:?} and {} × {:?})",
                     first.numel, first.elem, decl.numel, decl.elem
@@ -1319,21 +1326,71 @@ impl<'a> Machine<'a> {
             )));
         }
         self.storages.push(decl);
-        self.storage_index.insert(index_key, self.storages.len() - 1);
+        self.storage_index
+            .insert(index_key, self.storages.len() - 1);
         Ok(Value::Storage(self.storages.len() - 1))
     }
 }
 
-/// An integer from LONG1/LONG4 bytes: `Int` when it fits 64 bits.
-fn long(b: &[u8]) -> Value {
+/// An integer from LONG1/LONG4 bytes (little-endian two's complement): `Int` when it fits
+/// 64 bits, else `BigInt` of its shortest encoding.
+fn long(mut b: &[u8]) -> Value {
+    while let [rest @ .., prev, last] = b {
+        let redundant = (*last == 0 && prev & 0x80 == 0) || (*last == 0xFF && prev & 0x80 != 0);
+        if !redundant {
+            break;
+        }
+        b = &b[..rest.len() + 1];
+    }
     if b.len() <= 8 {
-        let fill = if b.last().is_some_and(|&x| x & 0x80 != 0) { 0xFF } else { 0 };
+        let fill = if b.last().is_some_and(|&x| x & 0x80 != 0) {
+            0xFF
+        } else {
+            0
+        };
         let mut a = [fill; 8];
         a[..b.len()].copy_from_slice(b);
         Value::Int(i64::from_le_bytes(a))
     } else {
         Value::BigInt(Rc::from(b))
     }
+}
+
+/// A decimal integer beyond 64 bits as little-endian two's complement bytes. Like Python
+/// (`sys.int_info.default_max_str_digits`), at most 4,300 digits: the conversion is
+/// quadratic, so a long text argument must not become a long computation.
+fn decimal_long(s: &str) -> Option<Value> {
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if digits.is_empty() || digits.len() > 4300 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Magnitude, little-endian base 256.
+    let mut mag: Vec<u8> = vec![0];
+    for d in digits.bytes() {
+        let mut carry = (d - b'0') as u32;
+        for byte in mag.iter_mut() {
+            let v = *byte as u32 * 10 + carry;
+            *byte = v as u8;
+            carry = v >> 8;
+        }
+        if carry > 0 {
+            mag.push(carry as u8);
+        }
+    }
+    mag.push(0); // room for the sign bit
+    if negative {
+        // Two's complement: invert and add one.
+        let mut carry = 1u16;
+        for byte in mag.iter_mut() {
+            let v = (!*byte) as u16 + carry;
+            *byte = v as u8;
+            carry = v >> 8;
+        }
+    }
+    Some(long(&mag))
 }
 
 /// Whether the elements a strided view touches lie within its storage window. Sizes and
@@ -1362,7 +1419,9 @@ pub fn check_extent(
     let last = shape
         .iter()
         .zip(stride)
-        .try_fold(offset, |acc, (&d, &s)| acc.checked_add((d - 1).checked_mul(s)?))
+        .try_fold(offset, |acc, (&d, &s)| {
+            acc.checked_add((d - 1).checked_mul(s)?)
+        })
         .ok_or_else(overflow)?;
     let end = last
         .checked_add(1)
