@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { createHash } from 'node:crypto'
+import { inflateRawSync } from 'node:zlib'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -24,6 +25,8 @@ const TARGETS = {
   shard_index: { dict: 'index.dict', maxLen: 2048 },
   gguf_parse: { dict: 'gguf.dict', maxLen: 8192 },
   roundtrip: { dict: null, maxLen: 4096 },
+  pickle_read: { dict: 'pickle.dict', maxLen: 8192 },
+  checkpoint_read: { dict: 'checkpoint.dict', maxLen: 16384 },
 }
 
 function usage(message) {
@@ -192,6 +195,33 @@ function rawFile(header, data = Buffer.alloc(0)) {
   return Buffer.concat([len, json, data])
 }
 
+/** The members of a zip (stored or deflated), or none if it is not one we can walk. */
+function zipMembers(buf) {
+  const eocd = buf.lastIndexOf(Buffer.from([0x50, 0x4b, 5, 6]))
+  if (eocd < 0 || eocd + 22 > buf.length) return []
+  const count = buf.readUInt16LE(eocd + 10)
+  let at = buf.readUInt32LE(eocd + 16)
+  const out = []
+  try {
+    for (let i = 0; i < count; i++) {
+      if (buf.readUInt32LE(at) !== 0x02014b50) break
+      const method = buf.readUInt16LE(at + 10)
+      const csize = buf.readUInt32LE(at + 20)
+      const nameLen = buf.readUInt16LE(at + 28)
+      const skip = nameLen + buf.readUInt16LE(at + 30) + buf.readUInt16LE(at + 32)
+      const local = buf.readUInt32LE(at + 42)
+      const name = buf.subarray(at + 46, at + 46 + nameLen).toString('utf8')
+      const start = local + 30 + buf.readUInt16LE(local + 26) + buf.readUInt16LE(local + 28)
+      const raw = buf.subarray(start, start + csize)
+      out.push({ name, data: method === 8 ? inflateRawSync(raw) : Buffer.from(raw) })
+      at += 46 + skip
+    }
+  } catch {
+    return out
+  }
+  return out
+}
+
 export function seedCorpora() {
   const fixtures = listFiles(FIXTURES, '.safetensors').filter((p) => statSync(p).size <= 256 * 1024)
   if (fixtures.length === 0) console.warn(`fuzz: no fixtures under ${FIXTURES}; seeding from built-in inputs only`)
@@ -236,6 +266,17 @@ export function seedCorpora() {
     '{"weight_map":{"x":"sub"}}',
     '{"weight_map":{"x":"not-a-shard.bin"}}',
     '{"weight_map":{}}',
+  ])
+  // PyTorch and NumPy: the checkpoints and arrays of shared/fixtures/pytorch and of
+  // tests/data/pytorch (hostile ones included), and the data.pkl of every torch zip.
+  const checkpoints = [FIXTURES, join(CORE, 'tests/data/pytorch')]
+    .flatMap((d) => ['.pt', '.bin', '.npy', '.npz'].flatMap((ext) => listFiles(d, ext)))
+    .filter((p) => statSync(p).size <= 64 * 1024)
+    .map((p) => readFileSync(p))
+  n.checkpoint_read = writeSeeds('checkpoint_read', checkpoints)
+  n.pickle_read = writeSeeds('pickle_read', [
+    ...checkpoints.flatMap((b) => zipMembers(b).filter((m) => m.name.endsWith('data.pkl')).map((m) => m.data)),
+    Buffer.from('80027d71002858010000006171014b01752e', 'hex'),
   ])
   // Structured input (arbitrary): any bytes decode to some tensors.
   n.roundtrip = writeSeeds('roundtrip', [0, 1, 2, 3].map((k) => createHash('sha512').update(`roundtrip-${k}`).digest()))

@@ -405,3 +405,80 @@ pub fn check_slice(
         "slice {args:?} of {shape:?}"
     );
 }
+
+/// A torch zip checkpoint (`t/data.pkl`, `t/data/<key>`, stored) around a pickle: what the
+/// `pickle_read` target feeds the PyTorch reader, so fuzzed pickles reach tensor rebuilding,
+/// naming and materialisation with real storages behind them.
+pub fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut members: Vec<(String, &[u8])> = vec![("t/data.pkl".into(), pkl)];
+    for (k, d) in storages {
+        members.push((format!("t/data/{k}"), d));
+    }
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in &members {
+        let crc = stcore::format::zip::crc32(data);
+        let offset = out.len() as u32;
+        let mut common = vec![20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        common.extend_from_slice(&crc.to_le_bytes());
+        common.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        common.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        common.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        common.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        out.extend_from_slice(&common);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(data);
+        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        central.extend_from_slice(&[20, 3]);
+        central.extend_from_slice(&common);
+        central.extend_from_slice(&[0; 10]);
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let cd_start = out.len() as u32;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_start.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out
+}
+
+/// The codes a PyTorch or NumPy reader may answer a hostile input with.
+pub const CHECKPOINT_CODES: [&str; 8] = [
+    "ERR_INVALID_HEADER",
+    "ERR_INVALID_OFFSETS",
+    "ERR_SIZE_MISMATCH",
+    "ERR_INCOMPLETE_FILE",
+    "ERR_UNSUPPORTED_DTYPE",
+    "ERR_UNSAFE_PICKLE",
+    "ERR_UNSAFE_PATH",
+    "ERR_HEADER_TOO_LARGE",
+];
+
+/// Every listed tensor of an opened checkpoint reads as exactly its listed length (or fails
+/// with a checkpoint code); a zero-copy view lies inside the file.
+pub fn check_listing<'a>(
+    tensors: &[stcore::format::pytorch::TensorListing],
+    file_len: usize,
+    fetch: impl Fn(&str) -> stcore::Result<stcore::format::safetensors::TensorBytes<'a>>,
+) {
+    for t in tensors {
+        let es = t.dtype.size().expect("listed dtypes are whole bytes") as u64;
+        let numel = checked_numel(&t.shape).expect("listed shapes do not overflow") as u64;
+        assert_eq!(numel * es, t.stored_len, "{}", t.name);
+        match fetch(&t.name) {
+            Ok(bytes) => {
+                assert_eq!(bytes.as_slice().len() as u64, t.stored_len, "{}", t.name);
+                if let stcore::format::safetensors::TensorBytes::Shared { start, len, .. } = bytes {
+                    assert!(start + len <= file_len, "{}", t.name);
+                }
+            }
+            Err(e) => assert!(CHECKPOINT_CODES.contains(&e.code()), "{}: {e}", t.name),
+        }
+    }
+}
