@@ -41,6 +41,10 @@ export interface ConvertReport {
   inputBytes: number
   outputBytes: number
   quantization?: string
+  /** The llama.cpp architecture a GGUF was written for (`bert`, `llama`, `qwen2`, `qwen3`), when the input was a model directory of one we know. */
+  architecture?: string
+  /** What you should know about the output, e.g. a model directory of an architecture llama.cpp export does not know (its GGUF holds the tensors under their Hugging Face names). Absent when there is nothing to say. */
+  warnings?: string[]
 }
 
 export interface FileReport {

@@ -111,6 +111,7 @@ async function run(ctx, values, positionals) {
     if (bar) bar.clear()
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
+  if (!values.quiet) for (const w of report.warnings ?? []) ctx.err(`${ctx.colors.err.yellow('warning')}: ${w}`)
 
   if (values.json) ctx.out(ui.toJson(ordered(report)))
   else if (showProgress) {

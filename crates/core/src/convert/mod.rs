@@ -18,6 +18,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub mod llamacpp;
+
 /// The kinds of input we recognise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
@@ -137,6 +139,14 @@ pub struct ConvertReport {
     pub output_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<String>,
+    /// The llama.cpp architecture a GGUF was written for (`general.architecture`), when the
+    /// input was a model directory of one we know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// What the user should know about the output (e.g. an architecture llama.cpp export
+    /// does not know, so the GGUF holds the tensors under their own names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Output formats of [`convert`].
@@ -536,6 +546,9 @@ pub fn convert_with(
     };
     let gguf_ref = parsed_gguf.as_ref();
     let mut done = 0u64;
+    let mut warnings = Vec::new();
+    let mut architecture = None;
+    let mut written_tensors = specs.len();
     progress(0, total);
     match to {
         Target::SafeTensors => {
@@ -553,38 +566,77 @@ pub fn convert_with(
         }
         Target::Gguf => {
             let q = quantization.unwrap_or(Quantization::F32);
-            let gspecs: Vec<GgufTensorSpec> = specs
-                .iter()
-                .map(|s| {
-                    GgufTensorSpec::new(&s.name, s.shape.clone(), gguf::choose_type(&s.shape, q))
-                })
-                .collect();
-            let architecture = match &input.opened {
-                Opened::Dir(d) => d
-                    .config()
-                    .get("model_type")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string),
-                Opened::File(f) => f.metadata().and_then(|m| m.get("model_type").cloned()),
-                _ => None,
-            }
-            .unwrap_or_else(|| "unknown".to_string());
-            let name = input_path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let mut metadata = gguf::standard_metadata(&architecture, &name, &gspecs);
-            if let Opened::File(f) = &input.opened {
-                for (k, v) in f.metadata().into_iter().flatten() {
-                    metadata.push((format!("safetensors.{k}"), GgufValue::String(v.clone())));
+            // A model directory of an architecture llama.cpp runs: its own export.
+            let recognized = match &input.opened {
+                Opened::Dir(d) if input.format == InputFormat::ModelDir => {
+                    let listing: Vec<llamacpp::TensorListing> = specs
+                        .iter()
+                        .map(|s| llamacpp::TensorListing {
+                            name: s.name.clone(),
+                            dtype: s.dtype,
+                            shape: s.shape.clone(),
+                        })
+                        .collect();
+                    Some(llamacpp::recognize(d.dir(), d.config(), &listing, q)?)
                 }
+                _ => None,
+            };
+            if let Some(llamacpp::Recognition::Unknown(w)) = &recognized {
+                warnings.push(w.clone());
             }
-            gguf::write_gguf_file_with(output, durability, &metadata, &gspecs, |i, spec| {
-                let view = input.fetch(gguf_ref, &spec.name)?;
-                done += specs[i].byte_len as u64;
-                progress(done, total);
-                Ok(view)
-            })?;
+            if let Some(llamacpp::Recognition::Known(export)) = recognized {
+                let sizes: BTreeMap<&str, u64> = specs
+                    .iter()
+                    .map(|s| (s.name.as_str(), s.byte_len as u64))
+                    .collect();
+                export.write(output, durability, |name| {
+                    let view = input.fetch(gguf_ref, name)?;
+                    done += sizes.get(name).copied().unwrap_or(0);
+                    progress(done, total);
+                    Ok(view)
+                })?;
+                progress(total, total);
+                warnings.extend(export.warnings.iter().cloned());
+                architecture = Some(export.architecture.to_string());
+                written_tensors = export.tensors.len();
+            } else {
+                let gspecs: Vec<GgufTensorSpec> = specs
+                    .iter()
+                    .map(|s| {
+                        GgufTensorSpec::new(
+                            &s.name,
+                            s.shape.clone(),
+                            gguf::choose_type(&s.shape, q),
+                        )
+                    })
+                    .collect();
+                let architecture = match &input.opened {
+                    Opened::Dir(d) => d
+                        .config()
+                        .get("model_type")
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                    Opened::File(f) => f.metadata().and_then(|m| m.get("model_type").cloned()),
+                    _ => None,
+                }
+                .unwrap_or_else(|| "unknown".to_string());
+                let name = input_path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let mut metadata = gguf::standard_metadata(&architecture, &name, &gspecs);
+                if let Opened::File(f) = &input.opened {
+                    for (k, v) in f.metadata().into_iter().flatten() {
+                        metadata.push((format!("safetensors.{k}"), GgufValue::String(v.clone())));
+                    }
+                }
+                gguf::write_gguf_file_with(output, durability, &metadata, &gspecs, |i, spec| {
+                    let view = input.fetch(gguf_ref, &spec.name)?;
+                    done += specs[i].byte_len as u64;
+                    progress(done, total);
+                    Ok(view)
+                })?;
+            }
         }
         Target::Mlx => {
             let views: Vec<TensorView> = specs
@@ -610,11 +662,13 @@ pub fn convert_with(
         output: output.display().to_string(),
         input_format: input.format.name().to_string(),
         output_format: to.name().to_string(),
-        tensors: specs.len(),
+        tensors: written_tensors,
         input_bytes: input.size,
         output_bytes,
         quantization: (to == Target::Gguf)
             .then(|| quantization.unwrap_or(Quantization::F32).name().to_string()),
+        architecture,
+        warnings,
     })
 }
 

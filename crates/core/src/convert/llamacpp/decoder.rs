@@ -1,0 +1,333 @@
+//! The shared plan of the decoder-only transformers (`llama`, `qwen2`, `qwen3`): what
+//! differs between them is a [`DecoderSpec`] — a name table and a few switches.
+
+use super::hparams::{field_error, Hparams};
+use super::names::{self, Dims, NamePolicy, TensorRule};
+use super::vocab::{self, Vocab};
+use super::{
+    file_type, output_type, size_label, ExportTensor, LlamaExport, Metadata, ModelInput, Origin,
+    Transform,
+};
+use crate::error::{CoreError, Result};
+use crate::format::gguf::{GgmlType, GgufValue};
+use crate::tensor::checked_numel;
+use std::path::Path;
+
+/// What makes one decoder architecture different from another.
+pub struct DecoderSpec {
+    /// `general.architecture`
+    pub arch: &'static str,
+    pub tensors: &'static [TensorRule],
+    pub names: NamePolicy,
+    /// Llama-style rope rotates adjacent pairs: Q and K rows are permuted (see
+    /// [`Transform::RopeInterleave`]). NeoX-style (Qwen) keeps Hugging Face's layout.
+    pub permute_qk: bool,
+    /// `{arch}.vocab_size` and `{arch}.rope.dimension_count` (the llama class writes them).
+    pub vocab_and_rope_dims: bool,
+    /// `{arch}.pooling_type` from a sentence-transformers `modules.json`, when present.
+    pub pooling_from_modules: bool,
+    /// transformers' `head_dim` when config.json has none: `Some(d)` for a fixed default
+    /// (Qwen3: 128), `None` for hidden_size / num_attention_heads.
+    pub default_head_dim: Option<usize>,
+    /// Whether transformers' config class always carries `head_dim` (llama, qwen3), which
+    /// makes the converter write `attention.key_length` / `value_length`; otherwise they are
+    /// written only when config.json has `head_dim`.
+    pub config_has_head_dim: bool,
+    /// transformers' defaults for fields config.json may leave out.
+    pub default_context: usize,
+    pub default_rms_eps: f64,
+    pub default_rope_theta: f64,
+}
+
+/// Tensors every decoder has that llama.cpp does not load, dropped as its converter drops them.
+pub const DROPPED: &[&str] = &[
+    "*.rotary_emb.inv_freq",
+    "*.attention.masked_bias",
+    "*.attention.bias",
+];
+
+/// Plan the export of a decoder described by `spec`.
+pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
+    let h = &input.hparams;
+    let block_count =
+        h.required_count(&["num_hidden_layers", "n_layers", "n_layer", "num_layers"])?;
+    let embd = h.required_count(&["hidden_size", "n_embd", "dim"])?;
+    let ff = h.required_count(&["intermediate_size", "n_inner", "hidden_dim"])?;
+    let n_head = h.required_count(&["num_attention_heads", "n_head", "n_heads"])?;
+    let n_head_kv = h
+        .count(&["num_key_value_heads", "n_kv_heads"])?
+        .unwrap_or(n_head);
+    let vocab_size = h.required_count(&["vocab_size"])?;
+    let head_dim = match (h.count(&["head_dim"])?, spec.default_head_dim) {
+        (Some(d), _) | (None, Some(d)) => d,
+        (None, None) if embd.is_multiple_of(n_head) => embd / n_head,
+        (None, None) => {
+            return Err(field_error(
+                "num_attention_heads",
+                &format!(
+                    "({n_head}) does not divide hidden_size ({embd}) and there is no head_dim"
+                ),
+            ))
+        }
+    };
+    if !n_head.is_multiple_of(n_head_kv) {
+        return Err(field_error(
+            "num_key_value_heads",
+            &format!("({n_head_kv}) does not divide num_attention_heads ({n_head})"),
+        ));
+    }
+    if spec.permute_qk && !head_dim.is_multiple_of(2) {
+        return Err(field_error(
+            "head_dim",
+            &format!("({head_dim}) must be even for rope"),
+        ));
+    }
+    let ctx = h
+        .count(&[
+            "max_position_embeddings",
+            "n_ctx",
+            "n_positions",
+            "max_length",
+            "max_sequence_length",
+            "model_max_length",
+        ])?
+        .unwrap_or(spec.default_context);
+    let dims = Dims {
+        vocab: vocab_size,
+        embd,
+        ff,
+        n_head,
+        n_head_kv,
+        head_dim,
+        ctx,
+        token_types: 0,
+    };
+    let mapped = names::map_tensors(input.tensors, spec.tensors, &spec.names, &dims, block_count)?;
+    let rope = h.rope()?;
+    let mut warnings = Vec::new();
+
+    // Tensors: a generated rope_freqs first (as the converter writes it), then the model's.
+    let mut tensors = Vec::with_capacity(mapped.len() + 1);
+    if rope
+        .kind
+        .as_deref()
+        .is_some_and(|k| k.eq_ignore_ascii_case("llama3"))
+    {
+        let factors = llama3_rope_factors(&rope, head_dim)?;
+        tensors.push(ExportTensor {
+            name: "rope_freqs.weight".into(),
+            shape: vec![factors.len()],
+            ggml_type: GgmlType::F32,
+            origin: Origin::Generated(factors),
+        });
+    }
+    for m in &mapped {
+        let transform = match m.rule.gguf {
+            "blk.{bid}.attn_q" if spec.permute_qk => Transform::RopeInterleave { heads: n_head },
+            "blk.{bid}.attn_k" if spec.permute_qk => Transform::RopeInterleave { heads: n_head_kv },
+            _ => Transform::Identity,
+        };
+        tensors.push(ExportTensor {
+            ggml_type: output_type(&m.gguf, &m.shape, input.quantization),
+            name: m.gguf.clone(),
+            shape: m.shape.clone(),
+            origin: Origin::Source {
+                name: m.source.clone(),
+                transform,
+            },
+        });
+    }
+
+    let vocab: Vocab = vocab::sentencepiece_or_gpt2(input.dir, h, h.raw())?;
+    warnings.extend(vocab.warnings());
+
+    // Key/values, in the converter's order.
+    let arch = spec.arch;
+    let k = |s: &str| format!("{arch}.{s}");
+    let mut md = Metadata::default();
+    md.set("general.architecture", arch);
+    md.set("general.type", "model");
+    md.set("general.name", model_name(input.dir, h));
+    md.set("general.size_label", size_label(parameter_count(&tensors)));
+    md.set(k("block_count"), GgufValue::U32(block_count as u32));
+    md.set(k("context_length"), GgufValue::U32(ctx as u32));
+    md.set(k("embedding_length"), GgufValue::U32(embd as u32));
+    md.set(k("feed_forward_length"), GgufValue::U32(ff as u32));
+    md.set(k("attention.head_count"), GgufValue::U32(n_head as u32));
+    md.set(
+        k("attention.head_count_kv"),
+        GgufValue::U32(n_head_kv as u32),
+    );
+    if h.bool("is_causal")? == Some(false) {
+        md.set(k("attention.causal"), GgufValue::Bool(false));
+    }
+    match rope.kind.as_deref() {
+        None => {}
+        Some("linear") if rope.factor.is_some() => {
+            md.set(k("rope.scaling.type"), "linear");
+            md.set(k("rope.scaling.factor"), GgufValue::F32(rope.factor.unwrap_or(1.0) as f32));
+        }
+        Some("yarn") if rope.factor.is_some() => {
+            let orig = rope.original_context.ok_or_else(|| {
+                field_error("rope_scaling", "is yarn without 'original_max_position_embeddings'")
+            })?;
+            md.set(k("rope.scaling.type"), "yarn");
+            md.set(k("rope.scaling.factor"), GgufValue::F32(rope.factor.unwrap_or(1.0) as f32));
+            md.set(k("rope.scaling.original_context_length"), GgufValue::U32(orig as u32));
+            for (key, v) in [
+                ("rope.scaling.yarn_ext_factor", rope.yarn_ext_factor),
+                ("rope.scaling.yarn_attn_factor", rope.yarn_attn_factor),
+                ("rope.scaling.yarn_beta_fast", rope.yarn_beta_fast),
+                ("rope.scaling.yarn_beta_slow", rope.yarn_beta_slow),
+            ] {
+                if let Some(v) = v {
+                    md.set(k(key), GgufValue::F32(v as f32));
+                }
+            }
+        }
+        Some(kind) if kind.eq_ignore_ascii_case("llama3") => {} // the rope_freqs tensor
+        Some("default") => {}
+        Some(other) => warnings.push(format!(
+            "config.json: rope type '{other}' is not one llama.cpp's converter writes (linear, yarn, llama3): ignored, as it ignores it"
+        )),
+    }
+    md.set(
+        k("rope.freq_base"),
+        GgufValue::F32(rope.theta.unwrap_or(spec.default_rope_theta) as f32),
+    );
+    let eps = h
+        .number(&["rms_norm_eps", "norm_eps"])?
+        .unwrap_or(spec.default_rms_eps);
+    md.set(
+        k("attention.layer_norm_rms_epsilon"),
+        GgufValue::F32(eps as f32),
+    );
+    if h.count(&["head_dim"])?.is_some() || spec.config_has_head_dim {
+        md.set(k("attention.key_length"), GgufValue::U32(head_dim as u32));
+        md.set(k("attention.value_length"), GgufValue::U32(head_dim as u32));
+    }
+    md.set(
+        "general.file_type",
+        GgufValue::U32(file_type(input.quantization)),
+    );
+    if spec.vocab_and_rope_dims {
+        md.set(k("vocab_size"), GgufValue::U32(vocab_size as u32));
+        md.set(k("rope.dimension_count"), GgufValue::U32(head_dim as u32));
+    }
+    if spec.pooling_from_modules {
+        if let Some(p) = pooling_type(input.dir)? {
+            md.set(k("pooling_type"), GgufValue::U32(p));
+        }
+    }
+    md.set("general.quantization_version", GgufValue::U32(2));
+    vocab.write(&mut md);
+
+    Ok(LlamaExport {
+        architecture: spec.arch,
+        metadata: md.into_vec(),
+        tensors,
+        warnings,
+    })
+}
+
+/// `general.name`: the directory's name, as the converter falls back to.
+pub fn model_name(dir: &Path, _h: &Hparams) -> String {
+    dir.canonicalize()
+        .ok()
+        .as_deref()
+        .unwrap_or(dir)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string())
+}
+
+/// Parameters of the output, for `general.size_label`.
+pub fn parameter_count(tensors: &[ExportTensor]) -> u64 {
+    tensors
+        .iter()
+        .map(|t| checked_numel(&t.shape).unwrap_or(0) as u64)
+        .sum()
+}
+
+/// llama.cpp's pooling type from a sentence-transformers directory: `modules.json` names a
+/// `…Pooling` module whose `config.json` says which (mean 1, cls 2, last token 3).
+pub fn pooling_type(dir: &Path) -> Result<Option<u32>> {
+    let modules_path = dir.join("modules.json");
+    if !modules_path.is_file() {
+        return Ok(None);
+    }
+    let modules = vocab::read_json_file(&modules_path)?;
+    let Some(list) = modules.as_array() else {
+        return Err(
+            CoreError::invalid_model("must hold a list of modules").with_path(&modules_path)
+        );
+    };
+    let pooling_dir = list.iter().find_map(|m| {
+        m.get("type")
+            .and_then(|t| t.as_str())
+            .filter(|t| t.ends_with("Pooling"))
+            .and(m.get("path").and_then(|p| p.as_str()))
+    });
+    let Some(sub) = pooling_dir else {
+        return Ok(None);
+    };
+    let sub_dir = crate::pretrained::safe_join(dir, sub)?;
+    let path = sub_dir.join("config.json");
+    let cfg = vocab::read_json_file(&path)?;
+    let flag = |k: &str| cfg.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+    let kind = if flag("pooling_mode_mean_tokens") {
+        1
+    } else if flag("pooling_mode_cls_token") {
+        2
+    } else if flag("pooling_mode_lasttoken") {
+        3
+    } else {
+        match cfg.get("pooling_mode").and_then(|v| v.as_str()) {
+            Some("mean") => 1,
+            Some("cls") => 2,
+            Some("lasttoken") => 3,
+            _ => {
+                return Err(CoreError::invalid_model(
+                    "names a pooling llama.cpp does not have (it has mean, cls and last token)",
+                )
+                .with_path(&path))
+            }
+        }
+    };
+    Ok(Some(kind))
+}
+
+/// Llama 3's rope frequency factors (`rope_freqs.weight`), as the converter computes them:
+/// per frequency of the head, 1 above the high-frequency wavelength, `factor` below the low
+/// one, a smooth blend between. Computed in f64 and rounded once to f32.
+pub fn llama3_rope_factors(rope: &super::hparams::Rope, head_dim: usize) -> Result<Vec<f32>> {
+    let base = rope.theta.unwrap_or(10000.0);
+    let factor = rope.factor.unwrap_or(8.0);
+    let low = rope.low_freq_factor.unwrap_or(1.0);
+    let high = rope.high_freq_factor.unwrap_or(4.0);
+    let old_ctx = rope.original_context.unwrap_or(8192) as f64;
+    if high == low {
+        return Err(field_error(
+            "rope_scaling",
+            "has equal low_freq_factor and high_freq_factor, which leaves llama3 scaling undefined",
+        ));
+    }
+    let low_wavelen = old_ctx / low;
+    let high_wavelen = old_ctx / high;
+    Ok((0..head_dim)
+        .step_by(2)
+        .map(|i| {
+            let freq = 1.0 / base.powf(i as f64 / head_dim as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            let f = if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor
+            } else {
+                let smooth = (old_ctx / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            };
+            f as f32
+        })
+        .collect())
+}

@@ -1,0 +1,331 @@
+//! From a Hugging Face model directory to the GGUF that llama.cpp's loader expects.
+//!
+//! [`recognize`] takes what a directory holds — `config.json`, the tokenizer files beside it
+//! and the list of its tensors (name, dtype, shape; no data) — and, for an architecture we
+//! know, returns an [`LlamaExport`]: the GGUF key/values (`general.*`, the architecture's
+//! hyper-parameters, `tokenizer.ggml.*`, the chat template), and the tensor plan: for each
+//! tensor of the output its llama.cpp name, shape, ggml type and where its data comes from
+//! (a source tensor, possibly with a layout transform, or values generated here). The caller
+//! streams the tensors one at a time through [`LlamaExport::load`].
+//!
+//! One module per architecture, each a table: `bert`, `llama`, `qwen2`, `qwen3`. What they
+//! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
+//! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
+//! the tests run). Everything is checked before a byte is written: a config whose numbers
+//! disagree with each other or with the tensors, a tensor missing from a layer or one that
+//! llama.cpp has no place for, or a tokenizer file that does not parse is ERR_INVALID_MODEL
+//! naming the field, tensor or file.
+
+mod bert;
+mod decoder;
+mod hparams;
+mod llama;
+mod names;
+mod qwen2;
+mod qwen3;
+pub(crate) mod vocab;
+
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::format::gguf::{GgmlType, GgufTensorSpec, GgufValue, Quantization};
+use crate::tensor::TensorView;
+use hparams::Hparams;
+use serde_json::Value as Json;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// One tensor of the input, as listed (no data).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorListing {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+/// What [`recognize`] makes of a directory.
+#[derive(Debug)]
+pub enum Recognition {
+    /// An architecture we export for llama.cpp.
+    Known(Box<LlamaExport>),
+    /// Not one we know: the caller keeps the generic export and passes this warning on.
+    Unknown(String),
+}
+
+/// The GGUF llama.cpp expects for a model: metadata and the tensor plan.
+#[derive(Debug)]
+pub struct LlamaExport {
+    /// llama.cpp's architecture name (`general.architecture`).
+    pub architecture: &'static str,
+    /// Every key/value of the output, `general.architecture` first.
+    pub metadata: Vec<(String, GgufValue)>,
+    /// The output tensors, in the order they are written.
+    pub tensors: Vec<ExportTensor>,
+    /// Things the user should know (the conversion still succeeds).
+    pub warnings: Vec<String>,
+}
+
+/// One tensor of the output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportTensor {
+    pub name: String,
+    /// Row-major, outermost first.
+    pub shape: Vec<usize>,
+    pub ggml_type: GgmlType,
+    pub origin: Origin,
+}
+
+/// Where an output tensor's values come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    /// A tensor of the input, by its name there, rearranged by `transform`.
+    Source { name: String, transform: Transform },
+    /// F32 values computed from the config (llama 3's rope frequency factors).
+    Generated(Vec<f32>),
+}
+
+/// A layout change between the Hugging Face tensor and llama.cpp's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    Identity,
+    /// The Q/K row permutation of llama-style rope: Hugging Face rotates the two halves of
+    /// each head (`rotate_half`), llama.cpp rotates adjacent pairs, so within each of
+    /// `heads` heads, row `j·(d/2) + i` moves to row `2i + j` (for weights and biases).
+    RopeInterleave {
+        heads: usize,
+    },
+}
+
+impl LlamaExport {
+    /// Write the export to `path` atomically, fetching each source tensor by name when its
+    /// turn comes (one at a time: the model is never in memory twice).
+    pub fn write<'a>(
+        &self,
+        path: &Path,
+        durability: crate::fsutil::Durability,
+        mut fetch: impl FnMut(&str) -> Result<TensorView<'a>>,
+    ) -> Result<()> {
+        let specs: Vec<GgufTensorSpec> = self
+            .tensors
+            .iter()
+            .map(|t| GgufTensorSpec::new(&t.name, t.shape.clone(), t.ggml_type))
+            .collect();
+        crate::format::gguf::write_gguf_file_with(
+            path,
+            durability,
+            &self.metadata,
+            &specs,
+            |i, _| self.load(&self.tensors[i], &mut fetch),
+        )
+    }
+
+    /// The data of `tensor` to write, from `fetch(source name)` for source tensors.
+    pub fn load<'a>(
+        &self,
+        tensor: &ExportTensor,
+        fetch: impl FnOnce(&str) -> Result<TensorView<'a>>,
+    ) -> Result<TensorView<'a>> {
+        match &tensor.origin {
+            Origin::Generated(values) => {
+                TensorView::from_f32(&tensor.name, tensor.shape.clone(), values)
+            }
+            Origin::Source { name, transform } => {
+                let view = fetch(name)?;
+                if view.shape != tensor.shape {
+                    return Err(CoreError::invalid_model(format!(
+                        "shape {:?} differs from the listed {:?}",
+                        view.shape, tensor.shape
+                    ))
+                    .with_tensor(name));
+                }
+                let data = match transform {
+                    Transform::Identity => view.data,
+                    Transform::RopeInterleave { heads } => Cow::Owned(rope_interleave(
+                        &view.data,
+                        &view.shape,
+                        view.dtype,
+                        *heads,
+                    )?),
+                };
+                Ok(TensorView {
+                    name: tensor.name.clone(),
+                    dtype: view.dtype,
+                    shape: view.shape,
+                    data,
+                })
+            }
+        }
+    }
+}
+
+/// Apply [`Transform::RopeInterleave`] to row-major bytes (any dtype: rows move whole).
+pub fn rope_interleave(
+    data: &[u8],
+    shape: &[usize],
+    dtype: DType,
+    heads: usize,
+) -> Result<Vec<u8>> {
+    let rows = shape.first().copied().unwrap_or(1);
+    let row_elems: usize = shape.iter().skip(1).product();
+    let elem = dtype
+        .size()
+        .ok_or_else(|| CoreError::unsupported_dtype(format!("{dtype} rows cannot be permuted")))?;
+    let row_bytes = row_elems * elem;
+    if heads == 0 || !rows.is_multiple_of(heads * 2) || data.len() != rows * row_bytes {
+        return Err(CoreError::invalid_model(format!(
+            "{rows} rows cannot be split into {heads} rope heads of an even size"
+        )));
+    }
+    let head_dim = rows / heads;
+    let half = head_dim / 2;
+    let mut out = vec![0u8; data.len()];
+    for h in 0..heads {
+        for i in 0..half {
+            for j in 0..2 {
+                let src = h * head_dim + j * half + i;
+                let dst = h * head_dim + 2 * i + j;
+                out[dst * row_bytes..(dst + 1) * row_bytes]
+                    .copy_from_slice(&data[src * row_bytes..(src + 1) * row_bytes]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The input handed to an architecture.
+pub(crate) struct ModelInput<'a> {
+    pub dir: &'a Path,
+    pub hparams: Hparams,
+    pub tensors: &'a [TensorListing],
+    pub quantization: Quantization,
+}
+
+/// An architecture: the Hugging Face class names (`config.json`'s `architectures`) and
+/// `model_type` it handles, and the function that plans its export.
+pub(crate) struct Architecture {
+    pub hf_classes: &'static [&'static str],
+    pub model_type: &'static str,
+    pub plan: fn(&ModelInput) -> Result<LlamaExport>,
+}
+
+/// Every architecture we export, one line each.
+const ARCHITECTURES: &[&Architecture] = &[&bert::ARCH, &llama::ARCH, &qwen2::ARCH, &qwen3::ARCH];
+
+/// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its
+/// llama.cpp export with `quantization` as the requested type.
+pub fn recognize(
+    dir: &Path,
+    config: &Json,
+    tensors: &[TensorListing],
+    quantization: Quantization,
+) -> Result<Recognition> {
+    let hparams = Hparams::new(config)?;
+    let classes: Vec<&str> = match hparams.get("architectures") {
+        Some(Json::Array(a)) => a.iter().filter_map(Json::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let model_type = hparams.string("model_type");
+    // The converter goes by the first class name; without one, by model_type.
+    let arch = match classes.first() {
+        Some(class) => ARCHITECTURES.iter().find(|a| a.hf_classes.contains(class)),
+        None => ARCHITECTURES
+            .iter()
+            .find(|a| Some(a.model_type) == model_type),
+    };
+    let Some(arch) = arch else {
+        let what = match (classes.first(), model_type) {
+            (Some(class), _) => format!("architecture '{class}'"),
+            (None, Some(t)) => format!("model_type '{t}'"),
+            (None, None) => "a config.json without 'architectures' or 'model_type'".to_string(),
+        };
+        let known: Vec<&str> = ARCHITECTURES
+            .iter()
+            .flat_map(|a| a.hf_classes.iter().copied())
+            .collect();
+        return Ok(Recognition::Unknown(format!(
+            "llama.cpp export does not know {what} (it knows {}): wrote the tensors under their \
+             Hugging Face names without hyper-parameters or tokenizer, which llama.cpp cannot run",
+            known.join(", ")
+        )));
+    };
+    let input = ModelInput {
+        dir,
+        hparams,
+        tensors,
+        quantization,
+    };
+    let export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
+    Ok(Recognition::Known(Box::new(export)))
+}
+
+/// The ggml type of an output tensor, as llama.cpp's converter chooses it: tensors of one
+/// dimension, norms, biases, position and token-type embeddings stay F32; everything else
+/// takes the requested type, falling back to F16 where a row is not whole blocks.
+pub(crate) fn output_type(name: &str, shape: &[usize], requested: Quantization) -> GgmlType {
+    let always_f32 = shape.len() <= 1
+        || name.ends_with("_norm.weight")
+        || !name.ends_with(".weight")
+        || name == "position_embd.weight"
+        || name == "token_types.weight";
+    if always_f32 {
+        return GgmlType::F32;
+    }
+    let t = requested.ggml_type();
+    let row = shape.last().copied().unwrap_or(1);
+    if !row.is_multiple_of(t.block_size()) {
+        GgmlType::F16
+    } else {
+        t
+    }
+}
+
+/// `general.file_type` (llama.cpp's `llama_ftype`) of a requested type.
+pub(crate) fn file_type(q: Quantization) -> u32 {
+    match q {
+        Quantization::F32 => 0,
+        Quantization::F16 => 1,
+        Quantization::Q4_0 => 2,
+        Quantization::Q8_0 => 7,
+    }
+}
+
+/// `general.size_label` as gguf-py writes it: the parameter count with two significant
+/// digits and K/M/B/T.
+pub(crate) fn size_label(params: u64) -> String {
+    let p = params as f64;
+    let (scaled, suffix) = if p > 1e12 {
+        (p * 1e-12, "T")
+    } else if p > 1e9 {
+        (p * 1e-9, "B")
+    } else if p > 1e6 {
+        (p * 1e-6, "M")
+    } else {
+        (p * 1e-3, "K")
+    };
+    // Python's round() is half-to-even, and `len(str(...).lstrip('0'))` counts digits.
+    let rounded = scaled.round_ties_even() as u64;
+    let digits = rounded.to_string().trim_start_matches('0').len();
+    let decimals = 2usize.saturating_sub(digits);
+    format!("{scaled:.decimals$}{suffix}")
+}
+
+/// An ordered key/value list where setting a key again replaces its value (as gguf-py's
+/// writer does).
+#[derive(Debug, Default)]
+pub(crate) struct Metadata(Vec<(String, GgufValue)>);
+
+impl Metadata {
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<GgufValue>) {
+        let key = key.into();
+        let value = value.into();
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+    pub fn into_vec(self) -> Vec<(String, GgufValue)> {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests;

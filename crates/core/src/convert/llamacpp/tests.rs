@@ -1,0 +1,591 @@
+//! Unit tests of the llama.cpp export: the rope permutation against the rotation it stands
+//! for, the type policy and size labels against gguf-py's, and recognition with every kind
+//! of bad input. The end-to-end checks (llama.cpp loading our files, comparisons with
+//! llama.cpp's converter) are in `__test__/llama.spec.ts`.
+
+use super::*;
+use crate::format::gguf::GgufArray;
+use serde_json::json;
+use std::fs;
+
+/// Hugging Face's rope on one head (`rotate_half`: element i pairs with i + d/2).
+fn rope_hf(x: &[f64], pos: f64) -> Vec<f64> {
+    let d = x.len();
+    let half = d / 2;
+    (0..d)
+        .map(|k| {
+            let i = k % half;
+            let theta = pos / 10000f64.powf(2.0 * i as f64 / d as f64);
+            let rotated = if k < half { -x[k + half] } else { x[k - half] };
+            x[k] * theta.cos() + rotated * theta.sin()
+        })
+        .collect()
+}
+
+/// ggml's "normal" rope on one head (element 2i pairs with 2i + 1).
+fn rope_ggml(x: &[f64], pos: f64) -> Vec<f64> {
+    let d = x.len();
+    let mut out = vec![0.0; d];
+    for i in 0..d / 2 {
+        let theta = pos / 10000f64.powf(2.0 * i as f64 / d as f64);
+        let (a, b) = (x[2 * i], x[2 * i + 1]);
+        out[2 * i] = a * theta.cos() - b * theta.sin();
+        out[2 * i + 1] = a * theta.sin() + b * theta.cos();
+    }
+    out
+}
+
+#[test]
+fn rope_permutation_turns_hugging_faces_rotation_into_ggmls() {
+    // Q = W·h per head: permuting W's rows permutes Q. Rotating the permuted Q the ggml way
+    // must give the permuted Hugging Face rotation, for every head and position.
+    let (heads, head_dim, cols) = (3usize, 8usize, 2usize);
+    let rows = heads * head_dim;
+    let w: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let permuted = rope_interleave(&bytes, &[rows, cols], DType::F32, heads).unwrap();
+    let pw: Vec<f32> = permuted
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let h = [0.5f64, -1.25];
+    let q = |w: &[f32], r: usize| {
+        (0..cols)
+            .map(|c| w[r * cols + c] as f64 * h[c])
+            .sum::<f64>()
+    };
+    for head in 0..heads {
+        let hf_q: Vec<f64> = (0..head_dim).map(|r| q(&w, head * head_dim + r)).collect();
+        let ours_q: Vec<f64> = (0..head_dim).map(|r| q(&pw, head * head_dim + r)).collect();
+        for pos in [0.0, 1.0, 7.0, 123.0] {
+            let via_hf = rope_hf(&hf_q, pos);
+            let via_ggml = rope_ggml(&ours_q, pos);
+            // llama.cpp's element 2i+j is Hugging Face's element j·d/2 + i.
+            for i in 0..head_dim / 2 {
+                for j in 0..2 {
+                    let a = via_ggml[2 * i + j];
+                    let b = via_hf[j * head_dim / 2 + i];
+                    assert!((a - b).abs() < 1e-12, "head {head} pos {pos}: {a} vs {b}");
+                }
+            }
+        }
+    }
+    // Biases (one column) move the same way; bad head counts are refused.
+    let bias: Vec<u8> = (0..8u8).collect();
+    assert_eq!(
+        rope_interleave(&bias, &[8], DType::U8, 2).unwrap(),
+        vec![0, 2, 1, 3, 4, 6, 5, 7]
+    );
+    assert!(rope_interleave(&bias, &[8], DType::U8, 3).is_err());
+    assert!(rope_interleave(&bias, &[8], DType::U8, 0).is_err());
+}
+
+#[test]
+fn types_follow_the_converters_rules() {
+    use Quantization::*;
+    let t = |name: &str, shape: &[usize], q| output_type(name, shape, q);
+    assert_eq!(t("token_embd.weight", &[100, 64], Q8_0), GgmlType::Q8_0);
+    assert_eq!(t("token_embd.weight", &[100, 64], F16), GgmlType::F16);
+    assert_eq!(t("blk.0.attn_norm.weight", &[64], F16), GgmlType::F32);
+    assert_eq!(t("blk.0.attn_q_norm.weight", &[64], Q8_0), GgmlType::F32);
+    assert_eq!(t("blk.0.attn_q.bias", &[64], F16), GgmlType::F32);
+    assert_eq!(t("position_embd.weight", &[512, 384], F16), GgmlType::F32);
+    assert_eq!(t("token_types.weight", &[2, 384], Q8_0), GgmlType::F32);
+    assert_eq!(t("blk.0.ffn_up.weight", &[10, 33], Q8_0), GgmlType::F16);
+    assert_eq!(t("blk.0.ffn_up.weight", &[10, 33], F32), GgmlType::F32);
+    assert_eq!(file_type(F32), 0);
+    assert_eq!(file_type(F16), 1);
+    assert_eq!(file_type(Q8_0), 7);
+}
+
+#[test]
+fn size_labels_match_gguf_py() {
+    // Values printed by gguf-py's size_label (llama.cpp 0.3.36 sources).
+    for (n, label) in [
+        (22_713_216u64, "23M"),
+        (1_500_000_000, "1.5B"),
+        (494_032_768, "494M"),
+        (135_000, "135K"),
+        (7_241_732_096, "7.2B"),
+        (999_500, "1000K"),
+        (1_000_001, "1.0M"),
+        (2_500_000_000_000, "2.5T"),
+        (9_950_000, "10M"),
+    ] {
+        assert_eq!(size_label(n), label, "{n}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Recognition and bad input, on small BERT and Llama directories.
+
+fn listing(tensors: &[(&str, &[usize])]) -> Vec<TensorListing> {
+    tensors
+        .iter()
+        .map(|(n, s)| TensorListing {
+            name: n.to_string(),
+            dtype: DType::F32,
+            shape: s.to_vec(),
+        })
+        .collect()
+}
+
+fn bert_config() -> Json {
+    json!({"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16,
+           "vocab_size": 6, "max_position_embeddings": 4, "type_vocab_size": 2,
+           "layer_norm_eps": 1e-12, "pad_token_id": 0})
+}
+
+fn bert_tensors() -> Vec<TensorListing> {
+    let (v, e, f, c) = (6, 8, 16, 4);
+    let mut t: Vec<(String, Vec<usize>)> = vec![
+        ("embeddings.word_embeddings.weight".into(), vec![v, e]),
+        ("embeddings.position_embeddings.weight".into(), vec![c, e]),
+        ("embeddings.token_type_embeddings.weight".into(), vec![2, e]),
+        ("embeddings.LayerNorm.weight".into(), vec![e]),
+        ("embeddings.LayerNorm.bias".into(), vec![e]),
+        ("embeddings.position_ids".into(), vec![1, c]),
+        ("pooler.dense.weight".into(), vec![e, e]),
+    ];
+    let l = "encoder.layer.0";
+    for (n, s) in [
+        ("attention.self.query", vec![e, e]),
+        ("attention.self.key", vec![e, e]),
+        ("attention.self.value", vec![e, e]),
+        ("attention.output.dense", vec![e, e]),
+        ("intermediate.dense", vec![f, e]),
+        ("output.dense", vec![e, f]),
+    ] {
+        t.push((format!("{l}.{n}.bias"), vec![s[0]]));
+        t.push((format!("{l}.{n}.weight"), s));
+    }
+    for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+        t.push((format!("{l}.{n}.weight"), vec![e]));
+        t.push((format!("{l}.{n}.bias"), vec![e]));
+    }
+    t.into_iter()
+        .map(|(name, shape)| TensorListing {
+            name,
+            dtype: DType::F32,
+            shape,
+        })
+        .collect()
+}
+
+fn bert_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("vocab.txt"),
+        "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##lo\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("modules.json"),
+        r#"[{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},
+            {"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"}]"#,
+    )
+    .unwrap();
+    fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+    fs::write(
+        dir.path().join("1_Pooling/config.json"),
+        r#"{"pooling_mode_cls_token": true}"#,
+    )
+    .unwrap();
+    dir
+}
+
+fn known(r: Recognition) -> LlamaExport {
+    match r {
+        Recognition::Known(e) => *e,
+        Recognition::Unknown(w) => panic!("not recognised: {w}"),
+    }
+}
+
+fn kv<'a>(e: &'a LlamaExport, key: &str) -> Option<&'a GgufValue> {
+    e.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+#[test]
+fn a_bert_directory_with_vocab_txt_and_cls_pooling() {
+    let dir = bert_dir();
+    let e = known(
+        recognize(
+            dir.path(),
+            &bert_config(),
+            &bert_tensors(),
+            Quantization::F16,
+        )
+        .unwrap(),
+    );
+    assert_eq!(e.architecture, "bert");
+    assert_eq!(e.metadata[0].0, "general.architecture");
+    assert_eq!(kv(&e, "bert.pooling_type"), Some(&GgufValue::U32(2)));
+    assert_eq!(
+        kv(&e, "bert.attention.causal"),
+        Some(&GgufValue::Bool(false))
+    );
+    assert_eq!(kv(&e, "general.file_type"), Some(&GgufValue::U32(1)));
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.tokens"),
+        Some(&GgufValue::Array(GgufArray::String(
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "\u{2581}hello", "lo"]
+                .map(String::from)
+                .to_vec()
+        )))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type"),
+        Some(&GgufValue::Array(GgufArray::I32(vec![3, 3, 3, 3, 1, 1])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.padding_token_id"),
+        Some(&GgufValue::U32(0))
+    );
+    // position_ids and the pooler are dropped; norms and biases stay F32.
+    assert_eq!(e.tensors.len(), 5 + 16);
+    let t = |n: &str| e.tensors.iter().find(|t| t.name == n).unwrap();
+    assert_eq!(t("token_embd.weight").ggml_type, GgmlType::F16);
+    assert_eq!(t("position_embd.weight").ggml_type, GgmlType::F32);
+    assert_eq!(t("blk.0.ffn_up.bias").ggml_type, GgmlType::F32);
+    assert_eq!(
+        t("blk.0.layer_output_norm.weight").origin,
+        Origin::Source {
+            name: "encoder.layer.0.output.LayerNorm.weight".into(),
+            transform: Transform::Identity
+        }
+    );
+}
+
+#[test]
+fn unknown_architectures_are_recognised_as_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    for config in [
+        json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}),
+        json!({"architectures": ["BertForSequenceClassification"], "model_type": "bert"}),
+        json!({"model_type": "tiny_llama"}),
+        json!({}),
+    ] {
+        match recognize(dir.path(), &config, &[], Quantization::F32).unwrap() {
+            Recognition::Unknown(w) => assert!(w.contains("llama.cpp"), "{w}"),
+            Recognition::Known(_) => panic!("{config} recognised"),
+        }
+    }
+}
+
+fn expect_invalid(result: Result<Recognition>, needle: &str) -> CoreError {
+    let e = match result {
+        Err(e) => e,
+        Ok(_) => panic!("accepted; expected an error naming {needle}"),
+    };
+    assert_eq!(e.code(), "ERR_INVALID_MODEL", "{e}");
+    assert!(e.to_string().contains(needle), "{e} does not name {needle}");
+    e
+}
+
+#[test]
+fn bad_bert_input_names_the_field_tensor_or_file() {
+    let dir = bert_dir();
+    let q = Quantization::F32;
+    let with = |k: &str, v: Json| {
+        let mut c = bert_config();
+        c[k] = v;
+        c
+    };
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("num_attention_heads", json!(3)),
+            &bert_tensors(),
+            q,
+        ),
+        "num_attention_heads",
+    );
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("vocab_size", json!(7)),
+            &bert_tensors(),
+            q,
+        ),
+        "vocab_size",
+    );
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("hidden_size", json!("8")),
+            &bert_tensors(),
+            q,
+        ),
+        "hidden_size",
+    );
+    let mut c = bert_config();
+    c.as_object_mut().unwrap().remove("num_hidden_layers");
+    expect_invalid(
+        recognize(dir.path(), &c, &bert_tensors(), q),
+        "num_hidden_layers",
+    );
+    // A layer tensor missing.
+    let mut t = bert_tensors();
+    t.retain(|t| t.name != "encoder.layer.0.attention.self.key.weight");
+    let e = expect_invalid(recognize(dir.path(), &bert_config(), &t, q), "missing");
+    assert_eq!(
+        e.tensor(),
+        Some("encoder.layer.0.attention.self.key.weight")
+    );
+    // A layer beyond num_hidden_layers.
+    let mut t = bert_tensors();
+    t.extend(listing(&[(
+        "encoder.layer.1.output.dense.weight",
+        &[8, 16],
+    )]));
+    expect_invalid(recognize(dir.path(), &bert_config(), &t, q), "layer 1");
+    // A tensor llama.cpp has no place for.
+    let mut t = bert_tensors();
+    t.extend(listing(&[("classifier.weight", &[2, 8])]));
+    let e = expect_invalid(recognize(dir.path(), &bert_config(), &t, q), "no tensor");
+    assert_eq!(e.tensor(), Some("classifier.weight"));
+    // Tokenizer files that do not parse, or are missing.
+    fs::write(dir.path().join("tokenizer.json"), "{not json").unwrap();
+    let e = expect_invalid(
+        recognize(dir.path(), &bert_config(), &bert_tensors(), q),
+        "not valid JSON",
+    );
+    assert!(e.path().unwrap().ends_with("tokenizer.json"));
+    fs::write(
+        dir.path().join("tokenizer.json"),
+        r#"{"model": {"type": "BPE", "vocab": {}}}"#,
+    )
+    .unwrap();
+    expect_invalid(
+        recognize(dir.path(), &bert_config(), &bert_tensors(), q),
+        "WordPiece",
+    );
+    fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    fs::remove_file(dir.path().join("vocab.txt")).unwrap();
+    expect_invalid(
+        recognize(dir.path(), &bert_config(), &bert_tensors(), q),
+        "vocab.txt",
+    );
+    // A pooling llama.cpp does not have.
+    let dir = bert_dir();
+    fs::write(
+        dir.path().join("1_Pooling/config.json"),
+        r#"{"pooling_mode_max_tokens": true}"#,
+    )
+    .unwrap();
+    expect_invalid(
+        recognize(dir.path(), &bert_config(), &bert_tensors(), q),
+        "pooling",
+    );
+}
+
+fn llama_config() -> Json {
+    json!({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+           "intermediate_size": 16, "vocab_size": 5, "rms_norm_eps": 1e-5,
+           "max_position_embeddings": 64, "bos_token_id": 1, "eos_token_id": 2,
+           "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})
+}
+
+fn llama_tensors(layers: usize) -> Vec<TensorListing> {
+    let (v, e, f, kv) = (5, 8, 16, 4);
+    let mut t = listing(&[
+        ("model.embed_tokens.weight", &[v, e]),
+        ("model.norm.weight", &[e]),
+        ("lm_head.weight", &[v, e]),
+    ]);
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (n, s) in [
+            ("input_layernorm", vec![e]),
+            ("self_attn.q_proj", vec![e, e]),
+            ("self_attn.k_proj", vec![kv, e]),
+            ("self_attn.v_proj", vec![kv, e]),
+            ("self_attn.o_proj", vec![e, e]),
+            ("post_attention_layernorm", vec![e]),
+            ("mlp.gate_proj", vec![f, e]),
+            ("mlp.up_proj", vec![f, e]),
+            ("mlp.down_proj", vec![e, f]),
+        ] {
+            t.push(TensorListing {
+                name: format!("{p}.{n}.weight"),
+                dtype: DType::BF16,
+                shape: s,
+            });
+        }
+    }
+    t
+}
+
+/// A five-token SentencePiece model, encoded by hand.
+fn write_spm(dir: &Path) {
+    use super::vocab::spm::{ModelProto, SentencePiece};
+    use prost::Message;
+    let model = ModelProto {
+        pieces: [
+            ("<unk>", 0.0, 2),
+            ("<s>", 0.0, 3),
+            ("</s>", 0.0, 3),
+            ("\u{2581}a", -1.0, 1),
+            ("<0x0A>", 0.0, 6),
+        ]
+        .iter()
+        .map(|(p, s, t)| SentencePiece {
+            piece: Some(p.to_string()),
+            score: Some(*s),
+            r#type: Some(*t),
+        })
+        .collect(),
+        trainer_spec: None,
+        normalizer_spec: None,
+    };
+    fs::write(dir.join("tokenizer.model"), model.encode_to_vec()).unwrap();
+}
+
+#[test]
+fn a_llama_directory_with_tokenizer_model() {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    fs::write(
+        dir.path().join("tokenizer_config.json"),
+        r#"{"add_bos_token": true, "add_eos_token": false, "chat_template": "{{ messages }}"}"#,
+    )
+    .unwrap();
+    let e = known(
+        recognize(
+            dir.path(),
+            &llama_config(),
+            &llama_tensors(2),
+            Quantization::Q8_0,
+        )
+        .unwrap(),
+    );
+    assert_eq!(e.architecture, "llama");
+    assert_eq!(
+        kv(&e, "llama.attention.head_count_kv"),
+        Some(&GgufValue::U32(1))
+    );
+    assert_eq!(
+        kv(&e, "llama.rope.freq_base"),
+        Some(&GgufValue::F32(500000.0))
+    );
+    assert_eq!(
+        kv(&e, "llama.rope.dimension_count"),
+        Some(&GgufValue::U32(4))
+    );
+    assert_eq!(kv(&e, "llama.vocab_size"), Some(&GgufValue::U32(5)));
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.model"),
+        Some(&GgufValue::from("llama"))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type"),
+        Some(&GgufValue::Array(GgufArray::I32(vec![2, 3, 3, 1, 6])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.scores"),
+        Some(&GgufValue::Array(GgufArray::F32(vec![
+            0.0, 0.0, 0.0, -1.0, 0.0
+        ])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.bos_token_id"),
+        Some(&GgufValue::U32(1))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.add_bos_token"),
+        Some(&GgufValue::Bool(true))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.chat_template"),
+        Some(&GgufValue::from("{{ messages }}"))
+    );
+    let t = |n: &str| e.tensors.iter().find(|t| t.name == n).unwrap().clone();
+    assert_eq!(
+        t("blk.1.attn_q.weight").origin,
+        Origin::Source {
+            name: "model.layers.1.self_attn.q_proj.weight".into(),
+            transform: Transform::RopeInterleave { heads: 2 }
+        }
+    );
+    assert_eq!(
+        t("blk.1.attn_k.weight").origin,
+        Origin::Source {
+            name: "model.layers.1.self_attn.k_proj.weight".into(),
+            transform: Transform::RopeInterleave { heads: 1 }
+        }
+    );
+    // Rows of 8 are not whole Q8_0 blocks: F16, as the converter falls back.
+    assert_eq!(t("blk.0.attn_v.weight").ggml_type, GgmlType::F16);
+}
+
+#[test]
+fn bad_llama_input_names_the_field_tensor_or_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    let q = Quantization::F32;
+    let with = |k: &str, v: Json| {
+        let mut c = llama_config();
+        c[k] = v;
+        c
+    };
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("num_key_value_heads", json!(3)),
+            &llama_tensors(2),
+            q,
+        ),
+        "num_key_value_heads",
+    );
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("num_attention_heads", json!(3)),
+            &llama_tensors(2),
+            q,
+        ),
+        "num_attention_heads",
+    );
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &with("vocab_size", json!(6)),
+            &llama_tensors(2),
+            q,
+        ),
+        "vocab_size",
+    );
+    let e = expect_invalid(
+        recognize(
+            dir.path(),
+            &with("num_hidden_layers", json!(3)),
+            &llama_tensors(2),
+            q,
+        ),
+        "missing",
+    );
+    assert_eq!(e.tensor(), Some("model.layers.2.input_layernorm.weight"));
+    // An odd head_dim cannot be rotated in pairs.
+    let mut c = llama_config();
+    c["head_dim"] = json!(3);
+    expect_invalid(recognize(dir.path(), &c, &llama_tensors(2), q), "head_dim");
+    // A tokenizer.model that is not a SentencePiece model.
+    fs::write(
+        dir.path().join("tokenizer.model"),
+        b"\xff\xff\xff\xff not protobuf",
+    )
+    .unwrap();
+    let e = expect_invalid(
+        recognize(dir.path(), &llama_config(), &llama_tensors(2), q),
+        "SentencePiece",
+    );
+    assert!(e.path().unwrap().ends_with("tokenizer.model"));
+    // No tokenizer at all.
+    fs::remove_file(dir.path().join("tokenizer.model")).unwrap();
+    expect_invalid(
+        recognize(dir.path(), &llama_config(), &llama_tensors(2), q),
+        "tokenizer",
+    );
+}
