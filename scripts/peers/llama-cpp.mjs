@@ -63,11 +63,21 @@ function fetchSources(src) {
     const out = join(tmp, 'src')
     mkdirSync(out)
     run('tar', ['-xzf', sdist, '-C', out, '--strip-components=3', `llama_cpp_python-${LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp`])
-    rmSync(src, { recursive: true, force: true })
-    renameSync(out, src)
+    // Another process may have finished first; a leftover without sources is replaced.
+    if (!existsSync(join(src, 'CMakeLists.txt'))) {
+      rmSync(src, { recursive: true, force: true })
+      renameSync(out, src)
+    }
   } finally {
     rmSync(tmp, { recursive: true, force: true })
   }
+}
+
+/** The llama.cpp sources (vendor/llama.cpp of the sdist), fetched if missing, without building. */
+export function ensureLlamaCppSources() {
+  const paths = llamaCpp()
+  fetchSources(paths.src)
+  return paths.src
 }
 
 function buildTargets(paths) {
