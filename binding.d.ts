@@ -88,6 +88,7 @@ export type ErrorCode =
   | 'ERR_INVALID_MODEL'
   | 'ERR_INVALID_GGUF'
   | 'ERR_INVALID_MLX'
+  | 'ERR_UNSAFE_PICKLE'
 
 /** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
 export interface SafeTensorsError extends Error {
