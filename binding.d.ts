@@ -5,19 +5,25 @@ export type DType =
   | 'BOOL' | 'U8' | 'I8' | 'U16' | 'I16' | 'F16' | 'BF16' | 'U32' | 'I32' | 'F32' | 'U64' | 'I64' | 'F64'
   | 'F8_E4M3' | 'F8_E5M2' | 'F8_E8M0' | 'F8_E4M3FNUZ' | 'F8_E5M2FNUZ' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'C64'
 
-/** A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32). */
+/**
+ * A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32).
+ * A DataView is refused (ERR_INVALID_ARGUMENT): pass a Uint8Array of its bytes.
+ */
 export interface TensorInput {
   dtype?: DType
   shape: number[]
-  data: ArrayBufferView | number[]
+  data: TypedArray | number[]
 }
 
 /** Options of `Model.loadPretrained`. */
 export interface LoadPretrainedOptions {
   /** The default form of `getTensor`/`tensors`: `'F32'` upcasts every float type (the MLX-Node behaviour). */
   as?: 'native' | 'F32'
-  /** Called as each weight file is opened or parsed (at least once per file). */
-  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
+  /**
+   * Called as each weight file is opened or parsed (at least once per file). `totalBytes` is
+   * null while the total is unknown (the shards of a remote sharded model).
+   */
+  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number | null }) => void
 }
 
 /** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
@@ -65,7 +71,36 @@ export interface ValidationReport {
   path: string
   format: string | null
   ok: boolean
-  errors: Array<{ code: string; message: string; tensor?: string }>
+  errors: Array<{ code: ErrorCode; message: string; tensor?: string }>
+}
+
+/** The stable `code` of every error this package throws or rejects with (README, "Errors"). */
+export type ErrorCode =
+  | 'ERR_NOT_FOUND'
+  | 'ERR_IO'
+  | 'ERR_HEADER_TOO_SMALL'
+  | 'ERR_HEADER_TOO_LARGE'
+  | 'ERR_INVALID_HEADER'
+  | 'ERR_INVALID_OFFSETS'
+  | 'ERR_SIZE_MISMATCH'
+  | 'ERR_INCOMPLETE_FILE'
+  | 'ERR_UNSUPPORTED_DTYPE'
+  | 'ERR_INVALID_ARGUMENT'
+  | 'ERR_NOT_FITTED'
+  | 'ERR_UNSAFE_PATH'
+  | 'ERR_NO_WEIGHTS'
+  | 'ERR_INVALID_MODEL'
+  | 'ERR_INVALID_GGUF'
+  | 'ERR_INVALID_MLX'
+  | 'ERR_UNSAFE_PICKLE'
+
+/** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
+export interface SafeTensorsError extends Error {
+  code: ErrorCode
+  /** The file, directory or URL concerned. */
+  path?: string
+  /** The tensor concerned. */
+  tensor?: string
 }
 
 /** Options of `SafeTensorsFile.open` / `openAsync`. */
@@ -179,11 +214,8 @@ export declare class LogisticRegression {
  * `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
  */
 export declare class Model {
-  /**
-   * Load a local model directory off the event loop (`Model.loadPretrained`, defined in
-   * index.js, also takes http(s) URLs and calls this for paths).
-   */
-  static loadPretrainedDir(dir: string, options?: LoadPretrainedOptions): Promise<Model>
+  /** Instances come from `Model.loadPretrained` / `loadPretrainedSync` (factories bypass this). */
+  constructor()
   /** `loadPretrained` on the calling thread. */
   static loadPretrainedSync(dir: string, options?: LoadPretrainedOptions): Model
   get dir(): string
@@ -213,6 +245,8 @@ export declare class Model {
  * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
  */
 export declare class SafeTensorsFile {
+  /** Instances come from `open`, `openAsync` and `fromBytes` (factories bypass this). */
+  constructor()
   /** Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map. */
   static open(path: string, options?: OpenOptions): SafeTensorsFile
   /** `open` off the event loop. */
@@ -246,16 +280,6 @@ export declare class SafeTensorsFile {
   /** Every tensor, keyed by name in data-offset order. */
   tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
   tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
-  /**
-   * Validate a file from its first bytes (8-byte prefix + whole JSON header) and total
-   * length; its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes).
-   * Used by `openUrl`.
-   */
-  static fromHeader(head: Uint8Array, fileLength: number, origin: string): SafeTensorsFile
-  /** Absolute byte range `[start, end)` of a tensor within the file. */
-  fileRange(name: string): [number, number]
-  /** The absolute byte spans a `getSlice` would read, and the result's shape. */
-  sliceSpans(name: string, ranges: Array<[number, number] | number | null>): SliceSpans
   /** `getSlice` off the event loop. */
   getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
 }
@@ -296,6 +320,12 @@ export declare function loadFile(path: string, options?: GetOptions | undefined 
 
 export declare function loadFileAsync(path: string, options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
 
+/**
+ * Load a local model directory off the event loop (index.js's `Model.loadPretrained` calls
+ * this for paths; URLs go to lib/remote.js). Internal: not exported by the package entry.
+ */
+export declare function loadModelDir(dir: string, options?: LoadPretrainedOptions): Promise<Model>
+
 /** The SafeTensors bytes of a weights.mlx document (used for remote MLX directories). */
 export declare function mlxToSafetensors(bytes: Uint8Array): Buffer
 
@@ -315,6 +345,13 @@ export interface ProgressEvent {
   loadedBytes: number
   totalBytes: number
 }
+
+/**
+ * Validate a file from its first bytes (8-byte prefix + whole JSON header) and total length;
+ * its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes). Used by
+ * `openUrl`; internal, like the other free functions here (not exported by the package entry).
+ */
+export declare function safetensorsFromHeader(head: Uint8Array, fileLength: number, origin: string): SafeTensorsFile
 
 /** Write tensors to a SafeTensors file, atomically. */
 export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
@@ -353,6 +390,9 @@ export interface Tensor {
   data: TypedArray
 }
 
+/** Absolute byte range `[start, end)` of a tensor within the file. */
+export declare function tensorFileRange(file: SafeTensorsFile, name: string): [number, number]
+
 export interface TensorInfo {
   name: string
   dtype: DType
@@ -361,6 +401,9 @@ export interface TensorInfo {
   byteLength: number
   numel: number
 }
+
+/** The absolute byte spans a `getSlice` would read, and the result's shape. */
+export declare function tensorSliceSpans(file: SafeTensorsFile, name: string, ranges: Array<[number, number] | number | null>): SliceSpans
 
 /** Every problem found in a file or directory (not only the first), with codes. */
 export declare function validate(path: string): Promise<ValidationReport>

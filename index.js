@@ -1,8 +1,15 @@
 'use strict'
-// safetensors-node: the generated native binding (binding.js), plus the HTTP layer for
-// remote weights (lib/remote.js, Node's fetch with range requests).
-const binding = require('./binding.js')
-const { RemoteSafeTensorsFile, RemoteModel, loadPretrainedUrl, isUrl } = require('./lib/remote.js')
+// safetensors-node, the package entry (CommonJS; index.mjs re-exports it for ES modules).
+// It exports the documented API and nothing else. The generated native binding (binding.js)
+// also holds internal calls, which lib/remote.js (the HTTP layer: Node's fetch with range
+// requests) uses directly.
+let binding
+try {
+  binding = require('./binding.js')
+} catch (e) {
+  throw require('./lib/missing-binary.js').missingBinaryError(e, __dirname)
+}
+const { RemoteSafeTensorsFile, loadPretrainedUrl, isUrl } = require('./lib/remote.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
 // our code runs, with its own status as `code`; callers get API.md's code for that case.
@@ -20,11 +27,11 @@ function argumentError(e) {
   return e
 }
 // Calls that return a Promise report every failure, argument errors included, as a rejection
-// (as an async function does), never as a synchronous throw. binding.d.ts is the list; the
-// errors suite checks this set against it.
-const PROMISE_FUNCTIONS = new Set(['convert', 'inspectJson', 'validate'])
+// (as an async function does), never as a synchronous throw. The errors suite calls every
+// declaration of index.d.ts to check these sets.
+const PROMISE_FUNCTIONS = new Set(['convert', 'inspectJson', 'validate', 'loadModelDir'])
 const PROMISE_METHODS = new Set(['save'])
-const PROMISE_STATICS = new Set(['loadPretrainedDir'])
+const PROMISE_STATICS = new Set()
 const isAsync = (name, set) => name.endsWith('Async') || set.has(name)
 function withArgumentErrors(fn, async) {
   const wrapped = function (...args) {
@@ -53,18 +60,33 @@ for (const value of Object.values(binding)) {
   wrapMembers(value, PROMISE_STATICS)
 }
 
-const { SafeTensorsFile, Model } = binding
+// Functions too, in place: internal callers (lib/remote.js) get the same codes.
+for (const [name, value] of Object.entries(binding)) {
+  if (typeof value === 'function' && !/^[A-Z]/.test(name)) binding[name] = withArgumentErrors(value, isAsync(name, PROMISE_FUNCTIONS))
+}
+
+const { SafeTensorsFile, Model, LinearRegression, LogisticRegression, inspectJson, loadModelDir } = binding
 
 /** Open a SafeTensors file over HTTP(S): header by range request, tensors on demand. */
 SafeTensorsFile.openUrl = (url, options) => RemoteSafeTensorsFile.open(url, options)
 
 /** A local directory, or an http(s):// URL of one (fetched lazily with range requests). */
-Model.loadPretrained = (dir, options) => (isUrl(dir) ? loadPretrainedUrl(dir, options) : Model.loadPretrainedDir(dir, options))
+Model.loadPretrained = (dir, options) => (isUrl(dir) ? loadPretrainedUrl(dir, options) : loadModelDir(dir, options))
 
-const exported = { ...binding, RemoteSafeTensorsFile, RemoteModel }
-for (const [name, value] of Object.entries(binding)) {
-  if (typeof value === 'function' && !/^[A-Z]/.test(name)) exported[name] = withArgumentErrors(value, isAsync(name, PROMISE_FUNCTIONS))
+// The public API: README's "API" section lists exactly these (index.mjs re-exports them by
+// name, index.d.ts declares them; __test__/exports.spec.ts checks the four agree).
+module.exports = {
+  SafeTensorsFile,
+  Model,
+  LinearRegression,
+  LogisticRegression,
+  loadFile: binding.loadFile,
+  loadFileAsync: binding.loadFileAsync,
+  saveFile: binding.saveFile,
+  saveFileAsync: binding.saveFileAsync,
+  serialize: binding.serialize,
+  convert: binding.convert,
+  /** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
+  inspect: async (path) => JSON.parse(await inspectJson(path)),
+  validate: binding.validate,
 }
-/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
-exported.inspect = async (path) => JSON.parse(await exported.inspectJson(path))
-module.exports = exported

@@ -8,5 +8,7 @@ export default defineConfig({
     // Native addon + child processes: forks isolate crashes and keep memory accounting honest.
     pool: 'forks',
     reporters: ['default', './__test__/summary-reporter.mjs'],
+    // Type tests of the public declarations (tsc over __test__/*.test-d.ts).
+    typecheck: { enabled: true, include: ['__test__/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
   },
 })

@@ -41,7 +41,7 @@ describe('writer', () => {
     expect(one.toString()).toContain('{"__metadata__":{"a":"2","z":"1"}')
   })
 
-  const samples: Record<string, { data: ArrayBufferView | number[]; expect: ArrayLike<number | bigint> }> = {
+  const samples: Record<string, { data: TensorInput['data']; expect: ArrayLike<number | bigint> }> = {
     F32: { data: new Float32Array([1.5, -0, Infinity, NaN]), expect: [1.5, -0, Infinity, NaN] },
     F64: { data: new Float64Array([Math.PI, -1e300]), expect: [Math.PI, -1e300] },
     I8: { data: new Int8Array([-128, 127]), expect: [-128, 127] },

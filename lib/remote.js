@@ -243,7 +243,7 @@ class RemoteSafeTensorsFile {
       }
     }
     report()
-    const file = rethrowWithPath(url, () => binding.SafeTensorsFile.fromHeader(head, total, url))
+    const file = rethrowWithPath(url, () => binding.safetensorsFromHeader(head, total, url))
     return new RemoteSafeTensorsFile(url, file, opts, stats, false, first.validators)
   }
 
@@ -275,7 +275,7 @@ class RemoteSafeTensorsFile {
   async getTensorAsync(name, options) {
     if (this._local) return this._file.getTensorAsync(name, options)
     const info = this._file.info(name)
-    const [start, end] = this._file.fileRange(name)
+    const [start, end] = binding.tensorFileRange(this._file, name)
     const bytes = end > start ? (await httpGet(this.url, this._opts, this._stats, { range: [start, end - 1], seen: this._validators })).bytes : new Uint8Array(0)
     this._opts.onProgress?.({ loadedBytes: this._stats.bytesFetched, totalBytes: this.byteLength })
     return rethrowWithPath(this.url, () => binding.decodeTensor(name, info.dtype, info.shape, bytes, options), name)
@@ -284,7 +284,7 @@ class RemoteSafeTensorsFile {
   async getSliceAsync(name, ranges, options) {
     if (this._local) return this._file.getSliceAsync(name, ranges, options)
     const info = this._file.info(name)
-    const { shape, spans } = this._file.sliceSpans(name, ranges)
+    const { shape, spans } = binding.tensorSliceSpans(this._file, name, ranges)
     const parts = []
     for (const [offset, length] of spans) {
       if (length > 0) parts.push((await httpGet(this.url, this._opts, this._stats, { range: [offset, offset + length - 1], seen: this._validators })).bytes)

@@ -35,6 +35,17 @@ impl<T> OrThrow<T> for CoreResult<T> {
     }
 }
 
+/// `new Class()` of a class whose instances only come from its static factories: napi-rs
+/// would throw an error without a `code`; this is ERR_INVALID_ARGUMENT naming the factories.
+pub fn not_constructible(env: &Env, class: &str, factories: &str) -> napi::Error {
+    to_js(
+        env,
+        &invalid_argument(format!(
+            "{class} has no public constructor: use {factories}"
+        )),
+    )
+}
+
 /// A caller mistake detected in the binding itself (argument shapes JS allows but we don't).
 pub fn invalid_argument(message: impl Into<String>) -> CoreError {
     CoreError::invalid_argument(message)

@@ -201,6 +201,16 @@ pub struct SafeTensorsFile {
 
 #[napi]
 impl SafeTensorsFile {
+    /// Instances come from `open`, `openAsync` and `fromBytes` (factories bypass this).
+    #[napi(constructor)]
+    pub fn not_constructible(env: Env) -> napi::Result<Self> {
+        Err(crate::error::not_constructible(
+            &env,
+            "SafeTensorsFile",
+            "SafeTensorsFile.open(path), openAsync(path), fromBytes(bytes) or openUrl(url)",
+        ))
+    }
+
     /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
     #[napi(
         strict,

@@ -112,35 +112,14 @@ pub struct Model {
 
 #[napi]
 impl Model {
-    /// Load a local model directory off the event loop (`Model.loadPretrained`, defined in
-    /// index.js, also takes http(s) URLs and calls this for paths).
-    #[napi(
-        strict,
-        writable,
-        ts_args_type = "dir: string, options?: LoadPretrainedOptions",
-        ts_return_type = "Promise<Model>"
-    )]
-    pub fn load_pretrained_dir(
-        dir: String,
-        options: Option<Object>,
-    ) -> napi::Result<AsyncTask<CoreTask<Model>>> {
-        // Bad options reject the promise (like every other failure) rather than throw.
-        let default_as = default_as(&options);
-        let callback = progress_callback(&options);
-        let (sink, callback_ok) = match callback {
-            Ok(f) => (ProgressSink::new(f)?, Ok(())),
-            Err(e) => (None, Err(e)),
-        };
-        Ok(CoreTask::new(move || {
-            callback_ok?;
-            let default_as = default_as?;
-            let inner = ModelDir::open(Path::new(&dir), &mut |p| {
-                if let Some(sink) = &sink {
-                    sink.send(ProgressEvent::from(p));
-                }
-            })?;
-            Ok(Model::new(inner, default_as))
-        }))
+    /// Instances come from `Model.loadPretrained` / `loadPretrainedSync` (factories bypass this).
+    #[napi(constructor)]
+    pub fn not_constructible(env: Env) -> napi::Result<Self> {
+        Err(crate::error::not_constructible(
+            &env,
+            "Model",
+            "Model.loadPretrained(dir) or Model.loadPretrainedSync(dir)",
+        ))
     }
 
     /// `loadPretrained` on the calling thread.
@@ -304,4 +283,34 @@ fn read_model_tensor(model: &ModelDir, name: &str, mode: ReadMode) -> CoreResult
         shape: crate::file::shape_to_js(&info.shape),
         data,
     })
+}
+
+/// Load a local model directory off the event loop (index.js's `Model.loadPretrained` calls
+/// this for paths; URLs go to lib/remote.js). Internal: not exported by the package entry.
+#[napi(
+    strict,
+    ts_args_type = "dir: string, options?: LoadPretrainedOptions",
+    ts_return_type = "Promise<Model>"
+)]
+pub fn load_model_dir(
+    dir: String,
+    options: Option<Object>,
+) -> napi::Result<AsyncTask<CoreTask<Model>>> {
+    // Bad options reject the promise (like every other failure) rather than throw.
+    let default_as = default_as(&options);
+    let callback = progress_callback(&options);
+    let (sink, callback_ok) = match callback {
+        Ok(f) => (ProgressSink::new(f)?, Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    Ok(CoreTask::new(move || {
+        callback_ok?;
+        let default_as = default_as?;
+        let inner = ModelDir::open(Path::new(&dir), &mut |p| {
+            if let Some(sink) = &sink {
+                sink.send(ProgressEvent::from(p));
+            }
+        })?;
+        Ok(Model::new(inner, default_as))
+    }))
 }

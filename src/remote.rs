@@ -23,72 +23,70 @@ pub struct SliceSpans {
     pub spans: Vec<Vec<f64>>,
 }
 
+/// Validate a file from its first bytes (8-byte prefix + whole JSON header) and total length;
+/// its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes). Used by
+/// `openUrl`; internal, like the other free functions here (not exported by the package entry).
+#[napi(
+    strict,
+    ts_args_type = "head: Uint8Array, fileLength: number, origin: string"
+)]
+pub fn safetensors_from_header(
+    env: Env,
+    head: Unknown,
+    file_length: f64,
+    origin: String,
+) -> napi::Result<SafeTensorsFile> {
+    let run = || {
+        let head = bytes_arg(&head, "head")?;
+        with_view(&head, |head| {
+            SafeTensors::from_header(head, file_length as u64, &origin)
+        })
+    };
+    run()
+        .map(|inner| SafeTensorsFile {
+            inner: Arc::new(inner),
+        })
+        .or_throw(&env)
+}
+
+/// Absolute byte range `[start, end)` of a tensor within the file.
+#[napi(strict, ts_return_type = "[number, number]")]
+pub fn tensor_file_range(env: Env, file: &SafeTensorsFile, name: String) -> napi::Result<Vec<f64>> {
+    let info = file.inner.info(&name).or_throw(&env)?;
+    let (s, e) = file.inner.file_range(info);
+    Ok(vec![s as f64, e as f64])
+}
+
+/// The absolute byte spans a `getSlice` would read, and the result's shape.
+#[napi(
+    strict,
+    ts_args_type = "file: SafeTensorsFile, name: string, ranges: Array<[number, number] | number | null>"
+)]
+pub fn tensor_slice_spans(
+    env: Env,
+    file: &SafeTensorsFile,
+    name: String,
+    ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+) -> napi::Result<SliceSpans> {
+    let run = || {
+        let args = ranges
+            .iter()
+            .map(slice_arg)
+            .collect::<CoreResult<Vec<_>>>()?;
+        let (shape, spans) = file.inner.slice_spans(&name, &args)?;
+        Ok(SliceSpans {
+            shape: shape_to_js(&shape),
+            spans: spans
+                .into_iter()
+                .map(|(s, l)| vec![s as f64, l as f64])
+                .collect(),
+        })
+    };
+    run().or_throw(&env)
+}
+
 #[napi]
 impl SafeTensorsFile {
-    /// Validate a file from its first bytes (8-byte prefix + whole JSON header) and total
-    /// length; its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes).
-    /// Used by `openUrl`.
-    #[napi(
-        strict,
-        factory,
-        writable,
-        ts_args_type = "head: Uint8Array, fileLength: number, origin: string"
-    )]
-    pub fn from_header(
-        env: Env,
-        head: Unknown,
-        file_length: f64,
-        origin: String,
-    ) -> napi::Result<SafeTensorsFile> {
-        let run = || {
-            let head = bytes_arg(&head, "head")?;
-            with_view(&head, |head| {
-                SafeTensors::from_header(head, file_length as u64, &origin)
-            })
-        };
-        run()
-            .map(|inner| SafeTensorsFile {
-                inner: Arc::new(inner),
-            })
-            .or_throw(&env)
-    }
-
-    /// Absolute byte range `[start, end)` of a tensor within the file.
-    #[napi(strict, ts_return_type = "[number, number]")]
-    pub fn file_range(&self, env: Env, name: String) -> napi::Result<Vec<f64>> {
-        let info = self.inner.info(&name).or_throw(&env)?;
-        let (s, e) = self.inner.file_range(info);
-        Ok(vec![s as f64, e as f64])
-    }
-
-    /// The absolute byte spans a `getSlice` would read, and the result's shape.
-    #[napi(
-        strict,
-        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>"
-    )]
-    pub fn slice_spans(
-        &self,
-        env: Env,
-        name: String,
-        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
-    ) -> napi::Result<SliceSpans> {
-        let run = || {
-            let args = ranges
-                .iter()
-                .map(slice_arg)
-                .collect::<CoreResult<Vec<_>>>()?;
-            let (shape, spans) = self.inner.slice_spans(&name, &args)?;
-            Ok(SliceSpans {
-                shape: shape_to_js(&shape),
-                spans: spans
-                    .into_iter()
-                    .map(|(s, l)| vec![s as f64, l as f64])
-                    .collect(),
-            })
-        };
-        run().or_throw(&env)
-    }
-
     /// `getSlice` off the event loop.
     #[napi(
         strict,

@@ -5,19 +5,25 @@ export type DType =
   | 'BOOL' | 'U8' | 'I8' | 'U16' | 'I16' | 'F16' | 'BF16' | 'U32' | 'I32' | 'F32' | 'U64' | 'I64' | 'F64'
   | 'F8_E4M3' | 'F8_E5M2' | 'F8_E8M0' | 'F8_E4M3FNUZ' | 'F8_E5M2FNUZ' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'C64'
 
-/** A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32). */
+/**
+ * A tensor to write: `dtype` defaults to the dtype of `data` (Float32Array → F32, number[] → F32).
+ * A DataView is refused (ERR_INVALID_ARGUMENT): pass a Uint8Array of its bytes.
+ */
 export interface TensorInput {
   dtype?: DType
   shape: number[]
-  data: ArrayBufferView | number[]
+  data: TypedArray | number[]
 }
 
 /** Options of `Model.loadPretrained`. */
 export interface LoadPretrainedOptions {
   /** The default form of `getTensor`/`tensors`: `'F32'` upcasts every float type (the MLX-Node behaviour). */
   as?: 'native' | 'F32'
-  /** Called as each weight file is opened or parsed (at least once per file). */
-  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number }) => void
+  /**
+   * Called as each weight file is opened or parsed (at least once per file). `totalBytes` is
+   * null while the total is unknown (the shards of a remote sharded model).
+   */
+  onProgress?: (p: { file: string; loadedBytes: number; totalBytes: number | null }) => void
 }
 
 /** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
@@ -65,7 +71,36 @@ export interface ValidationReport {
   path: string
   format: string | null
   ok: boolean
-  errors: Array<{ code: string; message: string; tensor?: string }>
+  errors: Array<{ code: ErrorCode; message: string; tensor?: string }>
+}
+
+/** The stable `code` of every error this package throws or rejects with (README, "Errors"). */
+export type ErrorCode =
+  | 'ERR_NOT_FOUND'
+  | 'ERR_IO'
+  | 'ERR_HEADER_TOO_SMALL'
+  | 'ERR_HEADER_TOO_LARGE'
+  | 'ERR_INVALID_HEADER'
+  | 'ERR_INVALID_OFFSETS'
+  | 'ERR_SIZE_MISMATCH'
+  | 'ERR_INCOMPLETE_FILE'
+  | 'ERR_UNSUPPORTED_DTYPE'
+  | 'ERR_INVALID_ARGUMENT'
+  | 'ERR_NOT_FITTED'
+  | 'ERR_UNSAFE_PATH'
+  | 'ERR_NO_WEIGHTS'
+  | 'ERR_INVALID_MODEL'
+  | 'ERR_INVALID_GGUF'
+  | 'ERR_INVALID_MLX'
+  | 'ERR_UNSAFE_PICKLE'
+
+/** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
+export interface SafeTensorsError extends Error {
+  code: ErrorCode
+  /** The file, directory or URL concerned. */
+  path?: string
+  /** The tensor concerned. */
+  tensor?: string
 }
 
 /** Options of `SafeTensorsFile.open` / `openAsync`. */

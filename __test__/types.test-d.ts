@@ -1,0 +1,135 @@
+// Type tests of the public declarations (index.d.ts): run by `vitest --typecheck` in
+// `npm test`, and by `tsc --noEmit` in CI's lint step. exports.spec.ts checks the run-time
+// side of the same promises (the arrays each `as` gives, DataView refused, the error codes).
+import { describe, expectTypeOf, test } from 'vitest'
+import {
+  LinearRegression,
+  LogisticRegression,
+  Model,
+  SafeTensorsFile,
+  convert,
+  inspect,
+  loadFile,
+  loadFileAsync,
+  saveFile,
+  validate,
+  type ErrorCode,
+  type FileReport,
+  type LoadPretrainedOptions,
+  type OpenUrlOptions,
+  type RemoteModel,
+  type RemoteSafeTensorsFile,
+  type SafeTensorsError,
+  type Tensor,
+  type TensorAs,
+  type TensorInput,
+  type TypedArray,
+  type ValidationReport,
+} from '../index.js'
+
+declare const file: SafeTensorsFile
+declare const model: Model
+declare const remote: RemoteSafeTensorsFile
+declare const remoteModel: RemoteModel
+
+describe('getTensor and its relatives are typed by `as`', () => {
+  test('F32, F64, raw and the default', () => {
+    expectTypeOf(file.getTensor('w', { as: 'F32' })).toEqualTypeOf<Tensor<Float32Array>>()
+    expectTypeOf(file.getTensor('w', { as: 'F64' })).toEqualTypeOf<Tensor<Float64Array>>()
+    expectTypeOf(file.getTensor('w', { as: 'raw' })).toEqualTypeOf<Tensor<Uint8Array>>()
+    expectTypeOf(file.getTensor('w', { as: 'native' })).toEqualTypeOf<Tensor<TypedArray>>()
+    expectTypeOf(file.getTensor('w')).toEqualTypeOf<Tensor<TypedArray>>()
+    expectTypeOf(file.getTensor('w', { copy: true })).toEqualTypeOf<Tensor<TypedArray>>()
+    expectTypeOf(file.getTensor('w', null)).toEqualTypeOf<Tensor<TypedArray>>()
+    expectTypeOf(file.getTensor('w', { as: 'F32', copy: true }).data).toEqualTypeOf<Float32Array>()
+  })
+
+  test('an `as` known only as a union gives the union of arrays', () => {
+    const as = 'F32' as 'F32' | 'raw'
+    expectTypeOf(file.getTensor('w', { as }).data).toEqualTypeOf<Float32Array | Uint8Array>()
+    expectTypeOf(file.getTensor('w', { as: 'F64' as TensorAs }).data).toEqualTypeOf<TypedArray>()
+  })
+
+  test('async, slices, every tensor, models, remote files and loadFile alike', () => {
+    expectTypeOf(file.getTensorAsync('w', { as: 'F32' })).toEqualTypeOf<Promise<Tensor<Float32Array>>>()
+    expectTypeOf(file.getSlice('w', [[0, 2], 1, null], { as: 'F64' })).toEqualTypeOf<Tensor<Float64Array>>()
+    expectTypeOf(file.getSliceAsync('w', [null], { as: 'raw' })).toEqualTypeOf<Promise<Tensor<Uint8Array>>>()
+    expectTypeOf(file.tensors({ as: 'F32' })).toEqualTypeOf<Record<string, Tensor<Float32Array>>>()
+    expectTypeOf(file.tensorsAsync({ as: 'F32' })).toEqualTypeOf<Promise<Record<string, Tensor<Float32Array>>>>()
+    expectTypeOf(model.getTensor('w', { as: 'F32' })).toEqualTypeOf<Tensor<Float32Array>>()
+    expectTypeOf(model.getTensorAsync('w', { as: 'raw' })).toEqualTypeOf<Promise<Tensor<Uint8Array>>>()
+    expectTypeOf(model.tensors({ as: 'F64' })).toEqualTypeOf<Record<string, Tensor<Float64Array>>>()
+    expectTypeOf(remote.getTensorAsync('w', { as: 'F32' })).toEqualTypeOf<Promise<Tensor<Float32Array>>>()
+    expectTypeOf(remoteModel.tensorsAsync({ as: 'F32' })).toEqualTypeOf<Promise<Record<string, Tensor<Float32Array>>>>()
+    expectTypeOf(loadFile('a.safetensors', { as: 'F32' })).toEqualTypeOf<Record<string, Tensor<Float32Array>>>()
+    expectTypeOf(loadFileAsync('a.safetensors')).toEqualTypeOf<Promise<Record<string, Tensor<TypedArray>>>>()
+  })
+
+  test('what `as` cannot be', () => {
+    // @ts-expect-error F16 is a stored type, not a form getTensor returns
+    file.getTensor('w', { as: 'F16' })
+    // @ts-expect-error loadPretrained's default form is 'native' or 'F32' only
+    Model.loadPretrained('dir', { as: 'raw' })
+  })
+})
+
+describe('errors', () => {
+  test('ErrorCode is the union of codes; SafeTensorsError has code, path and tensor', () => {
+    expectTypeOf<'ERR_NOT_FOUND'>().toExtend<ErrorCode>()
+    expectTypeOf<'ERR_INVALID_ARGUMENT'>().toExtend<ErrorCode>()
+    expectTypeOf<'ERR_NOPE'>().not.toExtend<ErrorCode>()
+    expectTypeOf<string>().not.toExtend<ErrorCode>()
+    expectTypeOf<SafeTensorsError>().toExtend<Error>()
+    expectTypeOf<SafeTensorsError['code']>().toEqualTypeOf<ErrorCode>()
+    expectTypeOf<SafeTensorsError['path']>().toEqualTypeOf<string | undefined>()
+    expectTypeOf<SafeTensorsError['tensor']>().toEqualTypeOf<string | undefined>()
+    expectTypeOf<ValidationReport['errors'][number]['code']>().toEqualTypeOf<ErrorCode>()
+  })
+})
+
+describe('inputs and callbacks match what the run time does', () => {
+  test('TensorInput takes typed arrays and number[], not a DataView', () => {
+    expectTypeOf<{ shape: [2]; data: Float32Array }>().toExtend<TensorInput>()
+    expectTypeOf<{ shape: [2]; data: number[]; dtype: 'BF16' }>().toExtend<TensorInput>()
+    expectTypeOf<{ shape: [2]; data: BigInt64Array }>().toExtend<TensorInput>()
+    expectTypeOf<{ shape: [2]; data: DataView }>().not.toExtend<TensorInput>()
+    // @ts-expect-error a DataView is refused at run time (ERR_INVALID_ARGUMENT)
+    saveFile('a.safetensors', { x: { shape: [4], data: new DataView(new ArrayBuffer(4)) } })
+  })
+
+  test('onProgress: totalBytes may be null', () => {
+    type Progress = Parameters<NonNullable<LoadPretrainedOptions['onProgress']>>[0]
+    expectTypeOf<Progress['totalBytes']>().toEqualTypeOf<number | null>()
+    type UrlProgress = Parameters<NonNullable<OpenUrlOptions['onProgress']>>[0]
+    expectTypeOf<UrlProgress['totalBytes']>().toEqualTypeOf<number | null>()
+  })
+
+  test('loadPretrained: a URL gives a RemoteModel, a path a Model', () => {
+    expectTypeOf(Model.loadPretrained('https://host/m/')).toEqualTypeOf<Promise<RemoteModel>>()
+    expectTypeOf(Model.loadPretrained('./m')).toEqualTypeOf<Promise<Model>>()
+    expectTypeOf(SafeTensorsFile.openUrl('https://host/a.safetensors')).toEqualTypeOf<Promise<RemoteSafeTensorsFile>>()
+  })
+
+  test('reports and models', () => {
+    expectTypeOf(inspect('a')).toEqualTypeOf<Promise<FileReport>>()
+    expectTypeOf(validate('a')).toEqualTypeOf<Promise<ValidationReport>>()
+    expectTypeOf(convert).parameter(2).toHaveProperty('to')
+    expectTypeOf(new LinearRegression().fit([[1]], [1])).toEqualTypeOf<LinearRegression>()
+    expectTypeOf(new LogisticRegression().predict([[1]])).toEqualTypeOf<Int32Array>()
+  })
+})
+
+describe('what is not public', () => {
+  test('no constructor for the classes made by factories; no internals', () => {
+    // @ts-expect-error instances come from open / openAsync / fromBytes / openUrl
+    new SafeTensorsFile()
+    // @ts-expect-error instances come from loadPretrained / loadPretrainedSync
+    new Model()
+    // @ts-expect-error internal to the HTTP layer
+    SafeTensorsFile.fromHeader
+    // @ts-expect-error internal to index.js
+    Model.loadPretrainedDir
+    // @ts-expect-error internal to the HTTP layer
+    file.fileRange
+  })
+})

@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+// Tools the packaging tests need that neither the repository nor a fresh CI machine has,
+// installed once from their registries into ~/.cache/safetensors-node/<tool>-<version>/
+// ($XDG_CACHE_HOME respected). A version change installs anew beside the old directory; an
+// interrupted install leaves only a `.partial-*` directory, never a half-filled cache entry.
+//
+//   zigbuild  cargo-zigbuild and zig, PyPI's `cargo-zigbuild` and `ziglang` wheels: link the
+//             linux-gnu binary against glibc 2.17 (scripts/build-dist.mjs)
+//   bun, deno the runtimes, from their npm packages (each brings its binary as an optional
+//             dependency for the platform)
+//
+// `node scripts/toolchains.mjs zigbuild|bun|deno` installs one and prints the directories to
+// put first on PATH.
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const VERSIONS = { cargoZigbuild: '0.24.0', ziglang: '0.17.0', bun: '1.4.4', deno: '2.9.6' }
+
+export function cacheRoot() {
+  return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'safetensors-node')
+}
+
+/** `dir` filled by `install(tmp)` once; later calls only look. */
+function installOnce(name, install) {
+  const dir = join(cacheRoot(), name)
+  if (existsSync(join(dir, '.complete'))) return dir
+  const tmp = `${dir}.partial-${process.pid}`
+  rmSync(tmp, { recursive: true, force: true })
+  mkdirSync(tmp, { recursive: true })
+  try {
+    install(tmp)
+    writeFileSync(join(tmp, '.complete'), '')
+    rmSync(dir, { recursive: true, force: true })
+    renameSync(tmp, dir)
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true })
+    throw e
+  }
+  return dir
+}
+
+const quiet = { stdio: ['ignore', 'ignore', 'inherit'] }
+
+/** Directories holding `cargo-zigbuild` and `zig`: put them first on PATH for `napi build -x`. */
+export function zigbuildPath() {
+  const { cargoZigbuild, ziglang } = VERSIONS
+  const dir = installOnce(`zigbuild-${cargoZigbuild}-zig-${ziglang}`, (tmp) => {
+    // --target keeps the install relocatable (a venv is not): bin/cargo-zigbuild, ziglang/zig.
+    execFileSync(
+      'python3',
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-warn-script-location', '--target', tmp, `cargo-zigbuild==${cargoZigbuild}`, `ziglang==${ziglang}`],
+      { ...quiet, env: { ...process.env, PIP_ROOT_USER_ACTION: 'ignore' } },
+    )
+  })
+  return [join(dir, 'bin'), join(dir, 'ziglang')]
+}
+
+/** The executable of the `bun` or `deno` npm package. */
+export function runtimeBin(name) {
+  const version = VERSIONS[name]
+  if (!version) throw new Error(`unknown runtime ${name}`)
+  const dir = installOnce(`${name}-${version}`, (tmp) => {
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--prefix', tmp, `${name}@${version}`], quiet)
+  })
+  return join(dir, 'node_modules', '.bin', name)
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const what = process.argv[2]
+  if (what === 'zigbuild') console.log(zigbuildPath().join(':'))
+  else if (what === 'bun' || what === 'deno') console.log(runtimeBin(what))
+  else {
+    console.error('usage: node scripts/toolchains.mjs zigbuild|bun|deno')
+    process.exit(2)
+  }
+}
