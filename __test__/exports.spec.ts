@@ -191,7 +191,7 @@ describe('when no native binary fits', () => {
     writeFileSync(join(dir, 'as-aix.cjs'), `Object.defineProperty(process, 'platform', { value: 'aix' })`)
     const message: string = load(dir, ['--require', join(dir, 'as-aix.cjs')])
     expect(message).toContain(`no prebuilt binary for this platform (aix-${process.arch}`)
-    expect(message).toContain('linux-x64-gnu, linux-arm64-gnu, linux-x64-musl, linux-arm64-musl, darwin-x64, darwin-arm64, win32-x64-msvc')
+    expect(message).toContain('darwin-arm64, darwin-x64, linux-arm64-gnu, linux-arm64-musl, linux-x64-gnu, linux-x64-musl, win32-x64-msvc')
     expect(message).toContain('npm install && npm run build')
   })
 })
