@@ -12,7 +12,7 @@ import { tempDir } from './helpers'
  * destination must be exactly the complete A or the complete B (never torn, never empty),
  * because every writer writes a temporary file in the same directory and renames it over
  * the destination. A kill can leave that temporary file behind (a killed process cleans
- * nothing up); it is named `.NAME.PID.N.tmp` and is never read by a loader.
+ * nothing up); it is named `.NAME.PID.RANDOM.tmp` and is never read by a loader.
  */
 
 const CHILD = join(__dirname, 'child/save_loop.cjs')
@@ -79,7 +79,7 @@ describe('SIGKILL during a save leaves the complete old or the complete new file
     expect(outcomes.size).toBe(2)
     // What a kill can leave: temporary files, each one a kill that landed mid-write.
     const temps = leftovers(dir, ['a.safetensors', 'b.safetensors', 'out.safetensors'])
-    for (const f of temps) expect(f).toMatch(/^\.out\.safetensors\.\d+\.\d+\.tmp$/)
+    for (const f of temps) expect(f).toMatch(/^\.out\.safetensors\.\d+\.[0-9a-f]{16}\.tmp$/)
     console.log(`${plan.length} kills: ${outcomes.size} versions seen, ${temps.length} left a temporary file (killed mid-write)`)
     expect(temps.length).toBeGreaterThan(0)
   }, 120_000)

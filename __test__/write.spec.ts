@@ -241,7 +241,7 @@ describe('durability', () => {
       // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
-        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.\d+\.tmp$/, '.tmp')] : []
+        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.[0-9a-f]{16}\.tmp$/, '.tmp')] : []
       })
     }
     expect(fsyncs('default')).toEqual([])
