@@ -119,6 +119,34 @@ pub fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The whole of a regular file (see [`open_regular`]) of at most `cap` bytes: reading stops
+/// at `cap + 1` bytes with the error `too_large(bytes seen)`, whatever size the file
+/// claims (files in /proc say 0, or nothing true).
+pub fn read_regular_capped(
+    path: &Path,
+    what: &str,
+    cap: u64,
+    too_large: impl FnOnce(u64) -> CoreError,
+) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (mut file, meta) = open_regular(path, what)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(cap)).unwrap_or(0));
+    // Whole 64 KiB reads: some /proc files refuse reads that are not a multiple of 8.
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CoreError::io(e, path)),
+        };
+        if (bytes.len() + n) as u64 > cap {
+            return Err(too_large((bytes.len() + n) as u64));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// How far a finished write is pushed before [`write_atomic_with`] returns.
 ///
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
