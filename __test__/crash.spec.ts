@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Model, convert, saveFile } from '../index.js'
+import { Model, SafeTensorsFile, convert, saveFile } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -12,12 +12,23 @@ import { tempDir } from './helpers'
  * destination must be exactly the complete A or the complete B (never torn, never empty),
  * because every writer writes a temporary file in the same directory and renames it over
  * the destination. A kill can leave that temporary file behind (a killed process cleans
- * nothing up); it is named `.NAME.PID.N.tmp` and is never read by a loader.
+ * nothing up); it is named `.NAME.PID.RANDOM.tmp` and is never read by a loader.
  */
 
 const CHILD = join(__dirname, 'child/save_loop.cjs')
 const KILLS = 20
 const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex')
+/** The tensors of a SafeTensors file (names, dtypes, shapes, bytes), not its metadata: each
+ * Model.save gives its files a save id of their own. */
+function tensorsSha(path: string) {
+  const h = createHash('sha256')
+  const f = SafeTensorsFile.open(path)
+  for (const name of f.tensorNames) {
+    const t = f.getTensor(name, { as: 'raw' })
+    h.update(`${name} ${t.dtype} ${t.shape}\n`).update(t.data as Uint8Array)
+  }
+  return h.digest('hex')
+}
 
 /** A checkpoint of about 6 MiB whose content depends on `seed`. */
 function tensors(seed: number) {
@@ -79,7 +90,7 @@ describe('SIGKILL during a save leaves the complete old or the complete new file
     expect(outcomes.size).toBe(2)
     // What a kill can leave: temporary files, each one a kill that landed mid-write.
     const temps = leftovers(dir, ['a.safetensors', 'b.safetensors', 'out.safetensors'])
-    for (const f of temps) expect(f).toMatch(/^\.out\.safetensors\.\d+\.\d+\.tmp$/)
+    for (const f of temps) expect(f).toMatch(/^\.out\.safetensors\.\d+\.[0-9a-f]{16}\.tmp$/)
     console.log(`${plan.length} kills: ${outcomes.size} versions seen, ${temps.length} left a temporary file (killed mid-write)`)
     expect(temps.length).toBeGreaterThan(0)
   }, 120_000)
@@ -94,18 +105,44 @@ describe('SIGKILL during a save leaves the complete old or the complete new file
     for (const [src, weights] of [[a, 'a.safetensors'], [b, 'b.safetensors']] as const) {
       const m = await Model.loadPretrained(await makeDir(src, join(dir, weights)))
       await m.save(`${src}-saved`)
-      good.add(sha(join(`${src}-saved`, 'weights.safetensors')))
+      good.add(tensorsSha(join(`${src}-saved`, 'weights.safetensors')))
     }
     expect(good.size).toBe(2)
     for (const delay of delays(60)) {
       const { signal, stderr } = await killDuringWrites(['modelSave', dest, a, b], delay)
       expect(signal, stderr).toBe('SIGKILL')
-      expect(good.has(sha(join(dest, 'weights.safetensors'))), `after a kill at +${delay} ms`).toBe(true)
-      expect(JSON.parse(readFileSync(join(dest, 'config.json'), 'utf8'))).toEqual({ model_type: 'crash-test' })
+      expect(good.has(tensorsSha(join(dest, 'weights.safetensors'))), `after a kill at +${delay} ms`).toBe(true)
+      // The file also names its save (`_safetensors_node_save_id`); model.config leaves it out.
+      expect(JSON.parse(readFileSync(join(dest, 'config.json'), 'utf8'))).toMatchObject({ model_type: 'crash-test' })
       const loaded = Model.loadPretrainedSync(dest)
+      expect(loaded.config).toEqual({ model_type: 'crash-test' })
       expect(loaded.tensorNames.length).toBe(6)
     }
   }, 120_000)
+
+  for (const [title, mode] of [
+    ['Model.save of a sharded model: the directory is the unit (never a mix of saves)', 'modelSaveSharded'],
+    ['Model.save switching between shards and one file on every save', 'modelSaveMixed'],
+  ] as const) it(title, async () => {
+    const dir = tempDir('stn-crash-')
+    const [a, b, dest] = ['a', 'b', 'out'].map((f) => join(dir, f))
+    versionDir(a, 1)
+    versionDir(b, 2)
+    const seen = new Map<string, number>()
+    for (const delay of delays(80, 40)) {
+      const { signal, stderr } = await killDuringWrites([mode, dest, a, b], delay)
+      expect(signal, stderr).toBe('SIGKILL')
+      // After a kill the directory is one whole version: a save killed between renaming
+      // config.json and its weights is completed by the loader from its pending files.
+      const outcome = classify(dest)
+      expect(outcome, `after a kill at +${delay} ms`).toMatch(/^version [12]$/)
+      seen.set(outcome, (seen.get(outcome) ?? 0) + 1)
+    }
+    console.log(`${mode}, 40 kills:`, Object.fromEntries(seen))
+    // The kills landed in different saves: both versions were found whole.
+    expect(seen.get('version 1') ?? 0).toBeGreaterThan(0)
+    expect(seen.get('version 2') ?? 0).toBeGreaterThan(0)
+  }, 180_000)
 
   it('convert (SafeTensors → GGUF Q8_0)', async () => {
     const dir = tempDir('stn-crash-')
@@ -123,6 +160,74 @@ describe('SIGKILL during a save leaves the complete old or the complete new file
       expect(good.has(sha(dest)), `after a kill at +${delay} ms`).toBe(true)
     }
   }, 120_000)
+})
+
+/**
+ * A model directory whose every tensor and config say `version`: 6 tensors of 1 MiB, tensor t
+ * filled with version × 100 + t, config `{ model_type, version }`.
+ */
+function versionDir(dir: string, version: number) {
+  mkdirSync(dir, { recursive: true })
+  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {}
+  for (let t = 0; t < 6; t++) tensors[`layer.${t}.weight`] = { shape: [512, 512], data: new Float32Array(512 * 512).fill(version * 100 + t) }
+  saveFile(join(dir, 'weights.safetensors'), tensors)
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ model_type: 'crash-test', version }))
+}
+
+/** A load must find one version whole (config and every tensor), or fail saying why (a reader
+ * beside a save, after its retries). */
+const ACCEPTABLE = /^version [12]$|^ERR_INVALID_MODEL: .*a save into this directory is under way or was interrupted/
+
+/** What loading `dir` gives: "version N" when config and all tensors agree, else the mix or the error. */
+function classify(dir: string): string {
+  let model
+  try {
+    model = Model.loadPretrainedSync(dir)
+  } catch (e: any) {
+    return `${e.code}: ${e.message}`
+  }
+  const version = model.config.version as number
+  const versions = new Set<string>([`config ${version}`])
+  if (model.tensorNames.length !== 6) return `MIX: ${model.tensorNames.length} tensors`
+  for (const name of model.tensorNames) {
+    const data = model.getTensor(name).data as Float32Array
+    const t = Number(/layer\.(\d)/.exec(name)![1])
+    const v = (data[0] - t) / 100
+    if (!data.every((x) => x === data[0])) return `MIX: ${name} is torn`
+    versions.add(`config ${v}`)
+  }
+  return versions.size === 1 ? `version ${version}` : `MIX: ${[...versions].join(', ')}`
+}
+
+describe('a reader beside Model.save', () => {
+  for (const mode of ['modelSaveSharded', 'modelSaveMixed'] as const) it(`loads only whole versions (${mode})`, async () => {
+    const dir = tempDir('stn-reader-')
+    const [a, b, dest] = ['a', 'b', 'out'].map((f) => join(dir, f))
+    versionDir(a, 1)
+    versionDir(b, 2)
+    const child = spawn(process.execPath, [CHILD, mode, dest, a, b], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    await new Promise<void>((resolve) => child.stdout.on('data', (d) => String(d).includes('ready') && resolve()))
+    const seen = new Map<string, number>()
+    const bad: string[] = []
+    const until = Date.now() + 4000
+    try {
+      while (Date.now() < until) {
+        const outcome = classify(dest)
+        if (!ACCEPTABLE.test(outcome)) bad.push(outcome)
+        const key = outcome.startsWith('ERR_') ? 'error' : outcome
+        seen.set(key, (seen.get(key) ?? 0) + 1)
+        await new Promise((r) => setImmediate(r))
+      }
+    } finally {
+      child.kill('SIGKILL')
+    }
+    console.log(`reader beside ${mode}:`, Object.fromEntries(seen))
+    expect(bad.slice(0, 5), stderr).toEqual([])
+    expect(seen.get('version 1') ?? 0).toBeGreaterThan(10)
+    expect(seen.get('version 2') ?? 0).toBeGreaterThan(10)
+  }, 60_000)
 })
 
 async function makeDir(dir: string, weights: string): Promise<string> {

@@ -238,21 +238,24 @@ describe('durability', () => {
       ])
       for (const d of ['saved', 'lin']) expect(readdirSync(join(dir, d)).sort()).toEqual(['config.json', 'weights.safetensors'])
       expect(readdirSync(join(dir, 'restyled')).sort()).toEqual(['config.json', 'weights.mlx'])
-      // "1234 fsync(21</tmp/x/.sync.safetensors.1234.0.tmp>) = 0" → the path, relative to dir.
+      // "1234 fsync(21</tmp/x/.sync.safetensors.1234.<random>.tmp>) = 0" → the path, relative
+      // to dir (a Model.save's files first get their save's pending names, `.NAME.<id>.pending`).
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
-        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.\d+\.tmp$/, '.tmp')] : []
+        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.[0-9a-f]{16}\.tmp$/, '.tmp').replace(/\.[0-9a-f]{16}\.pending/, '.pending')] : []
       })
     }
     expect(fsyncs('default')).toEqual([])
-    // A directory a save creates is fsynced into its parent ('.') before its files; one a
-    // save removes stale weights from is fsynced once more after the removal.
+    // A directory a save creates is fsynced into its parent ('.') before its files.
+    // A Model.save writes each file whole under its pending name (fsynced, then the
+    // directory), then renames them all and removes stale files, then fsyncs the directory
+    // once more.
     expect(fsyncs('durable')).toEqual([
       '.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.',
-      '.', 'saved/.weights.safetensors.tmp', 'saved', 'saved/.config.json.tmp', 'saved',
-      'restyled/.weights.mlx.tmp', 'restyled', 'restyled/.config.json.tmp', 'restyled', 'restyled',
+      '.', 'saved/..weights.safetensors.pending.tmp', 'saved', 'saved/..config.json.pending.tmp', 'saved', 'saved',
+      'restyled/..weights.mlx.pending.tmp', 'restyled', 'restyled/..config.json.pending.tmp', 'restyled', 'restyled',
       '.lin.safetensors.tmp', '.', '.lin-async.safetensors.tmp', '.',
-      '.', 'lin/.weights.safetensors.tmp', 'lin', 'lin/.config.json.tmp', 'lin',
+      '.', 'lin/..weights.safetensors.pending.tmp', 'lin', 'lin/..config.json.pending.tmp', 'lin', 'lin',
       '.lin.gguf.tmp', '.', '.lin.onnx.tmp', '.',
     ])
   })

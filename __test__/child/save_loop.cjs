@@ -7,6 +7,8 @@
 // saveFile: DEST is a .safetensors file, written with saveFile from the tensors of SRC_A/B
 // (saveFileDurable: the same with { durable: true }).
 // modelSave: DEST is a directory, written with Model.save from the model directories SRC_A/B.
+// modelSaveSharded: the same, in shards (maxShardBytes 1.5 MiB); modelSaveMixed: A in shards,
+// B as one file (the layout changes on every save).
 // convert: DEST is a .gguf file, converted (Q8_0) from the SafeTensors files SRC_A/B.
 'use strict'
 const { loadFile, saveFile, Model, convert } = require('../../index.js')
@@ -16,15 +18,17 @@ const [mode, dest, srcA, srcB] = process.argv.slice(2)
 async function main() {
   const sources = [srcA, srcB]
   const loaded = mode.startsWith('saveFile') ? sources.map((s) => loadFile(s, { as: 'raw' })) : []
-  const models = mode === 'modelSave' ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
+  const models = mode.startsWith('modelSave') ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
+  const sharded = { maxShardBytes: 1.5 * 1024 * 1024 }
+  const saveOptions = { modelSave: [{}, {}], modelSaveSharded: [sharded, sharded], modelSaveMixed: [sharded, {}] }[mode]
   for (let i = 0; ; i++) {
     const which = i % 2
     if (mode.startsWith('saveFile')) {
       const tensors = {}
       for (const [name, t] of Object.entries(loaded[which])) tensors[name] = { dtype: t.dtype, shape: t.shape, data: t.data }
       saveFile(dest, tensors, { durable: mode === 'saveFileDurable' })
-    } else if (mode === 'modelSave') {
-      await models[which].save(dest)
+    } else if (mode.startsWith('modelSave')) {
+      await models[which].save(dest, saveOptions[which])
     } else if (mode === 'convert') {
       await convert(sources[which], dest, { to: 'gguf', quantization: 'Q8_0' })
     } else {

@@ -4,21 +4,81 @@ use crate::error::{CoreError, Result};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// 64 bits from the operating system's random source (`getrandom` on Linux), for names
+/// nobody can predict. Elsewhere, and if the call fails, std's per-process random SipHash
+/// keys stand in (seeded from the OS too).
+pub fn random_u64() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let mut bytes = [0u8; 8];
+        // SAFETY: writes at most 8 bytes into `bytes`.
+        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if n == 8 {
+            return u64::from_ne_bytes(bytes);
+        }
+    }
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
 
+/// `.NAME.PID.RANDOM.tmp` beside `path`: the PID says which process left a file behind, the
+/// 64 random bits make the name unpredictable (see [`create_temp`]).
 fn temp_path_for(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".to_string());
-    let unique = format!(
-        ".{name}.{}.{}.tmp",
+    path.with_file_name(format!(
+        ".{name}.{}.{:016x}.tmp",
         std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    path.with_file_name(unique)
+        random_u64()
+    ))
+}
+
+/// Create a new temporary file beside `path`, exclusively: `O_CREAT | O_EXCL | O_NOFOLLOW`,
+/// so a file or symlink already at the name (planted there, or another writer's) is never
+/// opened, truncated or followed; the name is drawn again instead. Mode 0666 before the
+/// umask, as `File::create`.
+pub fn create_temp(path: &Path) -> Result<(File, PathBuf)> {
+    create_temp_named(path, || temp_path_for(path))
+}
+
+/// [`create_temp`] drawing its names from `next_name` (tests give it colliding ones).
+fn create_temp_named(
+    path: &Path,
+    mut next_name: impl FnMut() -> PathBuf,
+) -> Result<(File, PathBuf)> {
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = next_name();
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options
+                .mode(0o666)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        }
+        match options.open(&tmp) {
+            Ok(file) => return Ok((file, tmp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(CoreError::io(e, path)),
+        }
+    }
+    Err(CoreError::io(
+        last.unwrap_or_else(|| std::io::Error::other("no free temporary name")),
+        path,
+    ))
 }
 
 /// Open a file for reading, refusing anything but a regular file (after symlinks): a
@@ -57,6 +117,34 @@ pub fn read_regular(path: &Path, what: &str) -> Result<Vec<u8>> {
     file.read_to_end(&mut bytes)
         .map_err(|e| CoreError::io(e, path))?;
     Ok(bytes)
+}
+
+/// The whole of a regular file (see [`open_regular`]) of at most `cap` bytes: reading stops
+/// at `cap + 1` bytes with the error `too_large(bytes seen)`, whatever size the file
+/// claims (files in /proc say 0, or nothing true).
+pub fn read_regular_capped(
+    path: &Path,
+    what: &str,
+    cap: u64,
+    too_large: impl FnOnce(u64) -> CoreError,
+) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (mut file, meta) = open_regular(path, what)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(cap)).unwrap_or(0));
+    // Whole 64 KiB reads: some /proc files refuse reads that are not a multiple of 8.
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CoreError::io(e, path)),
+        };
+        if (bytes.len() + n) as u64 > cap {
+            return Err(too_large((bytes.len() + n) as u64));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
 }
 
 /// How far a finished write is pushed before [`write_atomic_with`] returns.
@@ -117,9 +205,8 @@ where
         return Err(CoreError::invalid_argument("not a file path").with_path(path));
     }
     refuse_non_file_destination(path)?;
-    let tmp = temp_path_for(path);
+    let (file, tmp) = create_temp(path)?;
     let result = (|| {
-        let file = File::create(&tmp).map_err(|e| CoreError::io(e, path))?;
         preallocate(&file, min_len);
         let mut out = BufWriter::with_capacity(1 << 20, file);
         write(&mut out)?;
@@ -367,6 +454,129 @@ mod tests {
         })
         .unwrap();
         assert!(fs::read(&p).unwrap() == big);
+    }
+
+    /// The names the old writer used (`.NAME.PID.N.tmp`, N from a process-wide counter):
+    /// predictable, so planted symlinks at all of them would have caught its next write.
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_planted_at_temporary_names_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let dest = dir.path().join("out.bin");
+        for n in 0..2000 {
+            let name = format!(".out.bin.{}.{n}.tmp", std::process::id());
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).unwrap();
+        }
+        // Every name the writer could draw is taken by a symlink here: it must draw again.
+        let mut planted = (0..3).map(|n| {
+            let p = dir
+                .path()
+                .join(format!(".out.bin.{}.{n}.tmp", std::process::id()));
+            assert!(fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+            p
+        });
+        let (file, tmp) = create_temp_named(&dest, || {
+            planted.next().unwrap_or_else(|| temp_path_for(&dest))
+        })
+        .unwrap();
+        drop(file);
+        assert!(fs::symlink_metadata(&tmp).unwrap().file_type().is_file());
+        fs::remove_file(&tmp).unwrap();
+        for _ in 0..20 {
+            write_atomic(&dest, |w| {
+                w.write_all(b"new data").unwrap();
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert!(fs::symlink_metadata(&dest).unwrap().file_type().is_file());
+        assert_eq!(fs::read(&dest).unwrap(), b"new data");
+        // Only the planted links, the victim and the destination are left.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2002);
+    }
+
+    #[test]
+    fn a_name_taken_by_anything_is_drawn_again_and_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("d.bin");
+        let taken: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!(".t{i}"))).collect();
+        fs::write(&taken[0], b"another writer's file").unwrap();
+        fs::create_dir(&taken[1]).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/nonexistent/dangling", &taken[2]).unwrap();
+        #[cfg(not(unix))]
+        fs::write(&taken[2], b"x").unwrap();
+        let free = dir.path().join(".free");
+        let mut names = taken.iter().cloned().chain([free.clone()]);
+        let (_, tmp) = create_temp_named(&dest, || names.next().unwrap()).unwrap();
+        assert_eq!(tmp, free);
+        assert_eq!(fs::read(&taken[0]).unwrap(), b"another writer's file");
+        // Sixteen collisions in a row: an error, not an endless loop.
+        let err = create_temp_named(&dest, || taken[0].clone()).unwrap_err();
+        assert_eq!(err.code(), "ERR_IO");
+    }
+
+    #[test]
+    fn temporary_names_are_unpredictable() {
+        let dest = Path::new("/x/model.safetensors");
+        let names: std::collections::HashSet<_> = (0..1000).map(|_| temp_path_for(dest)).collect();
+        assert_eq!(names.len(), 1000);
+        let one = temp_path_for(dest)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let prefix = format!(".model.safetensors.{}.", std::process::id());
+        assert!(one.starts_with(&prefix) && one.ends_with(".tmp"), "{one}");
+        assert_eq!(one.len(), prefix.len() + 16 + 4, "{one}");
+    }
+
+    /// Two writers of one destination whose temporary names collide (two processes with the
+    /// same PID in containers sharing a volume drew the same `.NAME.PID.N.tmp` before): each
+    /// must write its own temporary file, so the destination is always one complete version.
+    #[test]
+    fn writers_with_colliding_names_never_tear_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("shared.bin");
+        let version = |w: u8| vec![w; 256 * 1024];
+        std::thread::scope(|scope| {
+            for w in [b'a', b'b'] {
+                let dest = dest.clone();
+                scope.spawn(move || {
+                    for n in 0..100 {
+                        // Both writers draw the same first name each round.
+                        let colliding = dest.with_file_name(format!(".shared.bin.1.{n}.tmp"));
+                        let mut first = Some(colliding);
+                        let (file, tmp) = create_temp_named(&dest, || {
+                            first.take().unwrap_or_else(|| temp_path_for(&dest))
+                        })
+                        .unwrap();
+                        let mut out = BufWriter::new(file);
+                        for chunk in version(w).chunks(4096) {
+                            out.write_all(chunk).unwrap();
+                        }
+                        drop(out.into_inner().unwrap());
+                        fs::rename(&tmp, &dest).unwrap();
+                    }
+                });
+            }
+            scope.spawn(|| {
+                for _ in 0..300 {
+                    if let Ok(bytes) = fs::read(&dest) {
+                        assert!(
+                            bytes == version(b'a') || bytes == version(b'b'),
+                            "a torn file of {} bytes",
+                            bytes.len()
+                        );
+                    }
+                }
+            });
+        });
+        let bytes = fs::read(&dest).unwrap();
+        assert!(bytes == version(b'a') || bytes == version(b'b'));
     }
 
     #[test]

@@ -65,21 +65,23 @@ fn sharded_round_trip_and_progress() {
         },
     )
     .unwrap();
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join(INDEX_FILE)).unwrap()).unwrap();
+    let save = index["metadata"][SAVE_ID_KEY].as_str().unwrap().to_string();
+    assert_eq!(save.len(), 16);
     assert_eq!(
         written,
         vec![
-            "model-00001-of-00003.safetensors",
-            "model-00002-of-00003.safetensors",
-            "model-00003-of-00003.safetensors",
-            INDEX_FILE
+            format!("model-00001-of-00003-{save}.safetensors"),
+            format!("model-00002-of-00003-{save}.safetensors"),
+            format!("model-00003-of-00003-{save}.safetensors"),
+            INDEX_FILE.to_string()
         ]
     );
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.path().join(INDEX_FILE)).unwrap()).unwrap();
     assert_eq!(index["metadata"]["total_size"], 240);
     assert_eq!(
         index["weight_map"]["layer.5"],
-        "model-00003-of-00003.safetensors"
+        format!("model-00003-of-00003-{save}.safetensors")
     );
     let mut events = Vec::new();
     let m = ModelDir::open(d.path(), &mut |p| events.push(p)).unwrap();
@@ -223,4 +225,208 @@ fn config_and_weights_errors() {
     };
     assert_eq!(m.view("nope").err().unwrap().code(), "ERR_NOT_FOUND");
     assert_eq!(m.info("w").unwrap().dtype, DType::F32);
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn layers(version: f32) -> Vec<TensorView<'static>> {
+    (0..6)
+        .map(|i| tensor(&format!("layer.{i}"), &[version * 100.0 + i as f32; 10]))
+        .collect()
+}
+
+fn sharded(max: u64) -> SaveOptions {
+    SaveOptions {
+        max_shard_bytes: Some(max),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_file_of_a_save_carries_its_id_and_the_config_hides_it() {
+    let d = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"model_type": "x", "version": 1});
+    save_model_dir(d.path(), &config, &layers(1.0), &sharded(80)).unwrap();
+    let text: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join(CONFIG_FILE)).unwrap()).unwrap();
+    let save = text[CONFIG_SAVE_ID_KEY].as_str().unwrap().to_string();
+    let m = open(d.path()).unwrap();
+    // model.config is the config as given: the id is bookkeeping.
+    assert_eq!(m.config(), &config);
+    for f in &m.files()[..3] {
+        let shard = SafeTensors::open(&d.path().join(f), Backend::Mmap).unwrap();
+        assert_eq!(shard.metadata().unwrap()[SAVE_ID_KEY], save);
+    }
+    // Saving again: new names, the old shards gone, a new id everywhere.
+    save_model_dir(d.path(), &config, &layers(2.0), &sharded(80)).unwrap();
+    let again = open(d.path()).unwrap();
+    assert!(again.files().iter().all(|f| !m.files()[..3].contains(f)));
+    assert_eq!(names(d.path()).len(), 5);
+    assert_eq!(again.view("layer.0").unwrap(), layers(2.0)[0]);
+    // Single-file and MLX layouts carry it in their metadata.
+    for mlx in [false, true] {
+        let options = SaveOptions {
+            mlx,
+            ..Default::default()
+        };
+        save_model_dir(d.path(), &config, &layers(3.0), &options).unwrap();
+        let m = open(d.path()).unwrap();
+        assert_eq!(m.view("layer.5").unwrap(), layers(3.0)[5]);
+        assert_eq!(names(d.path()).len(), 2, "{:?}", names(d.path()));
+    }
+}
+
+/// Old and new files of two saves side by side, as a kill between the renames (or a reader
+/// between them) would find them: refused, never mixed.
+#[test]
+fn config_and_weights_of_different_saves_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let config_a = serde_json::json!({"version": "a"});
+    let config_b = serde_json::json!({"version": "b"});
+    let keep = tempfile::tempdir().unwrap();
+    for (config, options) in [
+        (&config_a, sharded(80)),
+        (&config_a, SaveOptions::default()),
+    ] {
+        save_model_dir(d.path(), config, &layers(1.0), &options).unwrap();
+        // The config of another save, as if its rename came and the weights' did not.
+        save_model_dir(keep.path(), &config_b, &layers(2.0), &options).unwrap();
+        std::fs::copy(keep.path().join(CONFIG_FILE), d.path().join(CONFIG_FILE)).unwrap();
+        let e = open(d.path()).err().unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_MODEL");
+        assert!(
+            e.detail()
+                .contains("a save into this directory is under way or was interrupted"),
+            "{e}"
+        );
+        // A config.json of other origin (no id) is the owner's choice: it loads.
+        std::fs::write(d.path().join(CONFIG_FILE), r#"{"hand": "written"}"#).unwrap();
+        assert_eq!(
+            open(d.path()).unwrap().view("layer.1").unwrap(),
+            layers(1.0)[1]
+        );
+    }
+    // A shard of another save under the name the index gives.
+    save_model_dir(d.path(), &config_a, &layers(1.0), &sharded(80)).unwrap();
+    save_model_dir(keep.path(), &config_a, &layers(2.0), &sharded(80)).unwrap();
+    let ours = open(d.path()).unwrap().files()[0].clone();
+    let theirs = open(keep.path()).unwrap().files()[0].clone();
+    std::fs::copy(keep.path().join(&theirs), d.path().join(&ours)).unwrap();
+    let e = open(d.path()).err().unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_MODEL");
+    assert!(
+        e.detail().contains(&format!("shard '{ours}' is from save")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_failed_save_leaves_the_old_model_and_no_files_of_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"v": 1});
+    save_model_dir(d.path(), &config, &layers(1.0), &sharded(80)).unwrap();
+    let before = names(d.path());
+    // Weights the writer refuses (two tensors of one name), after some were written.
+    let bad = [tensor("dup", &[1.0]), tensor("dup", &[2.0])];
+    assert!(save_model_dir(d.path(), &config, &bad, &SaveOptions::default()).is_err());
+    assert_eq!(names(d.path()), before);
+    assert_eq!(
+        open(d.path()).unwrap().view("layer.2").unwrap(),
+        layers(1.0)[2]
+    );
+}
+
+#[test]
+fn oversized_or_endless_json_is_refused_at_the_cap() {
+    let d = tempfile::tempdir().unwrap();
+    let mut big = b"{\"pad\": \"".to_vec();
+    big.resize(CONFIG_MAX_BYTES as usize + 10, b'x');
+    big.extend_from_slice(b"\"}");
+    std::fs::write(d.path().join(CONFIG_FILE), &big).unwrap();
+    let e = open(d.path()).err().unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_MODEL");
+    assert!(
+        e.detail().contains("config.json is larger than 16 MiB"),
+        "{e}"
+    );
+    // A "regular file" without a real size: /proc/self/pagemap says 0 and reads forever.
+    #[cfg(target_os = "linux")]
+    if std::fs::File::open("/proc/self/pagemap").is_ok() {
+        std::fs::remove_file(d.path().join(CONFIG_FILE)).unwrap();
+        std::os::unix::fs::symlink("/proc/self/pagemap", d.path().join(CONFIG_FILE)).unwrap();
+        let e = open(d.path()).err().unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_MODEL", "{e}");
+        assert!(e.detail().contains("larger than 16 MiB"), "{e}");
+        std::fs::remove_file(d.path().join(CONFIG_FILE)).unwrap();
+        write_config(d.path());
+        std::os::unix::fs::symlink("/proc/self/pagemap", d.path().join(INDEX_FILE)).unwrap();
+        let e = open(d.path()).err().unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_MODEL", "{e}");
+        assert!(
+            e.detail().contains("a sharded index is larger than 64 MiB"),
+            "{e}"
+        );
+    }
+}
+
+/// The state a save killed between renaming config.json and its weights leaves (or a reader
+/// between the two renames sees): the new config, the old weights, and the new save's
+/// weights complete under their pending name. It loads as the new model, whole.
+#[test]
+fn a_save_stopped_between_its_renames_loads_as_the_new_model() {
+    let config_a = serde_json::json!({"version": "a"});
+    let config_b = serde_json::json!({"version": "b"});
+    for (from, to) in [
+        (sharded(80), sharded(80)),
+        (SaveOptions::default(), sharded(80)),
+        (sharded(80), SaveOptions::default()),
+        (SaveOptions::default(), SaveOptions::default()),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        save_model_dir(d.path(), &config_a, &layers(1.0), &from).unwrap();
+        // Save B elsewhere, then bring its files over as the interrupted save left them.
+        let k = tempfile::tempdir().unwrap();
+        let written = save_model_dir(k.path(), &config_b, &layers(2.0), &to).unwrap();
+        let text = std::fs::read(k.path().join(CONFIG_FILE)).unwrap();
+        let config: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let save = config[CONFIG_SAVE_ID_KEY].as_str().unwrap();
+        for f in &written {
+            let dest = if DISCOVERY_ORDER.contains(&f.as_str()) {
+                Pending::new(d.path(), f, save).tmp
+            } else {
+                d.path().join(f)
+            };
+            std::fs::copy(k.path().join(f), dest).unwrap();
+        }
+        // Before config.json is renamed: the old model, whole.
+        let m = open(d.path()).unwrap();
+        assert_eq!(
+            (m.config(), m.view("layer.4").unwrap()),
+            (&config_a, layers(1.0)[4].clone())
+        );
+        // After: the new one, whole, from the pending file.
+        std::fs::write(d.path().join(CONFIG_FILE), &text).unwrap();
+        let m = open(d.path()).unwrap();
+        assert_eq!(m.config(), &config_b);
+        for t in layers(2.0) {
+            assert_eq!(m.view(&t.name).unwrap(), t);
+        }
+        // The next save cleans up whatever the interrupted one left.
+        save_model_dir(d.path(), &config_a, &layers(3.0), &from).unwrap();
+        assert_eq!(
+            names(d.path()).len(),
+            if from.max_shard_bytes.is_some() { 5 } else { 2 }
+        );
+        assert_eq!(
+            open(d.path()).unwrap().view("layer.0").unwrap(),
+            layers(3.0)[0]
+        );
+    }
 }
