@@ -246,6 +246,31 @@ fn tied_and_offset_views_report_their_shared_storage() {
     assert!(!q.complete && !kv.complete);
     let o = f.storage_span("offset_view").unwrap();
     assert_eq!((o.start, o.end), (28, 76));
+    assert!(f.tied_duplicates(&[]).unwrap().is_empty());
+}
+
+/// convert.py's rule (safetensors `_remove_duplicate_names`): keep the first complete name,
+/// preferring those not in `discard_names`.
+#[test]
+fn tied_duplicates_follow_convert_py() {
+    let f = PyTorchFile::open(&shared().join("zip/tied.pt")).unwrap();
+    let pair = |k: &str, d: &str| (k.to_string(), d.to_string());
+    assert_eq!(
+        f.tied_duplicates(&[]).unwrap(),
+        [pair("embed.weight", "lm_head.weight")]
+    );
+    assert_eq!(
+        f.tied_duplicates(&["embed.weight"]).unwrap(),
+        [pair("lm_head.weight", "embed.weight")]
+    );
+    let f = PyTorchFile::open(&shared().join("hf_bin/pytorch_model.bin")).unwrap();
+    assert_eq!(
+        f.tied_duplicates(&["lm_head.weight"]).unwrap(),
+        [pair("embed.weight", "lm_head.weight")]
+    );
+    // protocol2.pt ties 'a' and 'a_tied' through one memoized tensor object.
+    let f = PyTorchFile::open(&shared().join("zip/protocol2.pt")).unwrap();
+    assert_eq!(f.tied_duplicates(&[]).unwrap(), [pair("a", "a_tied")]);
 }
 
 /// The files of `hostile/`: each refused with its code, nothing executed (no canary file).

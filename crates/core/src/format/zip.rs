@@ -516,14 +516,13 @@ impl ZipEntry {
             Method::Stored => Ok(raw[..n.min(raw.len())].to_vec()),
             Method::Deflate => {
                 let mut out = vec![0u8; n];
-                let (status, _, written) = inflate_into(raw, &mut out);
-                use miniz_oxide::inflate::TINFLStatus as S;
-                match status {
-                    S::Done | S::HasMoreOutput => {
+                match inflate_into(raw, &mut out) {
+                    Inflated::Ended(written) => {
                         out.truncate(written);
                         Ok(out)
                     }
-                    _ => Err(corrupt(entry)),
+                    Inflated::Full => Ok(out),
+                    Inflated::Corrupt => Err(corrupt(entry)),
                 }
             }
         }
@@ -537,23 +536,31 @@ fn corrupt(entry: &ZipEntry) -> CoreError {
     ))
 }
 
-fn inflate_into(raw: &[u8], out: &mut [u8]) -> (miniz_oxide::inflate::TINFLStatus, usize, usize) {
-    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
-    // The decompressor's tables are ~11 KB: keep them off the (possibly small) thread stack.
-    let mut state = Box::<DecompressorOxide>::default();
-    decompress(
-        &mut state,
-        raw,
-        out,
-        0,
-        inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
-    )
+/// How an inflation into a fixed buffer ended.
+enum Inflated {
+    /// The stream ended after this many bytes.
+    Ended(usize),
+    /// The buffer filled before the stream ended.
+    Full,
+    /// Not a valid (or a truncated) deflate stream.
+    Corrupt,
+}
+
+fn inflate_into(raw: &[u8], out: &mut [u8]) -> Inflated {
+    // Raw deflate (negative window bits: no zlib header), as zip stores it.
+    let config = zlib_rs::InflateConfig { window_bits: -15 };
+    let (got, rc) = zlib_rs::decompress_slice(out, raw, config);
+    match rc {
+        zlib_rs::ReturnCode::Ok => Inflated::Ended(got.len()),
+        // Only returned once the output is full (zlib's `uncompress` contract).
+        zlib_rs::ReturnCode::BufError => Inflated::Full,
+        _ => Inflated::Corrupt,
+    }
 }
 
 /// Inflate a member into a buffer of its declared length plus one byte: a stream that
 /// reaches the extra byte is longer than it says (a bomb), one that ends early is short.
 fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
-    use miniz_oxide::inflate::TINFLStatus as S;
     let declared = usize::try_from(entry.uncompressed_len)
         .map_err(|_| CoreError::size_mismatch("zip: member too large for this machine"))?;
     let mut out = Vec::new();
@@ -567,67 +574,28 @@ fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
         )
     })?;
     out.resize(declared + 1, 0);
-    let (status, _, written) = inflate_into(raw, &mut out);
-    match status {
-        S::Done if written == declared => {
+    match inflate_into(raw, &mut out) {
+        Inflated::Ended(written) if written == declared => {
             out.truncate(declared);
             Ok(out)
         }
-        S::Done => Err(CoreError::size_mismatch(format!(
+        Inflated::Ended(written) => Err(CoreError::size_mismatch(format!(
             "zip: member {:?} inflates to {written} bytes, not the {declared} it declares",
             entry.name
         ))),
-        S::HasMoreOutput => Err(CoreError::size_mismatch(format!(
+        Inflated::Full => Err(CoreError::size_mismatch(format!(
             "zip: member {:?} inflates to more than the {declared} bytes it declares (a zip bomb?)",
             entry.name
         ))),
-        _ => Err(corrupt(entry)),
+        Inflated::Corrupt => Err(corrupt(entry)),
     }
 }
 
-/// CRC-32 (IEEE, as zip uses), slicing by 8 bytes.
+/// CRC-32 (IEEE, as zip uses).
 pub fn crc32(data: &[u8]) -> u32 {
-    static TABLES: std::sync::OnceLock<[[u32; 256]; 8]> = std::sync::OnceLock::new();
-    let t = TABLES.get_or_init(|| {
-        let mut t = [[0u32; 256]; 8];
-        for i in 0..256u32 {
-            let mut c = i;
-            for _ in 0..8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            t[0][i as usize] = c;
-        }
-        for i in 0..256 {
-            for k in 1..8 {
-                let prev = t[k - 1][i];
-                t[k][i] = (prev >> 8) ^ t[0][(prev & 0xFF) as usize];
-            }
-        }
-        t
-    });
-    let mut crc = !0u32;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        crc = t[7][(lo & 0xFF) as usize]
-            ^ t[6][((lo >> 8) & 0xFF) as usize]
-            ^ t[5][((lo >> 16) & 0xFF) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][c[4] as usize]
-            ^ t[2][c[5] as usize]
-            ^ t[1][c[6] as usize]
-            ^ t[0][c[7] as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ b as u32) & 0xFF) as usize];
-    }
-    !crc
+    zlib_rs::crc32::crc32(0, data)
 }
 
 #[cfg(test)]
 #[path = "zip_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -63,7 +63,8 @@ pub struct StorageSpan<'a> {
     pub key: &'a str,
     pub start: u64,
     pub end: u64,
-    /// Covers its whole storage, densely (convert.py's `_is_complete`).
+    /// Starts at its storage's first byte and has as many bytes as the storage: the
+    /// tensor that "owns" it (safetensors' `_is_complete`, which convert.py keeps).
     pub complete: bool,
 }
 
@@ -504,12 +505,11 @@ impl PyTorchFile {
         } else {
             l.window + end_elems * es
         };
-        let dense = strided::is_row_major(&t.shape, &l.strides);
         Some(StorageSpan {
             key: &s.key,
             start,
             end,
-            complete: dense && start == 0 && t.stored_len == s.len,
+            complete: start == 0 && t.stored_len == s.len,
         })
     }
 
@@ -617,6 +617,37 @@ impl PyTorchFile {
         }
         groups.sort();
         groups
+    }
+
+    /// Which tensors a SafeTensors conversion drops because another name holds the same
+    /// bytes, as Hugging Face's `convert.py` decides (safetensors' `_remove_duplicate_names`):
+    /// in each group of [`shared_groups`](Self::shared_groups), keep the first name (sorted)
+    /// among those that cover their whole storage, preferring names not in `discard_names`;
+    /// drop the others. `(kept, dropped)` pairs, sorted.
+    ///
+    /// One difference: where no tensor of a group covers its storage (overlapping slices of
+    /// a larger tensor that was not saved), convert.py refuses the whole checkpoint; here
+    /// nothing of that group is dropped, so each view is written with its own bytes.
+    pub fn tied_duplicates(&self, discard_names: &[&str]) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for group in self.shared_groups() {
+            let complete: Vec<&str> = group
+                .iter()
+                .copied()
+                .filter(|n| self.storage_span(n).is_some_and(|s| s.complete))
+                .collect();
+            let preferred = complete.iter().find(|n| !discard_names.contains(n));
+            let Some(keep) = preferred.or(complete.first()) else {
+                continue;
+            };
+            for name in &group {
+                if name != keep {
+                    out.push((keep.to_string(), name.to_string()));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 }
 
