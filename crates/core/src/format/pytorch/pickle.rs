@@ -34,11 +34,14 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        // Python's pickler batches containers 1,000 items per APPENDS/SETITEMS, so a real
+        // stack stays small; memo entries and containers grow with the checkpoint (~15 and ~5
+        // per tensor): 8 Mi of each serves half a million tensors.
         Limits {
             max_depth: 1000,
-            max_stack: 1 << 24,
-            max_memo: 1 << 24,
-            max_objects: 1 << 24,
+            max_stack: 1 << 20,
+            max_memo: 1 << 23,
+            max_objects: 1 << 23,
         }
     }
 }
