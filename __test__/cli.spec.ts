@@ -274,7 +274,7 @@ describe('validate', () => {
     expect(reports).toHaveLength(2)
     expect(reports[0]).toMatchObject({ path: mismatch, format: 'safetensors', ok: false })
     expect(reports[0].errors).toEqual([{ code: 'ERR_SIZE_MISMATCH', tensor: 'b', message: expect.stringContaining("tensor 'b'") }])
-    expect(reports[1]).toEqual({ path: all, format: 'safetensors', ok: true, errors: [] })
+    expect(reports[1]).toEqual({ path: all, format: 'safetensors', ok: true, errors: [], omittedErrors: 0 })
     const one = cli(['validate', all, '--json'])
     expect(one.status).toBe(0)
     expect(json(one)).toHaveLength(1)

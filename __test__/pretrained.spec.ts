@@ -180,15 +180,20 @@ describe('Model errors', () => {
     await expectCode(join(dir, 'missing'), 'ERR_NOT_FOUND')
   })
 
-  it('shard paths outside the directory are ERR_UNSAFE_PATH', async () => {
-    for (const bad of ['../x.safetensors', '/etc/passwd', 'a/../../x.safetensors', 'link.safetensors']) {
+  it('shard names that are not plain relative paths are ERR_UNSAFE_PATH; symlinks in the directory are followed', async () => {
+    for (const bad of ['../x.safetensors', '/etc/passwd', 'a/../../x.safetensors', './link.safetensors', 'a//link.safetensors']) {
       const { dir } = shardedDir()
-      const outside = tempDir()
-      saveFile(join(outside, 'x.safetensors'), { 'layers.0.w': { shape: [1], data: [1] } })
-      symlinkSync(join(outside, 'x.safetensors'), join(dir, 'link.safetensors'))
       writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { 'layers.0.w': bad } }))
       await expectCode(dir, 'ERR_UNSAFE_PATH')
     }
+    // A symlink the directory's owner placed is their choice (the Hugging Face cache links
+    // every file into ../../blobs/): followed, as Python's loaders do.
+    const { dir } = shardedDir()
+    const outside = tempDir()
+    saveFile(join(outside, 'x.safetensors'), { 'layers.0.w': { shape: [1], data: [7] } })
+    symlinkSync(join(outside, 'x.safetensors'), join(dir, 'link.safetensors'))
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { 'layers.0.w': 'link.safetensors' } }))
+    expect(Array.from(Model.loadPretrainedSync(dir).getTensor('layers.0.w').data as Float32Array)).toEqual([7])
   })
 
   it('index/shard disagreements and broken shards are ERR_INVALID_MODEL naming tensor and file', async () => {

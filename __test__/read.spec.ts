@@ -217,7 +217,7 @@ describe('file.validate(): has the file changed on disk since it was opened?', (
       const path = join(tempDir(), 'w.safetensors')
       saveFile(path, { x: { shape: [4], data: new Float32Array([1, 2, 3, 4]) } })
       let f = SafeTensorsFile.open(path, { backend })
-      expect(f.validate()).toEqual({ path, format: 'safetensors', ok: true, errors: [] })
+      expect(f.validate()).toEqual({ path, format: 'safetensors', ok: true, errors: [], omittedErrors: 0 })
       // Replaced (saveFile renames a new file over it): the open object keeps the old data.
       saveFile(path, { x: { shape: [4], data: new Float32Array([5, 6, 7, 8]) } })
       expect(f.validate().errors.map((e: { code: string }) => e.code)).toEqual(['ERR_IO'])

@@ -14,8 +14,11 @@ pub struct ConvertProgress {
     pub total_bytes: f64,
 }
 
-/// A report handed to JS as a plain object.
-pub struct Json(serde_json::Value);
+/// A report (or config) handed to JS as a plain object, built by the engine's own
+/// `JSON.parse` from the JSON text: keys are own properties exactly as `JSON.parse` makes
+/// them (`"__proto__"` included), and no size or depth limit applies beyond JSON.parse's
+/// (napi-rs's value conversion stops at 1,000,000 values and sets keys by assignment).
+pub struct Json(pub serde_json::Value);
 
 impl TypeName for Json {
     fn type_name() -> &'static str {
@@ -31,8 +34,42 @@ impl ToNapiValue for Json {
         env: napi::sys::napi_env,
         val: Self,
     ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: forwarding to serde_json::Value's conversion.
-        unsafe { serde_json::Value::to_napi_value(env, val.0) }
+        use napi::sys;
+        let text = serde_json::to_string(&val.0)
+            .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
+        let mut global = std::ptr::null_mut();
+        let mut json = std::ptr::null_mut();
+        let mut parse = std::ptr::null_mut();
+        let mut arg = std::ptr::null_mut();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: plain Node-API calls on the live env napi-rs passes to this conversion.
+        unsafe {
+            napi::check_status!(sys::napi_get_global(env, &mut global))?;
+            napi::check_status!(sys::napi_get_named_property(
+                env,
+                global,
+                c"JSON".as_ptr(),
+                &mut json
+            ))?;
+            napi::check_status!(sys::napi_get_named_property(
+                env,
+                json,
+                c"parse".as_ptr(),
+                &mut parse
+            ))?;
+            napi::check_status!(
+                sys::napi_create_string_utf8(
+                    env,
+                    text.as_ptr().cast(),
+                    text.len() as isize,
+                    &mut arg
+                ),
+                "a report of {} bytes is too large for a JavaScript string",
+                text.len()
+            )?;
+            napi::check_status!(sys::napi_call_function(env, json, parse, 1, &arg, &mut out))?;
+        }
+        Ok(out)
     }
 }
 

@@ -165,8 +165,8 @@ impl Model {
 
     /// config.json, parsed (keys as written).
     #[napi(getter, ts_return_type = "Record<string, unknown>")]
-    pub fn config(&self) -> serde_json::Value {
-        self.inner.config().clone()
+    pub fn config(&self) -> crate::convert::Json {
+        crate::convert::Json(self.inner.config().clone())
     }
 
     #[napi(

@@ -71,7 +71,10 @@ export interface ValidationReport {
   path: string
   format: string | null
   ok: boolean
+  /** The first 1,000 problems found. */
   errors: Array<{ code: ErrorCode; message: string; tensor?: string }>
+  /** How many more problems there were, not listed. */
+  omittedErrors: number
 }
 
 /** The stable `code` of every error this package throws or rejects with (README, "Errors"). */

@@ -13,7 +13,8 @@ Exit status: 0 when every PATH is valid, 1 when any is not (a missing file is in
 
 Options:
       --json      print one JSON array with a report per PATH, in the order given:
-                  [{path, format, ok, errors: [{code, message, tensor?}]}]
+                  [{path, format, ok, errors: [{code, message, tensor?}], omittedErrors}]
+                  (errors lists the first 1,000 problems; omittedErrors counts the rest)
   -h, --help      show this help
 
 Examples:
@@ -30,10 +31,10 @@ function shortMessage(report, error) {
   return m
 }
 
-/** A report with keys in reading order: path, format, ok, errors [{code, tensor?, message}]. */
+/** A report with keys in reading order: path, format, ok, errors [{code, tensor?, message}], omittedErrors. */
 function ordered(r) {
   const errors = r.errors.map((e) => ({ code: e.code, ...(e.tensor !== undefined ? { tensor: e.tensor } : {}), message: e.message }))
-  return { path: r.path, format: r.format, ok: r.ok, errors }
+  return { path: r.path, format: r.format, ok: r.ok, errors, omittedErrors: r.omittedErrors }
 }
 
 async function run(ctx, values, positionals) {
@@ -48,12 +49,13 @@ async function run(ctx, values, positionals) {
     if (report.ok) {
       ctx.out(`${report.path}: ${c.green('ok')}${format}`)
     } else {
-      const n = report.errors.length
+      const n = report.errors.length + report.omittedErrors
       ctx.out(`${report.path}: ${c.red('invalid')}${format}, ${n} problem${n === 1 ? '' : 's'}`)
       for (const e of report.errors) {
         const where = e.tensor !== undefined ? ` tensor ${JSON.stringify(e.tensor)}` : ''
         ctx.out(`  ${c.red(`error[${e.code}]`)}${where}: ${shortMessage(report, e)}`)
       }
+      if (report.omittedErrors > 0) ctx.out(`  … and ${report.omittedErrors} more (the first ${report.errors.length} are listed)`)
     }
   }
   const bad = reports.filter((r) => !r.ok).length

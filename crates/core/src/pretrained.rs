@@ -16,7 +16,7 @@ use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorBytes, 
 use crate::fsutil;
 use crate::tensor::TensorView;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const SINGLE_FILES: [&str; 2] = ["weights.safetensors", "model.safetensors"];
@@ -72,32 +72,36 @@ struct ShardIndex {
     weight_map: BTreeMap<String, String>,
 }
 
-/// Resolve `name` (as written in an index) inside `dir`, refusing anything that could
-/// escape it: absolute paths, `..`, and symlinks that lead outside.
+/// Resolve `name` (a file name as written in an index) inside `dir`, by its spelling alone:
+/// it must be a relative path of plain names separated by single `/` — not empty, not
+/// absolute, no `..`, no `.` or empty components (`a/./b`, `a//b`, a trailing `/`), no
+/// backslash or NUL, no `C:` / `scheme:` first name — or it is ERR_UNSAFE_PATH. The same rule applies to
+/// remote directories (lib/remote.js), so one index means the same files everywhere.
+///
+/// Symlinks in the directory are followed: they are the directory owner's choice, not the
+/// index's (the Hugging Face cache links every file of `snapshots/<rev>/` into `blobs/`),
+/// as Python's loaders do.
 pub fn safe_join(dir: &Path, name: &str) -> Result<PathBuf> {
-    let rel = Path::new(name);
     let unsafe_path = || {
         CoreError::unsafe_path(format!(
-            "'{name}' is not a plain path inside the model directory"
+            "'{name}' is not a plain relative path inside the model directory"
         ))
         .with_path(dir)
     };
-    if name.is_empty()
-        || rel.is_absolute()
-        || name.contains('\\')
-        || name.contains('\0')
-        || rel.components().any(|c| !matches!(c, Component::Normal(_)))
-    {
+    let plain = |part: &str| {
+        !part.is_empty() && part != "." && part != ".." && !part.contains(['\\', '\0'])
+    };
+    // `C:x` (a drive) or `scheme:x` (a URL, for remote directories) as the first name.
+    let first = name.split('/').next().unwrap_or("");
+    let scheme = first.split_once(':').is_some_and(|(s, _)| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    });
+    if scheme || !name.split('/').all(plain) || Path::new(name).is_absolute() {
         return Err(unsafe_path());
     }
-    let joined = dir.join(rel);
-    // A symlink may still point elsewhere: compare canonical forms when the file exists.
-    if let (Ok(real), Ok(base)) = (joined.canonicalize(), dir.canonicalize()) {
-        if !real.starts_with(&base) {
-            return Err(unsafe_path());
-        }
-    }
-    Ok(joined)
+    Ok(dir.join(name))
 }
 
 fn file_size(path: &Path) -> Result<u64> {

@@ -1,9 +1,11 @@
 //! The sharded-index loader: the input becomes `model.safetensors.index.json` in a model
 //! directory that holds real shards, a subdirectory, a symlink to a shard inside it and a
-//! symlink to a directory outside it (whose shard must never be opened). `ModelDir::open`
-//! must succeed only with files inside the directory and serve every tensor it lists, or
-//! fail with a coded error; `safe_join` must never hand back a path that leaves the
-//! directory.
+//! symlink to a directory outside it. Names from the index are checked by their spelling
+//! (plain relative names, no `..`, `.` or empty components); symlinks the directory holds
+//! are its owner's choice and are followed. `ModelDir::open` must succeed only with files
+//! named that way and serve every tensor it lists, or fail with a coded error; `safe_join`
+//! must never hand back a path that leaves the directory lexically, and the outside shard
+//! is reached only through the owner's `outside` link.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -54,7 +56,8 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-/// What `safe_join` returns must stay inside the directory, lexically and on disk.
+/// What `safe_join` returns must stay inside the directory lexically, spelled exactly as
+/// the index spells it; on disk it leaves only through the owner's `outside` link.
 fn check_join(fx: &Fixture, name: &str) {
     let Ok(path) = safe_join(&fx.model, name) else {
         return;
@@ -66,9 +69,10 @@ fn check_join(fx: &Fixture, name: &str) {
         rel.components().all(|c| matches!(c, Component::Normal(_))),
         "{name:?} joined to {path:?}"
     );
+    assert_eq!(rel.components().count(), name.split('/').count(), "{name:?}");
     if let Ok(real) = path.canonicalize() {
         assert!(
-            real.starts_with(&fx.model_real),
+            real.starts_with(&fx.model_real) || name.starts_with("outside/"),
             "{name:?} resolves to {real:?}"
         );
     }
@@ -90,12 +94,16 @@ fuzz_target!(|index: &[u8]| {
             for file in model.files() {
                 check_join(fx, file);
                 let real = fx.model.join(file).canonicalize().unwrap();
-                assert!(real.starts_with(&fx.model_real), "{file} opened outside");
+                assert!(
+                    real.starts_with(&fx.model_real) || file.starts_with("outside/"),
+                    "{file} opened outside"
+                );
             }
             let names: Vec<String> = model.tensor_names().map(String::from).collect();
             assert!(
-                !names.iter().any(|n| n == "secret"),
-                "served a tensor from outside"
+                !names.iter().any(|n| n == "secret")
+                    || model.files().iter().any(|f| f.starts_with("outside/")),
+                "served a tensor from outside, not through the owner's link"
             );
             for name in &names {
                 let view = model.view(name).expect("a listed tensor reads");

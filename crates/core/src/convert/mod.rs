@@ -113,7 +113,30 @@ pub struct ValidationReport {
     pub path: String,
     pub format: Option<String>,
     pub ok: bool,
+    /// The first [`MAX_LISTED_PROBLEMS`] problems.
     pub errors: Vec<Problem>,
+    /// How many more problems there were (a header can break a rule once per tensor, and
+    /// hold millions of tensors).
+    pub omitted_errors: usize,
+}
+
+/// The most problems a [`ValidationReport`] lists.
+pub const MAX_LISTED_PROBLEMS: usize = 1000;
+
+impl ValidationReport {
+    fn of(path: String, format: Option<String>, problems: &[CoreError]) -> ValidationReport {
+        ValidationReport {
+            path,
+            format,
+            ok: problems.is_empty(),
+            errors: problems
+                .iter()
+                .take(MAX_LISTED_PROBLEMS)
+                .map(Problem::from)
+                .collect(),
+            omitted_errors: problems.len().saturating_sub(MAX_LISTED_PROBLEMS),
+        }
+    }
 }
 
 impl From<&CoreError> for Problem {
@@ -303,8 +326,9 @@ impl Input {
             Opened::Gguf(map) => {
                 let file = GgufFile::parse(map)?;
                 let mut out = serde_json::Map::new();
+                let mut budget = crate::format::gguf::JsonBudget::REPORT;
                 for (k, v) in file.metadata() {
-                    out.insert(k.clone(), v.to_json());
+                    out.insert(k.clone(), v.to_json_within(&mut budget));
                 }
                 serde_json::Value::Object(out)
             }
@@ -475,12 +499,11 @@ pub fn validate(path: &Path) -> ValidationReport {
         },
     };
     problems.dedup();
-    ValidationReport {
-        path: path.display().to_string(),
-        format: format.map(|f| f.name().to_string()),
-        ok: problems.is_empty(),
-        errors: problems.iter().map(Problem::from).collect(),
-    }
+    ValidationReport::of(
+        path.display().to_string(),
+        format.map(|f| f.name().to_string()),
+        &problems,
+    )
 }
 
 /// The report of [`validate`] for a file already open: its header was validated at open, so
@@ -488,15 +511,13 @@ pub fn validate(path: &Path) -> ValidationReport {
 /// [`SafeTensors::changes_since_open`]).
 pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
     let problems = file.changes_since_open();
-    ValidationReport {
-        path: file
-            .path()
+    ValidationReport::of(
+        file.path()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        format: Some(InputFormat::SafeTensors.name().to_string()),
-        ok: problems.is_empty(),
-        errors: problems.iter().map(Problem::from).collect(),
-    }
+        Some(InputFormat::SafeTensors.name().to_string()),
+        &problems,
+    )
 }
 
 // ---------------------------------------------------------------------------------------

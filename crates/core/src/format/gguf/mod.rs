@@ -27,7 +27,7 @@ pub use crate::codecs::{
     Q8_0_BLOCK_BYTES, QK,
 };
 pub use read::{GgufFile, GgufTensorInfo};
-pub use value::{GgufArray, GgufValue, GgufValueType};
+pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 pub use write::{
     choose_type, standard_metadata, write_gguf, write_gguf_file, write_gguf_file_with,
     GgufTensorSpec, Quantization,

@@ -208,6 +208,35 @@ impl GgufValue {
     }
 }
 
+/// How many array elements (and string bytes) a JSON report may still spell out; see
+/// [`GgufArray::to_json_within`].
+#[derive(Debug, Clone)]
+pub struct JsonBudget {
+    pub items: usize,
+    pub string_bytes: usize,
+}
+
+impl JsonBudget {
+    /// What `inspect` lists of a file's metadata arrays: one million elements and 8 MiB of
+    /// strings in all — every tokenizer array of the largest public vocabularies (~260k
+    /// tokens), and a bounded report for a file built to blow it up.
+    pub const REPORT: JsonBudget = JsonBudget {
+        items: 1_000_000,
+        string_bytes: 8 << 20,
+    };
+}
+
+impl GgufValue {
+    /// [`to_json`](Self::to_json), with arrays within `budget` (see
+    /// [`GgufArray::to_json_within`]).
+    pub fn to_json_within(&self, budget: &mut JsonBudget) -> Json {
+        match self {
+            GgufValue::Array(a) => a.to_json_within(budget),
+            other => other.to_json(),
+        }
+    }
+}
+
 fn float_json(v: f64) -> Json {
     serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number)
 }
@@ -283,6 +312,37 @@ impl GgufArray {
             GgufArray::F64(v) => all(v, float_json),
             GgufArray::Array(v) => Json::Array(v.iter().map(GgufArray::to_json).collect()),
         }
+    }
+
+    /// Bytes of the strings it holds (nested arrays included).
+    fn string_bytes(&self) -> usize {
+        match self {
+            GgufArray::String(v) => v.iter().map(String::len).sum(),
+            GgufArray::Array(v) => v.iter().map(GgufArray::string_bytes).sum(),
+            _ => 0,
+        }
+    }
+
+    /// Elements, counting those of nested arrays too.
+    fn deep_len(&self) -> usize {
+        match self {
+            GgufArray::Array(v) => v.len() + v.iter().map(GgufArray::deep_len).sum::<usize>(),
+            other => other.len(),
+        }
+    }
+
+    /// [`to_json`](Self::to_json) while `budget` lasts: an array the budget cannot hold
+    /// whole becomes `{"arrayOf": ITEM_TYPE, "length": N}`. A JSON value costs several
+    /// times the bytes it had in the file (a boolean, 1 byte there, is 32 bytes as a JSON
+    /// value and 8 in a JavaScript array), so reports list arrays within a budget.
+    pub fn to_json_within(&self, budget: &mut JsonBudget) -> Json {
+        let (items, bytes) = (self.deep_len(), self.string_bytes());
+        if items <= budget.items && bytes <= budget.string_bytes {
+            budget.items -= items;
+            budget.string_bytes -= bytes;
+            return self.to_json();
+        }
+        serde_json::json!({ "arrayOf": self.item_type().name(), "length": self.len() })
     }
 
     /// Append item type, count and items.
