@@ -1,5 +1,6 @@
 // Child process of crash.spec.ts: write version A, then B, then A, … of one destination
-// until killed. Prints "ready" once the first write has finished, so the parent's SIGKILL
+// until killed. Prints "ready MS" once the second write has finished (MS: how long it took),
+// so the parent's SIGKILL
 // lands while writes are under way, not while Node starts.
 //
 //   node save_loop.cjs saveFile|saveFileDurable|modelSave|convert DEST SRC_A SRC_B
@@ -21,6 +22,7 @@ async function main() {
   const models = mode.startsWith('modelSave') ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
   const sharded = { maxShardBytes: 1.5 * 1024 * 1024 }
   const saveOptions = { modelSave: [{}, {}], modelSaveSharded: [sharded, sharded], modelSaveMixed: [sharded, {}] }[mode]
+  let started = Date.now()
   for (let i = 0; ; i++) {
     const which = i % 2
     if (mode.startsWith('saveFile')) {
@@ -34,7 +36,9 @@ async function main() {
     } else {
       throw new Error(`unknown mode ${mode}`)
     }
-    if (i === 0) process.stdout.write('ready\n')
+    // The second write's duration: the parent scales its kill delays to this machine.
+    if (i === 1) process.stdout.write(`ready ${Date.now() - started}\n`)
+    started = Date.now()
   }
 }
 main().catch((e) => {
