@@ -2,8 +2,8 @@
 """Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
 BPE tokenizer, qwen2, qwen3) for __test__/llama.spec.ts.
 
-    decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR
-        Write the model directories into OUT_DIR/<name>/: config.json, weights
+    decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
+        Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
         (model.safetensors, from numpy's RandomState — a stream numpy guarantees never to
         change), tokenizer files rebuilt from llama.cpp's vocabulary GGUFs
         (models/ggml-vocab-*.gguf: real Llama 2, Llama 3 and Qwen2 vocabularies) and
@@ -353,10 +353,12 @@ def save_weights(path, tensors, dtype):
         save_file({n: to_dtype(a, dtype) for n, a in tensors.items()}, path)
 
 
-def make(src, out_dir):
+def make(src, out_dir, only=None):
     out_dir = Path(out_dir)
     vocabs = {}
     for seed, (name, spec) in enumerate(MODELS.items(), start=17):
+        if only and name != only:
+            continue
         d = out_dir / name
         d.mkdir(parents=True, exist_ok=True)
         cfg = spec['config']
@@ -446,8 +448,9 @@ def reference(src, out_dir, fixtures_dir, only=None):
 if __name__ == '__main__':
     cmd = sys.argv[1]
     if cmd == 'make':
-        make(sys.argv[2], sys.argv[3])
-        print(json.dumps({n: file_hashes(Path(sys.argv[3]) / n) for n in MODELS}, indent=1))
+        only = sys.argv[4] if len(sys.argv) > 4 else None
+        make(sys.argv[2], sys.argv[3], only)
+        print(json.dumps({n: file_hashes(Path(sys.argv[3]) / n) for n in MODELS if not only or n == only}, indent=1))
     elif cmd == 'reference':
         reference(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
     else:
