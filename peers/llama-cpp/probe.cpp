@@ -14,7 +14,8 @@
 //                                        float32 logits (little endian, row by row) to OUT.f32
 //                                        and prints {"n_tokens": N, "n_vocab": V}
 //
-// Contexts use an F32 KV cache (llama.cpp's default is F16), so F32 models run in F32.
+// Contexts evaluate in F32 throughout: an F32 KV cache (llama.cpp's default is F16) and no
+// flash attention (its CPU kernel rounds Q to F16, ~1e-3 of the logits).
 #include "llama.h"
 
 #include <cstdio>
@@ -67,6 +68,7 @@ static llama_context * context(llama_model * model, uint32_t n_tokens, uint32_t 
     cp.n_threads_batch = 2;
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.embeddings = embeddings;
     return llama_init_from_model(model, cp);
 }

@@ -16,7 +16,7 @@
 // Import it for the paths (`llamaCpp()`), or run it (`node scripts/peers/llama-cpp.mjs`).
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, homedir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -100,10 +100,7 @@ function buildTargets(paths) {
 function buildProbe(paths) {
   if (existsSync(paths.probe)) return
   mkdirSync(dirname(paths.probe), { recursive: true })
-  // Builds of earlier versions of probe.cpp.
-  for (const old of readdirSync(dirname(paths.probe))) {
-    if (old.startsWith('llama-probe-')) rmSync(join(dirname(paths.probe), old), { force: true })
-  }
+  // Builds of other versions of probe.cpp stay: checkouts of other commits share the cache.
   const tmp = `${paths.probe}.${process.pid}.tmp`
   run('c++', ['-O2', '-std=c++17', probeSource, `-I${join(paths.src, 'include')}`, `-I${join(paths.src, 'ggml', 'include')}`,
     `-L${paths.bin}`, '-lllama', '-lggml', '-lggml-base', `-Wl,-rpath,${paths.bin}`, '-o', tmp])

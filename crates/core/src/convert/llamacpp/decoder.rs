@@ -297,9 +297,10 @@ pub fn pooling_type(dir: &Path) -> Result<Option<u32>> {
     Ok(Some(kind))
 }
 
-/// Llama 3's rope frequency factors (`rope_freqs.weight`), as the converter computes them:
-/// per frequency of the head, 1 above the high-frequency wavelength, `factor` below the low
-/// one, a smooth blend between. Computed in f64 and rounded once to f32.
+/// Llama 3's rope frequency factors (`rope_freqs.weight`): per frequency of the head, 1 above
+/// the high-frequency wavelength, `factor` below the low one, a smooth blend between. The
+/// converter computes them with torch in f32, one operation at a time; so do we, step for
+/// step (torch's `a / t` for a scalar `a` is `t.reciprocal() * a`), to write the same bits.
 pub fn llama3_rope_factors(rope: &super::hparams::Rope, head_dim: usize) -> Result<Vec<f32>> {
     let base = rope.theta.unwrap_or(10000.0);
     let factor = rope.factor.unwrap_or(8.0);
@@ -312,22 +313,25 @@ pub fn llama3_rope_factors(rope: &super::hparams::Rope, head_dim: usize) -> Resu
             "has equal low_freq_factor and high_freq_factor, which leaves llama3 scaling undefined",
         ));
     }
-    let low_wavelen = old_ctx / low;
-    let high_wavelen = old_ctx / high;
+    // Python computes these in f64; torch compares and divides with them as f32.
+    let low_wavelen = (old_ctx / low) as f32;
+    let high_wavelen = (old_ctx / high) as f32;
+    let two_pi = (2.0 * std::f64::consts::PI) as f32;
+    let dim = head_dim as f32;
     Ok((0..head_dim)
         .step_by(2)
         .map(|i| {
-            let freq = 1.0 / base.powf(i as f64 / head_dim as f64);
-            let wavelen = 2.0 * std::f64::consts::PI / freq;
-            let f = if wavelen < high_wavelen {
+            let exponent = i as f32 / dim;
+            let freq = (base as f32).powf(exponent).recip();
+            let wavelen = freq.recip() * two_pi;
+            if wavelen < high_wavelen {
                 1.0
             } else if wavelen > low_wavelen {
-                factor
+                factor as f32
             } else {
-                let smooth = (old_ctx / wavelen - low) / (high - low);
-                1.0 / ((1.0 - smooth) / factor + smooth)
-            };
-            f as f32
+                let smooth = (wavelen.recip() * old_ctx as f32 - low as f32) / (high - low) as f32;
+                ((1.0 - smooth) / factor as f32 + smooth).recip()
+            }
         })
         .collect())
 }

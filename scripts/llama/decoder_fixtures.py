@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
+BPE tokenizer, qwen2, qwen3) for __test__/llama.spec.ts.
+
+    decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
+        Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
+        (model.safetensors, from numpy's RandomState — a stream numpy guarantees never to
+        change), tokenizer files rebuilt from llama.cpp's vocabulary GGUFs
+        (models/ggml-vocab-*.gguf: real Llama 2, Llama 3 and Qwen2 vocabularies) and
+        tokenizer_config.json with a chat template from llama.cpp's models/templates.
+        Needs numpy, safetensors and gguf only: the tests run this, and check every file's
+        SHA-256 against the committed reference, so they convert exactly what the reference
+        was made from.
+
+    decoder_fixtures.py reference LLAMA_CPP_SRC OUT_DIR FIXTURES_DIR [NAME]
+        For each directory made by `make` (or just NAME): the reference token ids of the
+        prompts (transformers' tokenizer; SentencePiece itself for the SentencePiece model,
+        where transformers' fast tokenizer splits runs of spaces differently: both are
+        kept), transformers' float32 logits for a prompt (a subset of the logits, see
+        below), and llama.cpp's convert_hf_to_gguf.py
+        output summarised (converter_reference.py), written to FIXTURES_DIR/<name>.json and
+        <name>.converter.json. Needs torch, transformers and sentencepiece: run once, commit.
+
+Logits are kept for every position at a fixed set of token ids (the first 64, 2,000 drawn
+with a seeded RNG, and each position's 16 largest), plus each position's argmax and largest
+magnitude over the whole vocabulary: enough to compare with llama.cpp within 1e-3 of the
+largest logit without committing megabytes.
+"""
+import base64
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+HERE = Path(__file__).resolve().parent
+
+PROMPTS = [
+    'The quick brown fox jumps over the lazy dog.',
+    'Hello world! 1234 + 5678 = 6912, café ünïcödé 🦙',
+    '   leading spaces, tabs\tand\nnewlines\n\n',
+    'def main():\n    return [x ** 2 for x in range(10)]',
+    '東京は日本の首都です。Привет, мир!',
+    "I've been 'told he's there, 'RE you sure?",
+]
+
+# The text whose logits are compared.
+LOGIT_PROMPT = 'The capital of France is Paris. 1234 café 🦙'
+
+MODELS = {
+    'llama-spm': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'dtype': 'float32', 'tied': False,
+        'config': {
+            'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'max_position_embeddings': 4096,
+            'rms_norm_eps': 1e-05, 'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
+            'vocab_size': 32000, 'bos_token_id': 1, 'eos_token_id': 2, 'pad_token_id': None,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0, 'mlp_bias': False,
+            'initializer_range': 0.02, 'pretraining_tp': 1, 'use_cache': True,
+            'tie_word_embeddings': False, 'dtype': 'float32', 'transformers_version': '5.23.0',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'LlamaTokenizer', 'bos_token': '<s>', 'eos_token': '</s>',
+            'unk_token': '<unk>', 'pad_token': None, 'add_bos_token': True, 'add_eos_token': False,
+            'legacy': False, 'model_max_length': 4096, 'clean_up_tokenization_spaces': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '</s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+            'chat_template': "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}",
+        },
+    },
+    'llama-bpe': {
+        'vocab': 'llama-bpe', 'tokenizer': 'bpe', 'pattern': 'llama3', 'dtype': 'bfloat16', 'tied': True,
+        'template': 'meta-llama-Llama-3.2-3B-Instruct.jinja',
+        'config': {
+            'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'max_position_embeddings': 131072,
+            'rms_norm_eps': 1e-05,
+            'rope_parameters': {'rope_theta': 500000.0, 'rope_type': 'llama3', 'factor': 32.0,
+                                'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
+                                'original_max_position_embeddings': 8192},
+            'vocab_size': 128256, 'bos_token_id': 128000, 'eos_token_id': [128001, 128008, 128009],
+            'pad_token_id': None, 'hidden_act': 'silu', 'attention_bias': False,
+            'attention_dropout': 0.0, 'mlp_bias': False, 'initializer_range': 0.02,
+            'pretraining_tp': 1, 'use_cache': True, 'tie_word_embeddings': True,
+            'dtype': 'bfloat16', 'transformers_version': '5.23.0',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'PreTrainedTokenizerFast', 'bos_token': '<|begin_of_text|>',
+            'eos_token': '<|eot_id|>', 'model_max_length': 131072,
+            'clean_up_tokenization_spaces': True,
+        },
+    },
+    'qwen2': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'bfloat16', 'tied': False,
+        'template': 'Qwen-Qwen2.5-7B-Instruct.jinja',
+        'config': {
+            'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64,
+            'intermediate_size': 160, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 32768, 'rms_norm_eps': 1e-06,
+            'rope_parameters': {'rope_theta': 1000000.0, 'rope_type': 'default'},
+            'vocab_size': 151936, 'bos_token_id': 151643, 'eos_token_id': 151645,
+            'pad_token_id': None, 'hidden_act': 'silu', 'attention_dropout': 0.0,
+            'initializer_range': 0.02, 'use_cache': True, 'use_sliding_window': False,
+            'sliding_window': None, 'max_window_layers': 28,
+            'layer_types': ['full_attention', 'full_attention'], 'tie_word_embeddings': False,
+            'dtype': 'bfloat16', 'transformers_version': '5.23.0',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'Qwen2Tokenizer', 'bos_token': None, 'eos_token': '<|im_end|>',
+            'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 131072,
+            'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
+        },
+    },
+    'qwen3': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'float16', 'tied': True,
+        'template_file': 'Qwen-Qwen3-0.6B.jinja',
+        'config': {
+            'architectures': ['Qwen3ForCausalLM'], 'model_type': 'qwen3', 'hidden_size': 64,
+            'intermediate_size': 96, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 1, 'head_dim': 32, 'max_position_embeddings': 40960,
+            'rms_norm_eps': 1e-06, 'rope_parameters': {'rope_theta': 1000000.0, 'rope_type': 'default'},
+            'vocab_size': 151936, 'bos_token_id': 151643, 'eos_token_id': 151645,
+            'pad_token_id': None, 'hidden_act': 'silu', 'attention_bias': False,
+            'attention_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'use_sliding_window': False, 'sliding_window': None, 'max_window_layers': 28,
+            'layer_types': ['full_attention', 'full_attention'], 'tie_word_embeddings': True,
+            'dtype': 'float16', 'transformers_version': '5.23.0',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'Qwen2Tokenizer', 'bos_token': None, 'eos_token': '<|im_end|>',
+            'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 131072,
+            'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
+        },
+    },
+}
+
+# Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
+PATTERNS = {
+    'llama3': r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    'qwen2': r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Vocabularies.
+
+def read_gguf_kv(path):
+    """The key/values of a GGUF file (v3, little endian), read directly: gguf-py's reader
+    builds a numpy view per array element, which takes half a minute for 400k merges."""
+    data = Path(path).read_bytes()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take('<Q')
+        s = data[pos:pos + n].decode('utf-8')
+        pos += n
+        return s
+
+    scalar = {0: '<B', 1: '<b', 2: '<H', 3: '<h', 4: '<I', 5: '<i', 6: '<f', 7: '<?', 10: '<Q', 11: '<q', 12: '<d'}
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            item, n = take('<I'), take('<Q')
+            return [value(item) for _ in range(n)]
+        return take(scalar[t])
+
+    assert data[:4] == b'GGUF' and take('<4s') and take('<I') == 3
+    take('<Q')
+    n_kv = take('<Q')
+    kv = {}
+    for _ in range(n_kv):
+        key = string()
+        kv[key] = value(take('<I'))
+    return kv
+
+
+def read_vocab(src, name):
+    kv = read_gguf_kv(os.path.join(src, 'models', f'ggml-vocab-{name}.gguf'))
+    return {
+        'tokens': kv['tokenizer.ggml.tokens'],
+        'types': kv['tokenizer.ggml.token_type'],
+        'scores': kv.get('tokenizer.ggml.scores'),
+        'merges': kv.get('tokenizer.ggml.merges'),
+    }
+
+
+def bpe_tokenizer_json(vocab, pattern, bos=None):
+    """A Hugging Face tokenizer.json for a byte-level BPE vocabulary: normal tokens in the
+    model's vocab, control tokens as added tokens, llama.cpp's [PAD] fillers left out."""
+    model_vocab, added = {}, []
+    for i, (tok, ty) in enumerate(zip(vocab['tokens'], vocab['types'])):
+        if ty == 1:
+            model_vocab[tok] = i
+        elif ty == 3:
+            added.append({'id': i, 'content': tok, 'single_word': False, 'lstrip': False,
+                          'rstrip': False, 'normalized': False, 'special': True})
+    post = ({'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': False, 'use_regex': False}
+            if bos is None else
+            {'type': 'TemplateProcessing',
+             'single': [{'SpecialToken': {'id': bos, 'type_id': 0}}, {'Sequence': {'id': 'A', 'type_id': 0}}],
+             'pair': [{'SpecialToken': {'id': bos, 'type_id': 0}}, {'Sequence': {'id': 'A', 'type_id': 0}},
+                      {'SpecialToken': {'id': bos, 'type_id': 1}}, {'Sequence': {'id': 'B', 'type_id': 1}}],
+             'special_tokens': {bos: {'id': bos, 'ids': [vocab['tokens'].index(bos)], 'tokens': [bos]}}})
+    return {
+        'version': '1.0',
+        'truncation': None,
+        'padding': None,
+        'added_tokens': added,
+        'normalizer': {'type': 'NFC'} if pattern == 'qwen2' else None,
+        'pre_tokenizer': {'type': 'Sequence', 'pretokenizers': [
+            {'type': 'Split', 'pattern': {'Regex': PATTERNS[pattern]}, 'behavior': 'Isolated', 'invert': False},
+            {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': False, 'use_regex': False},
+        ]},
+        'post_processor': post,
+        'decoder': {'type': 'ByteLevel', 'add_prefix_space': True, 'trim_offsets': True, 'use_regex': True},
+        'model': {'type': 'BPE', 'dropout': None, 'unk_token': None, 'continuing_subword_prefix': None,
+                  'end_of_word_suffix': None, 'fuse_unk': False, 'byte_fallback': False,
+                  'ignore_merges': pattern == 'llama3', 'vocab': model_vocab,
+                  'merges': [m.split(' ') for m in vocab['merges']]},
+    }
+
+
+def pb_varint(n):
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_field(tag, wire, payload):
+    return pb_varint(tag << 3 | wire) + payload
+
+
+def pb_bytes(tag, b):
+    return pb_field(tag, 2, pb_varint(len(b)) + b)
+
+
+def sentencepiece_model(vocab):
+    """tokenizer.model (sentencepiece_model.proto ModelProto) for Llama 2's vocabulary:
+    BPE with byte fallback, identity normalization, a dummy prefix, escaped whitespace."""
+    out = bytearray()
+    for tok, score, ty in zip(vocab['tokens'], vocab['scores'], vocab['types']):
+        piece = pb_bytes(1, tok.encode('utf-8')) + pb_field(2, 5, struct.pack('<f', score)) + pb_field(3, 0, pb_varint(ty))
+        out += pb_bytes(1, piece)
+    trainer = (pb_field(3, 0, pb_varint(2)) + pb_field(4, 0, pb_varint(len(vocab['tokens'])))
+               + pb_field(25, 0, pb_varint(1)) + pb_field(35, 0, pb_varint(1))
+               + pb_field(40, 0, pb_varint(0)) + pb_field(41, 0, pb_varint(1))
+               + pb_field(42, 0, pb_varint(2)) + pb_field(43, 0, pb_varint(-1)))
+    normalizer = (pb_bytes(1, b'identity') + pb_field(3, 0, pb_varint(1))
+                  + pb_field(4, 0, pb_varint(0)) + pb_field(5, 0, pb_varint(1)))
+    out += pb_bytes(2, trainer) + pb_bytes(3, normalizer)
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Weights.
+
+def weights(cfg, seed, tied):
+    """HF-named tensors drawn from RandomState(seed) in a fixed order."""
+    rng = np.random.RandomState(seed)
+    e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
+    h, kv = cfg['num_attention_heads'], cfg['num_key_value_heads']
+    d = cfg.get('head_dim') or e // h
+    qwen2 = cfg['model_type'] == 'qwen2'
+    qwen3 = cfg['model_type'] == 'qwen3'
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
+    for l in range(L):
+        p = f'model.layers.{l}.'
+        t[p + 'input_layernorm.weight'] = norm(e)
+        t[p + 'self_attn.q_proj.weight'] = normal(h * d, e, std=0.2)
+        t[p + 'self_attn.k_proj.weight'] = normal(kv * d, e, std=0.2)
+        t[p + 'self_attn.v_proj.weight'] = normal(kv * d, e, std=0.2)
+        if qwen2:
+            t[p + 'self_attn.q_proj.bias'] = normal(h * d, std=0.1)
+            t[p + 'self_attn.k_proj.bias'] = normal(kv * d, std=0.1)
+            t[p + 'self_attn.v_proj.bias'] = normal(kv * d, std=0.1)
+        if qwen3:
+            t[p + 'self_attn.q_norm.weight'] = norm(d)
+            t[p + 'self_attn.k_norm.weight'] = norm(d)
+        t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
+        t[p + 'post_attention_layernorm.weight'] = norm(e)
+        t[p + 'mlp.gate_proj.weight'] = normal(f, e, std=0.1)
+        t[p + 'mlp.up_proj.weight'] = normal(f, e, std=0.1)
+        t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
+    t['model.norm.weight'] = norm(e)
+    if not tied:
+        t['lm_head.weight'] = normal(cfg['vocab_size'], e, std=0.2)
+    return t
+
+
+def to_dtype(a, dtype):
+    if dtype == 'float32':
+        return a
+    if dtype == 'float16':
+        return a.astype(np.float16)
+    # bfloat16, rounded to nearest even, stored as uint16 bits (safetensors BF16).
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return rounded
+
+
+def save_weights(path, tensors, dtype):
+    if dtype == 'bfloat16':
+        # safetensors.numpy has no bfloat16: write the header ourselves, as the reference
+        # writer does (sorted names, data in that order, header padded to 8 with spaces).
+        names = sorted(tensors)
+        header, offset, blobs = {}, 0, []
+        for n in names:
+            b = to_dtype(tensors[n], dtype).tobytes()
+            header[n] = {'dtype': 'BF16', 'shape': list(tensors[n].shape), 'data_offsets': [offset, offset + len(b)]}
+            offset += len(b)
+            blobs.append(b)
+        h = json.dumps(header, separators=(',', ':')).encode()
+        h += b' ' * (-len(h) % 8)
+        with open(path, 'wb') as out:
+            out.write(struct.pack('<Q', len(h)) + h)
+            for b in blobs:
+                out.write(b)
+    else:
+        save_file({n: to_dtype(a, dtype) for n, a in tensors.items()}, path)
+
+
+def make(src, out_dir, only=None):
+    out_dir = Path(out_dir)
+    vocabs = {}
+    for seed, (name, spec) in enumerate(MODELS.items(), start=17):
+        if only and name != only:
+            continue
+        d = out_dir / name
+        d.mkdir(parents=True, exist_ok=True)
+        cfg = spec['config']
+        if spec['vocab'] not in vocabs:
+            vocabs[spec['vocab']] = read_vocab(src, spec['vocab'])
+        vocab = vocabs[spec['vocab']]
+        (d / 'config.json').write_text(json.dumps(cfg, indent=2, sort_keys=True) + '\n')
+        tc = dict(spec['tokenizer_config'])
+        if 'template' in spec:
+            tc['chat_template'] = (Path(src) / 'models' / 'templates' / spec['template']).read_text()
+        if 'template_file' in spec:
+            (d / 'chat_template.jinja').write_text((Path(src) / 'models' / 'templates' / spec['template_file']).read_text())
+        if spec['tokenizer'] == 'spm':
+            (d / 'tokenizer.model').write_bytes(sentencepiece_model(vocab))
+        else:
+            bos = tc.get('bos_token') if spec['pattern'] == 'llama3' else None
+            tok = bpe_tokenizer_json(vocab, spec['pattern'], bos)
+            (d / 'tokenizer.json').write_text(json.dumps(tok, ensure_ascii=False, indent=None, separators=(',', ':')))
+            tc['added_tokens_decoder'] = {str(a['id']): {k: a[k] for k in ('content', 'lstrip', 'normalized', 'rstrip', 'single_word', 'special')}
+                                          for a in tok['added_tokens']}
+        (d / 'tokenizer_config.json').write_text(json.dumps(tc, indent=2, sort_keys=True, ensure_ascii=False) + '\n')
+        save_weights(d / 'model.safetensors', weights(cfg, seed, spec['tied']), spec['dtype'])
+
+
+def file_hashes(d):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(d).iterdir()) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------
+# References (torch).
+
+def reference(src, out_dir, fixtures_dir, only=None):
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    for name in MODELS:
+        if only and name != only:
+            continue
+        d = Path(out_dir) / name
+        tokenizer = AutoTokenizer.from_pretrained(d)
+        hf_ids = [tokenizer(p)['input_ids'] for p in PROMPTS]
+        if MODELS[name]['tokenizer'] == 'spm':
+            # The reference of a SentencePiece model is SentencePiece: transformers' fast
+            # Llama tokenizer (a BPE conversion) splits runs of spaces differently.
+            import sentencepiece
+            sp = sentencepiece.SentencePieceProcessor(model_file=str(d / 'tokenizer.model'))
+            ids = [[sp.bos_id()] + sp.encode(p) for p in PROMPTS]
+            source = 'sentencepiece ' + sentencepiece.__version__ + ' (+ BOS: add_bos_token)'
+        else:
+            ids = hf_ids
+            source = 'transformers ' + transformers.__version__ + ' AutoTokenizer'
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        prompt_ids = tokenizer(LOGIT_PROMPT)['input_ids']
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt_ids])).logits[0].numpy().astype(np.float32)
+        vocab_size = logits.shape[1]
+        rng = np.random.RandomState(1234)
+        chosen = set(range(64)) | set(rng.choice(vocab_size, 2000, replace=False).tolist())
+        for row in logits:
+            chosen |= set(np.argsort(-row)[:16].tolist())
+        chosen = sorted(chosen)
+        sub = logits[:, chosen]
+        out = {
+            'made_with': {'torch': torch.__version__, 'transformers': transformers.__version__},
+            'files_sha256': file_hashes(d),
+            'prompts': PROMPTS,
+            'token_ids': ids,
+            'token_ids_source': source,
+            'transformers_token_ids': hf_ids,
+            'logit_prompt': LOGIT_PROMPT,
+            'logit_prompt_ids': prompt_ids,
+            'vocab_size': vocab_size,
+            'logit_ids': chosen,
+            'logits_f32_base64': base64.b64encode(sub.astype('<f4').tobytes()).decode(),
+            'argmax': logits.argmax(axis=1).tolist(),
+            'max_abs': np.abs(logits).max(axis=1).astype(float).tolist(),
+        }
+        (Path(fixtures_dir) / f'{name}.json').write_text(json.dumps(out, ensure_ascii=False) + '\n')
+        conv = subprocess.run([sys.executable, str(HERE / 'converter_reference.py'), src, str(d), 'f32', 'f16', 'bf16', 'q8_0'],
+                              check=True, capture_output=True, text=True).stdout
+        (Path(fixtures_dir) / f'{name}.converter.json').write_text(conv)
+        print(f'{name}: {len(prompt_ids)} logit positions, vocab {vocab_size}', file=sys.stderr)
+
+
+if __name__ == '__main__':
+    cmd = sys.argv[1]
+    if cmd == 'make':
+        only = sys.argv[4] if len(sys.argv) > 4 else None
+        make(sys.argv[2], sys.argv[3], only)
+        print(json.dumps({n: file_hashes(Path(sys.argv[3]) / n) for n in MODELS if not only or n == only}, indent=1))
+    elif cmd == 'reference':
+        reference(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+    else:
+        sys.exit(__doc__)
