@@ -29,10 +29,22 @@ export interface LoadPretrainedOptions {
 /** A row-major matrix: an array of rows, or a flat typed array with its dimensions. */
 export type Matrix = number[][] | { data: Float32Array | Float64Array; rows: number; cols: number }
 
+/**
+ * GGUF quantization: llama-quantize's presets (by its names; Q3_K, Q4_K and Q5_K are its
+ * aliases of the _M mixes). Checked against the core's table by crates/core/tests/presets_list.rs.
+ */
+export type GgufQuantization =
+  | 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q6_K' | 'Q5_K_M' | 'Q5_K_S' | 'Q5_1' | 'Q5_0' | 'Q4_K_M' | 'Q4_K_S'
+  | 'Q4_1' | 'Q4_0' | 'Q3_K_L' | 'Q3_K_M' | 'Q3_K_S' | 'Q2_K' | 'Q3_K' | 'Q4_K' | 'Q5_K'
+
 export interface ConvertOptions {
   to: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
-  /** GGUF only: the type of 2-D weights (1-D tensors stay F32 unless F16 is asked). Default F32. */
-  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  /**
+   * GGUF only: a llama-quantize preset; each tensor gets the type llama-quantize gives it
+   * (llama.cpp tensor names get its mixes, 1-D tensors and norms stay F32, integers are never
+   * quantized). Without it every tensor keeps its type (F32, F16, BF16, F64, I8–I64).
+   */
+  quantization?: GgufQuantization
   /** `fsync` the output before renaming it into place, and its directory after (default false: atomic rename only, like `saveFile`). */
   durable?: boolean
   onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
@@ -307,7 +319,11 @@ export interface GetOptions {
 }
 
 export interface GgufOptions {
-  quantization?: 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
+  /**
+   * The type of 2-D coefficient matrices: a llama-quantize preset's main type (Q4_K_M →
+   * Q4_K); 1-D vectors stay F32 unless F16 or BF16 is asked. Default F32.
+   */
+  quantization?: GgufQuantization
   /** `fsync` the file before renaming it into place, and its directory after (default false). */
   durable?: boolean
 }

@@ -96,7 +96,7 @@ describe('help, version and usage errors', () => {
     ['a bad --limit', ['inspect', all, '--limit', 'ten']],
     ['convert without --to', ['convert', all, '/tmp/x']],
     ['a bad --to', ['convert', all, '/tmp/x', '--to', 'pickle']],
-    ['a bad --quantization', ['convert', all, '/tmp/x', '--to', 'gguf', '--quantization', 'Q2_K']],
+    ['a bad --quantization', ['convert', all, '/tmp/x', '--to', 'gguf', '--quantization', 'Q2_K_S']],
     ['--quantization for a format without it', ['convert', all, '/tmp/x', '--to', 'mlx', '--quantization', 'F16']],
     ['validate without paths', ['validate']],
     ['a bad --model', ['predict', all, '--model', 'forest']],

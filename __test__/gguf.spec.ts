@@ -75,7 +75,8 @@ function oddWeight(): Float32Array {
   // [16, 40]: rows are not whole 32-blocks. Row 0 holds f16 edge cases.
   const r = rng(2)
   const out = Float32Array.from({ length: 16 * 40 }, () => (r() * 2 - 1) * 4)
-  const specials = [65504, 65519, 65520, 70000, -70000, 1e-8, 2 ** -25, 3 * 2 ** -25, 2 ** -24, 5 * 2 ** -26, 1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), -0, 6.1e-5, 0.1, 1 / 3, 2049, 2051, 4097]
+  // (Values beyond F16's range are refused rather than stored as infinity: tested apart.)
+  const specials = [65504, 65519, -65519, 6e4, -6e4, 1e-8, 2 ** -25, 3 * 2 ** -25, 2 ** -24, 5 * 2 ** -26, 1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), -0, 6.1e-5, 0.1, 1 / 3, 2049, 2051, 4097]
   out.set(specials, 0)
   return out
 }
@@ -92,11 +93,15 @@ const TWO_D_BLOCKED = ['blk.0.attn_q.weight', 'blk.0.ffn_down.weight']
 
 type Quant = 'F32' | 'F16' | 'Q8_0' | 'Q4_0'
 
-/** The ggml type each tensor must get. */
+/**
+ * The ggml type each tensor must get (llama-quantize's rules for these names: 2-D weights
+ * take the preset's type, F16 when their rows are not whole 32-blocks; 1-D tensors stay F32).
+ */
 function expectedType(name: string, q: Quant): string {
   const shape = SOURCE[name].shape
-  if (q === 'F32' || q === 'F16') return q
+  if (q === 'F32') return q
   if (shape.length < 2) return 'F32'
+  if (q === 'F16') return q
   return shape[shape.length - 1] % 32 === 0 ? q : 'F16'
 }
 
@@ -191,15 +196,15 @@ describe('convert safetensors → GGUF', () => {
         expect(byName[name].shape, name).toEqual(t.shape)
         expect(byName[name].byteLength, name).toBe((prod(t.shape) / 32) * BLOCK_BYTES[type])
       }
-      const quantized = q === 'Q8_0' || q === 'Q4_0'
       expect(report.metadata).toMatchObject({
         'general.architecture': 'toy',
         'general.alignment': 32,
         'safetensors.model_type': 'toy',
         'safetensors.provenance': 'gguf.spec.ts',
       })
-      if (quantized) expect(report.metadata!['general.quantization_version']).toBe(2)
-      else expect(report.metadata).not.toHaveProperty(['general.quantization_version'])
+      // As llama-quantize writes them, for every preset.
+      expect(report.metadata!['general.quantization_version']).toBe(2)
+      expect(report.metadata!['general.file_type']).toBe({ F32: 0, F16: 1, Q4_0: 2, Q8_0: 7 }[q])
     })
 
     it('gguf-py reads it: names, shapes, types, metadata; dequantized values equal our read-back bit for bit and meet the type’s tolerance', async () => {
@@ -211,12 +216,8 @@ describe('convert safetensors → GGUF', () => {
       expect(py.metadata['general.alignment']).toBe(32)
       expect(py.metadata_types['general.alignment']).toBe('UINT32')
       expect(py.metadata['safetensors.provenance']).toBe('gguf.spec.ts')
-      if (q === 'Q8_0' || q === 'Q4_0') {
-        expect(py.metadata['general.quantization_version']).toBe(2)
-        expect(py.metadata_types['general.quantization_version']).toBe('UINT32')
-      } else {
-        expect(py.metadata).not.toHaveProperty(['general.quantization_version'])
-      }
+      expect(py.metadata['general.quantization_version']).toBe(2)
+      expect(py.metadata_types['general.quantization_version']).toBe('UINT32')
       expect(py.tensors.map((t: any) => t.name).sort()).toEqual(Object.keys(SOURCE).sort())
 
       // Our own reader: GGUF → SafeTensors (F16 stays F16, Q8_0/Q4_0 dequantize to F32).
@@ -504,13 +505,13 @@ describe('errors', () => {
   })
 
   it('a bad quantization name → ERR_INVALID_ARGUMENT (convert rejects, toGguf throws), and no output', async () => {
-    for (const quantization of ['Q4_K', 'Q8', 'F64', '']) {
+    for (const quantization of ['Q4_2', 'Q8', 'F64', '', 'IQ2_XXS', 'Q2_K_S']) {
       await expect(convert(checkpoint, join(dir, 'bad.gguf'), { to: 'gguf', quantization: quantization as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
     }
     const model = new LinearRegression().fit([[1], [2], [3]], [1, 2, 3])
     let err: any
     try {
-      model.toGguf(join(dir, 'bad-model.gguf'), { quantization: 'Q5_0' as any })
+      model.toGguf(join(dir, 'bad-model.gguf'), { quantization: 'Q5_3' as any })
     } catch (e) {
       err = e
     }
@@ -529,5 +530,160 @@ describe('errors', () => {
     await expect(inspect(missing)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
     await expect(convert(missing, join(dir, 'm.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
     await expect(convert(join(dir, 'missing.gguf'), join(dir, 'm.safetensors'), { to: 'safetensors' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// No silent data loss (issue 16), and every type llama.cpp writes reads back.
+
+const ORACLE = resolve(__dirname, '../scripts/ggml_oracle.py')
+
+/** Run ggml_oracle.py on a batch of jobs (see the script). */
+function oracle(dir: string, jobs: unknown[]): void {
+  const path = join(dir, `jobs-${Math.random().toString(36).slice(2)}.json`)
+  writeFileSync(path, JSON.stringify(jobs))
+  const run = spawnSync(PYTHON, [ORACLE, 'batch', path], { encoding: 'utf8' })
+  expect(run.status, run.stderr).toBe(0)
+}
+
+describe('no silent data loss', () => {
+  const dir = tempDir('gguf-loss-')
+
+  it('integer tensors are written as ggml integer types under every quantization, exactly', async () => {
+    // MiniLM's embeddings.position_ids (I64 [1, 512]) became Q4_0 garbage (0, 3.875, 95.25…),
+    // and 16777217 became 16777216 as F32.
+    const ids = BigInt64Array.from({ length: 512 }, (_, i) => BigInt(i))
+    ids[3] = -(2n ** 63n)
+    const input = join(dir, 'ints.safetensors')
+    saveFile(input, {
+      'embeddings.position_ids': { dtype: 'I64', shape: [1, 512], data: ids },
+      'counts.weight': { dtype: 'I32', shape: [2, 32], data: Int32Array.from({ length: 64 }, (_, i) => 16777217 - i) },
+      'small.weight': { dtype: 'I8', shape: [32], data: Int8Array.from({ length: 32 }, (_, i) => i - 16) },
+      'w.weight': { shape: [2, 64], data: Float32Array.from({ length: 128 }, (_, i) => Math.sin(i)) },
+    })
+    for (const quantization of [undefined, 'F32', 'F16', 'Q8_0', 'Q4_0', 'Q4_K_M'] as const) {
+      const out = join(dir, `ints-${quantization ?? 'keep'}.gguf`)
+      await convert(input, out, { to: 'gguf', ...(quantization ? { quantization } : {}) })
+      const py = checkGguf([out])
+      const byName = Object.fromEntries(py.tensors.map((t: any) => [t.name, t]))
+      expect(byName['embeddings.position_ids'].type, String(quantization)).toBe('I64')
+      expect(byName['embeddings.position_ids'].values).toEqual(Array.from(ids, Number))
+      expect(byName['counts.weight'].type).toBe('I32')
+      expect(byName['counts.weight'].values[0]).toBe(16777217)
+      expect(byName['small.weight'].type).toBe('I8')
+      // And back to SafeTensors as integers.
+      const back = join(dir, `ints-${quantization ?? 'keep'}.safetensors`)
+      await convert(out, back, { to: 'safetensors' })
+      const file = SafeTensorsFile.open(back)
+      expect(file.info('embeddings.position_ids').dtype).toBe('I64')
+      expect(Array.from(file.getTensor('embeddings.position_ids').data as BigInt64Array)).toEqual(Array.from(ids))
+      expect(file.info('counts.weight').dtype).toBe('I32')
+    }
+  })
+
+  it('a dtype GGUF cannot hold is ERR_UNSUPPORTED_DTYPE naming the tensor, not a guess', async () => {
+    const input = join(dir, 'unsigned.safetensors')
+    saveFile(input, { mask: { dtype: 'U8', shape: [4], data: Uint8Array.of(1, 0, 1, 1) } })
+    await expect(convert(input, join(dir, 'unsigned.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_DTYPE', tensor: 'mask' })
+    expect(existsSync(join(dir, 'unsigned.gguf'))).toBe(false)
+  })
+
+  it('BF16 beyond F16’s range: refused under F16 (naming tensor and value); kept as BF16 otherwise', async () => {
+    const input = join(dir, 'bf16.safetensors')
+    const values = Float32Array.from({ length: 64 }, (_, i) => (i - 32) / 8)
+    values[9] = 99840 // exactly representable in BF16
+    saveFile(input, { 'big.weight': { dtype: 'BF16', shape: [2, 32], data: values } })
+    const f16 = join(dir, 'bf16-as-f16.gguf')
+    const err = await convert(input, f16, { to: 'gguf', quantization: 'F16' }).catch((e) => e)
+    expect(err).toMatchObject({ code: 'ERR_INVALID_ARGUMENT', tensor: 'big.weight' })
+    expect(err.message).toMatch(/99840/)
+    expect(existsSync(f16)).toBe(false)
+    for (const quantization of [undefined, 'BF16'] as const) {
+      const out = join(dir, `bf16-${quantization ?? 'keep'}.gguf`)
+      await convert(input, out, { to: 'gguf', ...(quantization ? { quantization } : {}) })
+      const [t] = checkGguf([out]).tensors
+      expect(t.type).toBe('BF16')
+      expect(pyValues(t)).toEqual(Array.from(values))
+    }
+  })
+
+  it('a model directory’s __metadata__ is kept on export (safetensors.* in GGUF, as is in SafeTensors)', async () => {
+    const modelDir = join(dir, 'model')
+    mkdirSync(modelDir)
+    saveFile(join(modelDir, 'model.safetensors'), { 'w.weight': { shape: [2, 32], data: new Float32Array(64).fill(0.5) } }, { metadata: { format: 'pt', origin: 'gguf.spec.ts' } })
+    writeFileSync(join(modelDir, 'config.json'), JSON.stringify({ model_type: 'tiny' }))
+    const out = join(dir, 'model-dir.gguf')
+    await convert(modelDir, out, { to: 'gguf' })
+    const py = checkGguf([out])
+    expect(py.metadata).toMatchObject({ 'general.architecture': 'tiny', 'safetensors.format': 'pt', 'safetensors.origin': 'gguf.spec.ts' })
+    const st = join(dir, 'model-dir.safetensors')
+    await convert(modelDir, st, { to: 'safetensors' })
+    expect(SafeTensorsFile.open(st).metadata).toEqual({ format: 'pt', origin: 'gguf.spec.ts' })
+  })
+
+  it('GGUF → SafeTensors keeps every key/value as a gguf.* string, equal to gguf-py’s reading', async () => {
+    const src = join(dir, 'meta.safetensors')
+    saveFile(src, { 'w.weight': { shape: [2, 32], data: new Float32Array(64).fill(1) } }, { metadata: { model_type: 'm' } })
+    const gguf = join(dir, 'meta.gguf')
+    await convert(src, gguf, { to: 'gguf', quantization: 'Q8_0' })
+    const st = join(dir, 'meta-back.safetensors')
+    await convert(gguf, st, { to: 'safetensors' })
+    const meta = SafeTensorsFile.open(st).metadata!
+    const py = checkGguf([gguf])
+    expect(Object.keys(meta).sort()).toEqual(Object.keys(py.metadata).map((k) => `gguf.${k}`).sort())
+    for (const [k, v] of Object.entries(py.metadata)) {
+      expect(meta[`gguf.${k}`], k).toBe(typeof v === 'string' ? v : JSON.stringify(v))
+    }
+  })
+})
+
+describe('every ggml type gguf-py writes reads back (GGUF → SafeTensors)', () => {
+  const dir = tempDir('gguf-types-')
+  // Every type gguf-py 0.19 dequantizes, plus the plain ones; odd row counts.
+  const BLOCKS: Record<string, [number, number]> = {
+    F32: [1, 4], F16: [1, 2], BF16: [1, 2], Q4_0: [32, 18], Q4_1: [32, 20], Q5_0: [32, 22], Q5_1: [32, 24], Q8_0: [32, 34],
+    Q2_K: [256, 84], Q3_K: [256, 110], Q4_K: [256, 144], Q5_K: [256, 176], Q6_K: [256, 210], TQ1_0: [256, 54], TQ2_0: [256, 66],
+    IQ1_S: [256, 50], IQ1_M: [256, 56], IQ2_XXS: [256, 66], IQ2_XS: [256, 74], IQ2_S: [256, 82], IQ3_XXS: [256, 98], IQ3_S: [256, 110],
+    IQ4_NL: [32, 18], IQ4_XS: [256, 136], MXFP4: [32, 17], NVFP4: [64, 36], I8: [1, 1], I16: [1, 2], I32: [1, 4], I64: [1, 8], F64: [1, 8],
+  }
+  const INTEGER: Record<string, string> = { I8: 'I8', I16: 'I16', I32: 'I32', I64: 'I64', F64: 'F64', F16: 'F16', BF16: 'BF16' }
+
+  it('dequantized bit-exactly as gguf-py does; plain types keep theirs', async () => {
+    const r = rng(16)
+    const tensors = Object.entries(BLOCKS).map(([type, [block, bytes]], i) => {
+      const shape = [5 + i, block * (block === 1 ? 7 : 2)]
+      const n = (shape[0] * shape[1]) / block
+      const data = Uint8Array.from({ length: n * bytes }, () => Math.floor(r() * 256))
+      // Finite scales for this end-to-end check (NaN and Inf scales: crates/core/tests/ggml_peer.rs).
+      if (['Q4_0', 'Q8_0', 'Q5_0', 'IQ4_NL', 'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ4_XS', 'Q4_1', 'Q5_1', 'Q4_K', 'Q5_K'].includes(type)) {
+        for (let b = 0; b < n; b++) data[b * bytes + 1] &= 0x3b
+      }
+      const input = join(dir, `${type}.bin`)
+      writeFileSync(input, data)
+      return { name: `t.${type}`, type, shape, input }
+    })
+    const gguf = join(dir, 'all-types.gguf')
+    const expected = join(dir, 'expected')
+    mkdirSync(expected)
+    oracle(dir, [{ op: 'write_gguf', output: gguf, tensors }, { op: 'read_gguf', input: gguf, output_dir: expected }])
+    const report = await inspect(gguf)
+    expect(report.tensors.map((t) => t.dtype)).toEqual(Object.keys(BLOCKS))
+    const out = join(dir, 'all-types.safetensors')
+    await convert(gguf, out, { to: 'safetensors' })
+    const file = SafeTensorsFile.open(out)
+    tensors.forEach((t, i) => {
+      const info = file.info(t.name)
+      expect(info.shape, t.name).toEqual(t.shape)
+      const raw = Buffer.from(file.getTensor(t.name, { as: 'raw' }).data as Uint8Array)
+      if (INTEGER[t.type]) {
+        expect(info.dtype, t.name).toBe(INTEGER[t.type])
+        const stored = existsSync(join(expected, `${i}.raw`)) ? join(expected, `${i}.raw`) : null
+        if (stored) expect(raw.equals(readFileSync(stored)), t.name).toBe(true)
+        else expect(raw.equals(readFileSync(t.input)), t.name).toBe(true)
+      } else {
+        expect(info.dtype, t.name).toBe('F32')
+        expect(raw.equals(readFileSync(join(expected, `${i}.f32`))), `${t.name}: bits differ from gguf-py`).toBe(true)
+      }
+    })
   })
 })

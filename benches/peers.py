@@ -220,6 +220,22 @@ class QuantGgufPy:
         return r
 
 
+class DequantGgufPy:
+    def setup(self, P):
+        import gguf
+        from gguf.quants import dequantize
+
+        t = gguf.GGUFReader(P["path"]).tensors[0]
+        # The blocks in memory (read untimed), as for every in-memory peer.
+        return {"data": np.array(t.data), "qtype": t.tensor_type, "dequantize": dequantize}
+
+    def run(self, c):
+        return c["dequantize"](c["data"], c["qtype"])
+
+    def check(self, c, out):
+        return {"n": int(out.size), "sum": stride_sum(out)}
+
+
 CASES = {
     "upcast-numpy": UpcastNumpy,
     "upcast-mlx": UpcastMlx,
@@ -227,6 +243,7 @@ CASES = {
     "load-st-numpy": LoadSafetensorsNumpy,
     "save-st-numpy": SaveSafetensorsNumpy,
     "quant-ggufpy": QuantGgufPy,
+    "dequant-ggufpy": DequantGgufPy,
 }
 
 

@@ -20,7 +20,7 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -51,14 +51,14 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^[1-5]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^[1-7]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-5)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-7)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
-  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024] }
-  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192] }
+  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024], dequant: [256, 1024], preset: { vocab: 2000, hidden: 256, ffn: 768, layers: 4, heads: 4, kv: 2 } }
+  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192], dequant: [4096, 4096], preset: { vocab: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kv: 8 } }
 
 const log = (...a) => console.error(...a)
 
@@ -181,12 +181,69 @@ function makeInputs() {
   return files
 }
 
+/** The ggml types whose decoding row 6 measures (the K and IQ families). */
+const DEQUANT_TYPES = {
+  Q2_K: [256, 84, [80, 82]], Q3_K: [256, 110, [108]], Q4_K: [256, 144, [0, 2]], Q5_K: [256, 176, [0, 2]], Q6_K: [256, 210, [208]],
+  IQ1_S: [256, 50, [0]], IQ1_M: [256, 56, [54]], IQ2_XXS: [256, 66, [0]], IQ2_XS: [256, 74, [0]], IQ2_S: [256, 82, [0]],
+  IQ3_XXS: [256, 98, [0]], IQ3_S: [256, 110, [0]], IQ4_NL: [32, 18, [0]], IQ4_XS: [256, 136, [0]],
+}
+
+/**
+ * Rows 6 and 7's inputs, written by gguf-py (ggml_oracle.py, in the bench venv): one GGUF per
+ * type of row 6 holding one [rows, cols] tensor of random blocks (finite f16 scales), and the
+ * Llama-shaped F16 model of row 7.
+ */
+function makeGgmlInputs() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'ggml')
+  const files = {
+    dequant: Object.fromEntries(Object.keys(DEQUANT_TYPES).map((t) => [t, join(dir, `dequant-${t}.gguf`)])),
+    model: join(dir, 'llama-f16.gguf'),
+  }
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 2, dequant: SIZE.dequant, preset: SIZE.preset })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return files
+  if (!PY.python) return null
+  log(`generating the GGUF inputs in ${dir} ...`)
+  mkdirSync(dir, { recursive: true })
+  const [rows, cols] = SIZE.dequant
+  let seed = 0x1234567
+  const next = () => (seed = (Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0)
+  const jobs = []
+  for (const [type, [block, bytes, scales]] of Object.entries(DEQUANT_TYPES)) {
+    const n = (rows * cols) / block
+    const data = Buffer.alloc(n * bytes)
+    for (let i = 0; i < data.length; i++) data[i] = next() & 0xff
+    // Finite f16 scales (exponent below all-ones), so that every output value is a number
+    // (IQ1_M's scale is spread over four nibbles: byte 55 holds its exponent's top bits).
+    for (let b = 0; b < n; b++) for (const o of scales) data[b * bytes + o + 1] &= 0x3b
+    const raw = join(dir, `dequant-${type}.bin`)
+    writeFileSync(raw, data)
+    jobs.push({ op: 'write_gguf', output: files.dequant[type], tensors: [{ name: 'weight', type, shape: [rows, cols], input: raw }] })
+  }
+  const p = SIZE.preset
+  jobs.push({ op: 'llama_model', output: files.model, dtype: 'F16', seed: 7, n_layer: p.layers, n_embd: p.hidden, n_ff: p.ffn, n_head: p.heads, n_head_kv: p.kv, n_vocab: p.vocab })
+  writeFileSync(join(dir, 'jobs.json'), JSON.stringify(jobs))
+  execFileSync(PY.python, [join(ROOT, 'scripts', 'ggml_oracle.py'), 'batch', join(dir, 'jobs.json')], { stdio: 'inherit', env: pythonEnv() })
+  for (const t of Object.keys(DEQUANT_TYPES)) rmSync(join(dir, `dequant-${t}.bin`))
+  writeFileSync(stampPath, want)
+  return files
+}
+
+/** llama-quantize of the llama.cpp build the tests use (scripts/peers/llama-cpp.mjs), if built. */
+function llamaQuantize() {
+  if (process.env.STN_LLAMA_QUANTIZE) return process.env.STN_LLAMA_QUANTIZE
+  const cache = process.env.STN_CACHE_DIR ?? join(os.homedir(), '.cache', 'safetensors-node')
+  const exe = join(cache, 'llama.cpp-src-0.3.36', 'build', 'bin', 'llama-quantize')
+  return existsSync(exe) ? exe : null
+}
+
 // ---------------------------------------------------------------------------------------
 // Running one implementation in its own process.
 
 let PY = null
 
 function runChild(impl) {
+  if (impl.skipped) return { skipped: impl.skipped }
   const node = impl.lang === 'node'
   if (!node && !PY.python) return { skipped: `Python peers unavailable (${PY.error ?? 'setup failed'})` }
   if (impl.requires === 'mlx' && !PY.mlx.ok) return { skipped: PY.mlx.reason }
@@ -237,7 +294,7 @@ function merge(prev, r) {
 // The rows. Each group is one piece of work; its first implementation is "ours" (the one the
 // ratios are computed from); `goals` compare one of ours with one peer.
 
-function groups(f) {
+function groups(f, ggml) {
   const [ur, uc] = SIZE.upcast
   const nUp = ur * uc
   const upM = `${Math.round(nUp / 2 ** 20)}M`
@@ -334,6 +391,38 @@ function groups(f) {
       { key: 'numpy', label: 'numpy: `src.copy()`', lang: 'py', case: 'memcpy-numpy', params: { n: nUp } },
     ],
   }
+  const [dr, dc] = SIZE.dequant
+  const nDq = dr * dc
+  const dequant = (type, id) => {
+    const path = ggml?.dequant[type]
+    const [block, bytes] = DEQUANT_TYPES[type]
+    const out = (k) => join(DATA, 'out', `dequant-${k}-${type}.safetensors`)
+    const skip = path ? {} : { skipped: 'no bench inputs (Python peers unavailable)' }
+    return {
+      row: 'dequant',
+      id,
+      work: `dequantize ${type} → F32, ${nDq / 2 ** 20}M elements ([${dr}, ${dc}], ${((nDq / block) * bytes / MiB).toFixed(1)} MiB → ${nDq * 4 / MiB} MiB)`,
+      warm: path ? [path] : [],
+      impls: [
+        { key: 'ours', label: 'ours: `convert(x.gguf, y.safetensors, {to: \'safetensors\'})` (end to end)', lang: 'node', case: 'dequant-ours', params: { path, out: out('ours') }, ...skip },
+        { key: 'io', label: 'file I/O alone: read the input, write + rename an output-sized file', lang: 'node', case: 'dequant-io', params: { path, out: out('io'), outBytes: nDq * 4 }, ...skip },
+        { key: 'gguf-py', label: `gguf-py: \`gguf.quants.dequantize(blocks, ${type})\` (in memory, no I/O)`, lang: 'py', case: 'dequant-ggufpy', params: { path }, ...skip },
+      ],
+    }
+  }
+  const p = SIZE.preset
+  const threads = os.availableParallelism()
+  const exe = llamaQuantize()
+  const preset = {
+    row: 'preset',
+    id: '7',
+    work: `GGUF Q4_K_M of a Llama-shaped F16 model, ${((p.vocab * p.hidden * 2 + p.layers * (2 * p.hidden * p.hidden + 2 * p.hidden * (p.hidden / p.heads) * p.kv + 3 * p.hidden * p.ffn)) / 1e9).toFixed(2)}B parameters (${p.layers} layers, hidden ${p.hidden}, ffn ${p.ffn}, vocab ${p.vocab}), ${threads} threads each`,
+    warm: ggml ? [ggml.model] : [],
+    impls: [
+      { key: 'ours', label: 'ours: `convert(f16.gguf, q.gguf, {to: \'gguf\', quantization: \'Q4_K_M\'})`', lang: 'node', case: 'preset-ours', params: { path: ggml?.model, out: join(DATA, 'out', 'ours-Q4_K_M.gguf'), preset: 'Q4_K_M' }, ...(ggml ? {} : { skipped: 'no bench inputs' }) },
+      { key: 'llama-quantize', label: `llama.cpp: \`llama-quantize f16.gguf q.gguf Q4_K_M ${threads}\``, lang: 'node', case: 'preset-llama', params: { path: ggml?.model, out: join(DATA, 'out', 'llama-Q4_K_M.gguf'), preset: 'Q4_K_M', exe, threads }, ...(exe && ggml ? {} : { skipped: 'llama-quantize not built (node scripts/peers/llama-cpp.mjs)' }) },
+    ],
+  }
   return [
     upcast('BF16', f.bf16),
     upcast('F16', f.f16),
@@ -346,6 +435,8 @@ function groups(f) {
     predict('logistic3', '4c', 'LogisticRegression `predictProba`, 3 classes'),
     quant('Q8_0', '5a'),
     quant('Q4_0', '5b'),
+    ...Object.keys(DEQUANT_TYPES).map((t) => dequant(t, `6-${t}`)),
+    preset,
   ].filter((g) => only.has(g.row))
 }
 
@@ -363,6 +454,11 @@ const GOALS = [
   { id: '5a', label: '(info) Q8_0: ours minus the file-I/O floor vs gguf-py', ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.1, info: true },
   { id: '5b', label: 'Q4_0 quantization vs gguf-py', ours: 'ours', peer: 'gguf-py', target: 0.1 },
   { id: '5b', label: '(info) Q4_0: ours minus the file-I/O floor vs gguf-py', ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.1, info: true },
+  ...Object.keys(DEQUANT_TYPES).flatMap((t) => [
+    { id: `6-${t}`, label: `${t} dequantization vs gguf-py`, ours: 'ours', peer: 'gguf-py', target: 0.05 },
+    { id: `6-${t}`, label: `(info) ${t}: ours minus the file-I/O floor vs gguf-py`, ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.05, info: true },
+  ]),
+  { id: '7', label: 'Q4_K_M of a 0.6B model vs llama-quantize (same threads)', ours: 'ours', peer: 'llama-quantize', target: 1.0 },
 ]
 
 // ---------------------------------------------------------------------------------------
@@ -513,8 +609,9 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
 PY = ensurePython()
 const pyInfo = pythonInfo()
 const files = makeInputs()
+const ggmlFiles = only.has('dequant') || only.has('preset') ? makeGgmlInputs() : null
 const m = machine()
-const gs = groups(files)
+const gs = groups(files, ggmlFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
 for (const g of gs) {
   log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)

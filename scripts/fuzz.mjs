@@ -177,6 +177,23 @@ function ggufTensorsFrom(tensors) {
   return out
 }
 
+/**
+ * One row of two blocks of every ggml block type (id, elements, bytes per block), filled
+ * with patterned bytes: f16 scales of every kind (NaN, infinities, subnormals) come up.
+ */
+function ggufEveryBlockType() {
+  const types = [[2, 32, 18], [3, 32, 20], [6, 32, 22], [7, 32, 24], [8, 32, 34], [9, 32, 36], [10, 256, 84], [11, 256, 110],
+    [12, 256, 144], [13, 256, 176], [14, 256, 210], [15, 256, 292], [16, 256, 66], [17, 256, 74], [18, 256, 98], [19, 256, 50],
+    [20, 32, 18], [21, 256, 110], [22, 256, 82], [23, 256, 136], [29, 256, 56], [34, 256, 54], [35, 256, 66], [39, 32, 17],
+    [40, 64, 36], [41, 128, 18], [42, 64, 18]]
+  return types.map(([type, block, bytes]) => ({
+    name: `t${type}`,
+    ne: [block * 2, 1],
+    type,
+    data: Buffer.from(Array.from({ length: bytes * 2 }, (_, i) => (i * 151 + type * 29) & 0xff)),
+  }))
+}
+
 function writeSeeds(target, seeds) {
   const dir = join(FUZZ, 'corpus', target)
   mkdirSync(dir, { recursive: true })
@@ -256,6 +273,7 @@ export function seedCorpora() {
     gguf({ version: 2, kv: [['general.architecture', 8, 'x'], ['tokens', 9, { type: 8, items: ['a', 'bc', ''] }], ['n', 10, 7], ['f', 6, 0.5], ['b', 7, true], ['i', 5, -3]], tensors: ggufTensorsFrom(all.slice(3)) }),
     gguf({ kv: [['general.alignment', 4, 64]], tensors: [{ name: 'w', ne: [4, 2], type: 0, data: Buffer.alloc(32, 1) }], alignment: 64 }),
     gguf({ kv: [['nested', 9, { type: 4, items: [1, 2, 3] }]], tensors: [] }),
+    gguf({ kv: [['general.architecture', 8, 'llama']], tensors: ggufEveryBlockType() }),
   ])
   n.shard_index = writeSeeds('shard_index', [
     '{"metadata":{"total_size":24},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}}',

@@ -17,6 +17,13 @@ JOBS.json is a list of jobs, run in order; paths are files the caller made:
       and F64 tensors are written as stored, in <index>.raw).
   {"op": "sizes", "output": "sizes.json"}
       {type name: [id, block size, type size]} from gguf.constants.
+  {"op": "llama_model", "output": "m.gguf", "dtype": "F32" | "F16", "seed": 1, "n_layer": 8,
+   "n_embd": 256, "n_ff": 352, "n_head": 8, "n_head_kv": 2, "n_vocab": 300, "tied": false,
+   "extra": [[name, rows, cols], ...]}
+      A llama-architecture GGUF as llama.cpp's converter lays it out (the hyperparameters
+      llama-quantize reads; token_embd, blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,
+      ffn_up,ffn_down,attn_norm,ffn_norm}, output_norm, output unless tied, and any extra
+      2-D weights), random normal values; 1-D tensors F32, the others in `dtype`.
 
 Prints {"ok": true} when every job ran.
 """
@@ -79,8 +86,59 @@ def sizes(job):
         json.dump(out, f)
 
 
+def llama_model(job):
+    rng = np.random.default_rng(job.get("seed", 1))
+    n_layer, n_embd, n_ff = job["n_layer"], job["n_embd"], job["n_ff"]
+    n_head, n_head_kv, n_vocab = job["n_head"], job["n_head_kv"], job["n_vocab"]
+    head_dim = n_embd // n_head
+    dtype = {"F32": np.float32, "F16": np.float16}[job.get("dtype", "F32")]
+    w = gguf.GGUFWriter(job["output"], "llama")
+    w.add_name("ggml peer test model")
+    w.add_context_length(256)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(0 if dtype == np.float32 else 1)
+
+    def mat(name, rows, cols):
+        # Rows of varying scale, some outliers: a realistic spread for the quantizers.
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        x *= rng.uniform(0.01, 0.2, size=(rows, 1)).astype(np.float32)
+        x[rng.random((rows, cols)) < 0.001] *= 20
+        w.add_tensor(name, x.astype(dtype))
+
+    def vec(name, n):
+        w.add_tensor(name, (1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+
+    mat("token_embd.weight", n_vocab, n_embd)
+    for i in range(n_layer):
+        vec(f"blk.{i}.attn_norm.weight", n_embd)
+        mat(f"blk.{i}.attn_q.weight", n_embd, n_embd)
+        mat(f"blk.{i}.attn_k.weight", head_dim * n_head_kv, n_embd)
+        mat(f"blk.{i}.attn_v.weight", head_dim * n_head_kv, n_embd)
+        mat(f"blk.{i}.attn_output.weight", n_embd, n_embd)
+        vec(f"blk.{i}.ffn_norm.weight", n_embd)
+        mat(f"blk.{i}.ffn_gate.weight", n_ff, n_embd)
+        mat(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
+        mat(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
+    vec("output_norm.weight", n_embd)
+    if not job.get("tied", False):
+        mat("output.weight", n_vocab, n_embd)
+    for name, rows, cols in job.get("extra", []):
+        mat(name, rows, cols)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 OPS = {"dequantize": dequantize, "quantize": quantize, "write_gguf": write_gguf,
-       "read_gguf": read_gguf, "sizes": sizes}
+       "read_gguf": read_gguf, "sizes": sizes, "llama_model": llama_model}
 
 
 def main():

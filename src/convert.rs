@@ -5,7 +5,7 @@ use crate::tasks::{CoreTask, ProgressSink};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use stcore::convert::{self, Target};
-use stcore::format::gguf::Quantization;
+use stcore::format::gguf::Preset;
 use std::path::Path;
 
 #[napi(object)]
@@ -100,7 +100,7 @@ pub fn convert(
         })
         .and_then(|t| Target::parse(&t));
     let quantization = option::<String>(&options, "quantization")
-        .and_then(|q| q.as_deref().map(Quantization::parse).transpose());
+        .and_then(|q| q.as_deref().map(Preset::parse).transpose());
     let durable = option::<bool>(&options, "durable");
     let callback = match &options {
         None => Ok(None),

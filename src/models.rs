@@ -9,7 +9,7 @@ use napi::Env;
 use napi_derive::napi;
 use stcore::buffer::Output;
 use stcore::cast;
-use stcore::format::gguf::Quantization;
+use stcore::format::gguf::Preset;
 use stcore::models::{
     matrix_from_rows, AnyModel, LinearRegression as CoreLinear, LogisticRegression as CoreLogistic,
     LogisticRegressionParams, MatrixData, MatrixRef, ModelKind,
@@ -205,7 +205,9 @@ fn with_xy<R>(
 
 #[napi(object, object_to_js = false)]
 pub struct GgufOptions {
-    #[napi(ts_type = "'F32' | 'F16' | 'Q8_0' | 'Q4_0'")]
+    /// The type of 2-D coefficient matrices: a llama-quantize preset's main type (Q4_K_M →
+    /// Q4_K); 1-D vectors stay F32 unless F16 or BF16 is asked. Default F32.
+    #[napi(ts_type = "GgufQuantization")]
     pub quantization: Option<String>,
     /// `fsync` the file before renaming it into place, and its directory after (default false).
     pub durable: Option<bool>,
@@ -219,10 +221,10 @@ pub struct WriteOptions {
     pub durable: Option<bool>,
 }
 
-fn quantization_arg(options: &Option<GgufOptions>) -> CoreResult<Quantization> {
+fn quantization_arg(options: &Option<GgufOptions>) -> CoreResult<Preset> {
     match options.as_ref().and_then(|o| o.quantization.as_deref()) {
-        None => Ok(Quantization::F32),
-        Some(q) => Quantization::parse(q),
+        None => Ok(Preset::F32),
+        Some(q) => Preset::parse(q),
     }
 }
 

@@ -293,6 +293,61 @@ cases['quant-io'] = {
   check: () => ({}),
 }
 
+// Row 6: dequantize a GGUF tensor of one ggml type --------------------------------------
+cases['dequant-ours'] = {
+  setup: () => ({}),
+  before: () => {
+    rm(P.out)
+    syncDisks()
+  },
+  run: () => st.convert(P.path, P.out, { to: 'safetensors' }),
+  check: () => {
+    const f = st.SafeTensorsFile.open(P.out)
+    const a = f.getTensor(f.tensorNames[0]).data
+    return { n: a.length, sum: strideSum(a) }
+  },
+}
+cases['dequant-io'] = {
+  // The file I/O inside that convert: read the input (warm page cache) and write an
+  // output-sized file, renamed into place.
+  setup: () => ({ out: Buffer.alloc(P.outBytes, 1) }),
+  before: () => {
+    rm(P.out)
+    syncDisks()
+  },
+  run: (c) => {
+    const raw = readFileSync(P.path)
+    const tmp = `${P.out}.tmp`
+    const fd = openSync(tmp, 'w')
+    let off = 0
+    while (off < c.out.length) off += writeSync(fd, c.out, off, c.out.length - off)
+    closeSync(fd)
+    renameSync(tmp, P.out)
+    return raw.length
+  },
+  check: () => ({}),
+}
+
+// Row 7: a llama-quantize preset of a whole model ------------------------------------------
+cases['preset-ours'] = {
+  setup: () => ({}),
+  before: () => {
+    rm(P.out)
+    syncDisks()
+  },
+  run: () => st.convert(P.path, P.out, { to: 'gguf', quantization: P.preset }),
+  check: (_, report) => ({ tensors: report.tensors }),
+}
+cases['preset-llama'] = {
+  setup: () => ({}),
+  before: () => {
+    rm(P.out)
+    syncDisks()
+  },
+  run: () => execFileSync(P.exe, [P.path, P.out, P.preset, String(P.threads)], { stdio: 'ignore' }),
+  check: () => ({}),
+}
+
 // ---------------------------------------------------------------------------------------
 
 const spec = cases[caseName]

@@ -4,7 +4,19 @@ const { UsageError } = require('./errors')
 const ui = require('./ui')
 
 const FORMATS = ['gguf', 'safetensors', 'mlx', 'onnx']
-const QUANTIZATIONS = ['F32', 'F16', 'Q8_0', 'Q4_0']
+// llama-quantize's presets (checked against the core's table by crates/core/tests/presets_list.rs).
+const QUANTIZATIONS = ['F32', 'F16', 'BF16', 'Q8_0', 'Q6_K', 'Q5_K_M', 'Q5_K_S', 'Q5_1', 'Q5_0', 'Q4_K_M', 'Q4_K_S', 'Q4_1', 'Q4_0', 'Q3_K_L', 'Q3_K_M', 'Q3_K_S', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K']
+
+/** `text` broken at spaces into lines of at most `width` characters, each after `indent`. */
+function wrap(text, width, indent) {
+  const lines = ['']
+  for (const word of text.split(' ')) {
+    const line = lines[lines.length - 1]
+    if (line.length + word.length + 1 > width - indent.length && line !== '') lines.push(word)
+    else lines[lines.length - 1] = line === '' ? word : `${line} ${word}`
+  }
+  return lines.map((l) => `\n${indent}${l}`).join('')
+}
 
 const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--durable] [--quiet] [--json]'
 
@@ -16,8 +28,9 @@ OUT. Tensors are streamed one at a time and OUT is written atomically.
 Options:
   -t, --to FORMAT           gguf | safetensors | mlx | onnx (onnx: a linear or logistic
                             regression model file or directory)
-      --quantization TYPE   GGUF only: the type of 2-D weights, F32 (default) | F16 | Q8_0 | Q4_0
-                            (1-D tensors stay F32 unless F16 is asked)
+      --quantization TYPE   GGUF only: a llama-quantize preset (below); each tensor gets the
+                            type llama-quantize gives it. Without it every tensor keeps its
+                            type (integers always do)
       --durable             fsync OUT before renaming it into place (survives a power cut;
                             without it the write is atomic but may be lost on power loss)
   -q, --quiet               no progress bar and no summary
@@ -25,11 +38,15 @@ Options:
                             outputFormat, tensors, inputBytes, outputBytes, quantization?}
   -h, --help                show this help
 
+Presets (--quantization):${wrap(QUANTIZATIONS.join(' | '), 88, '  ')}
+(Q3_K, Q4_K and Q5_K are llama-quantize's names for the _M mixes.)
+
 On a terminal, a progress bar (bytes done / total, rate, ETA) and then a one-line summary are
 written to stderr. When stderr is not a terminal the command prints nothing unless --json.
 
 Examples:
   safetensors-node convert model.safetensors model.gguf --to gguf --quantization Q8_0
+  safetensors-node convert model-f16.gguf model-Q4_K_M.gguf --to gguf --quantization Q4_K_M
   safetensors-node convert model.gguf model.safetensors --to safetensors
   safetensors-node convert ./classifier classifier.onnx --to onnx`
 

@@ -306,3 +306,45 @@ fn random_corruption_never_panics() {
         assert!(largest <= 1 << 20, "allocated {largest}");
     }
 }
+
+/// Every block type, with a lying file: rows that are not whole blocks, data one byte short
+/// of what the shape needs, dimension products that overflow — ERR_INVALID_GGUF naming the
+/// tensor. A well-formed tensor of the type opens, and decodes (every bit pattern of its
+/// blocks is valid, NaN scales included) or is ERR_UNSUPPORTED_DTYPE.
+#[test]
+fn every_block_type_lies_are_rejected_and_blocks_decode() {
+    for &ty in GgmlType::ALL.iter().filter(|t| t.is_quantized()) {
+        let (block, bytes) = (ty.block_size() as u64, ty.type_size());
+        let case = |ne: &[u64], data_len: usize| {
+            let mut r = Raw::header(3, 1, 0);
+            r.tensor("w", ne, ty.id(), 0);
+            let e = rejects(&r.data(data_len), SMALL);
+            assert_eq!(e.tensor(), Some("w"), "{ty}: {e}");
+        };
+        case(&[block + 1], 2 * bytes); // a row that is not whole blocks
+        case(&[block / 2], bytes); // half a block
+        case(&[block * 2, 3], 6 * bytes - 1); // one byte short
+        case(&[block, 1 << 62, 4], 64); // the element count overflows
+        case(&[block * (1 << 40)], 64); // far beyond the file
+
+        // Two rows of two blocks, every byte 0xFF: f16 scales are NaN, quants at their maxima.
+        let mut r = Raw::header(3, 1, 0);
+        r.tensor("w", &[block * 2, 2], ty.id(), 0);
+        let mut bytes_ = r.data(4 * bytes);
+        let n = bytes_.len();
+        bytes_[n - 4 * bytes..].fill(0xFF);
+        let file = GgufFile::parse(&bytes_).unwrap();
+        match file.tensor("w") {
+            Ok(view) => {
+                assert!(ty.can_decode(), "{ty}");
+                assert_eq!(view.shape, vec![2, block as usize * 2]);
+                assert_eq!(view.data.len(), 4 * block as usize * 4);
+            }
+            Err(e) => {
+                assert!(!ty.can_decode(), "{ty}: {e}");
+                assert_eq!(e.code(), "ERR_UNSUPPORTED_DTYPE", "{ty}");
+                assert_eq!(e.tensor(), Some("w"));
+            }
+        }
+    }
+}

@@ -3,7 +3,7 @@
 use half::f16;
 use stcore::format::gguf::{
     self, choose_type, standard_metadata, write_gguf, write_gguf_file, GgmlType, GgufArray,
-    GgufFile, GgufTensorSpec, GgufValue, Quantization,
+    GgufFile, GgufTensorSpec, GgufValue, Preset,
 };
 use stcore::{DType, TensorView};
 
@@ -39,7 +39,7 @@ fn write(
 #[test]
 fn round_trip_of_every_written_type() {
     let mat = values(3 * 5, 1);
-    let vec7 = [1.0f32, 0.1, 65504.0, 1e-8, -2.5, 3.140_625_2, 70000.0];
+    let vec7 = [1.0f32, 0.1, 65504.0, 1e-8, -2.5, 3.140_625_2, 65519.0];
     let q8 = values(4 * 64, 2);
     let q4 = values(2 * 96, 3);
     let bf16_src: Vec<f32> = values(64, 4)
@@ -133,8 +133,8 @@ fn round_trip_of_every_written_type() {
     assert_eq!(f32_of(&t), rne);
     assert_eq!(
         f32_of(&t)[6],
-        f32::INFINITY,
-        "70000 overflows f16 to inf under RNE"
+        65504.0,
+        "65519 still rounds down to f16's largest"
     );
     assert_eq!(
         file.raw("half").unwrap(),
@@ -219,34 +219,68 @@ fn header_bytes_are_exactly_the_spec() {
 }
 
 #[test]
-fn converts_every_real_source_dtype() {
-    let ints: Vec<u8> = [-3i32, 7, 0, 1 << 20]
+fn integers_are_stored_as_integers_and_f16_overflow_is_refused() {
+    // 16777217 is not an f32: stored as I32 it stays exact (it became 16777216 as F32).
+    let ints: Vec<u8> = [-3i32, 7, 0, 16_777_217]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    let wide: Vec<u8> = [1.0f64 + 1e-12, 2.0, 65520.0, -1e-9]
+    let longs: Vec<u8> = [i64::MIN, 5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let wide: Vec<u8> = [1.0f64 + 1e-12, 2.0, 65519.0, -1e-9]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
     let sources = [
-        TensorView::new("i", DType::I32, vec![4], ints).unwrap(),
+        TensorView::new("i", DType::I32, vec![4], ints.clone()).unwrap(),
+        TensorView::new("l", DType::I64, vec![1, 2], longs.clone()).unwrap(),
         TensorView::new("d", DType::F64, vec![4], wide).unwrap(),
     ];
     let specs = [
-        GgufTensorSpec::new("i", vec![4], GgmlType::F32),
+        GgufTensorSpec::new("i", vec![4], GgmlType::I32),
+        GgufTensorSpec::new("l", vec![1, 2], GgmlType::I64),
         GgufTensorSpec::new("d", vec![4], GgmlType::F16),
     ];
     let metadata = standard_metadata("x", "x", &specs);
     let bytes = write(&metadata, &specs, &sources).unwrap();
     let file = GgufFile::parse(&bytes).unwrap();
-    assert_eq!(
-        f32_of(&file.tensor("i").unwrap()),
-        vec![-3.0, 7.0, 0.0, 1048576.0]
-    );
-    // 65520 lies exactly halfway between the largest f16 and the next step: RNE gives inf.
+    let i = file.tensor("i").unwrap();
+    assert_eq!((i.dtype, i.data.as_ref()), (DType::I32, &ints[..]));
+    let l = file.tensor("l").unwrap();
+    assert_eq!((l.dtype, l.data.as_ref()), (DType::I64, &longs[..]));
     let d = f32_of(&file.tensor("d").unwrap());
-    assert_eq!(&d[..3], &[1.0, 2.0, f32::INFINITY]);
+    assert_eq!(&d[..3], &[1.0, 2.0, 65504.0]);
     assert_eq!(d[3], f16::from_f64(-1e-9).to_f32());
+
+    // An integer tensor is never cast to a float type or quantized.
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
+        let n = if ty.is_quantized() { 32 } else { 4 };
+        let src = TensorView::new("i", DType::I32, vec![n], vec![0u8; 4 * n]).unwrap();
+        let spec = [GgufTensorSpec::new("i", vec![n], ty)];
+        let e = write(&standard_metadata("x", "x", &spec), &spec, &[src]).unwrap_err();
+        assert_eq!(
+            (e.code(), e.tensor()),
+            ("ERR_UNSUPPORTED_DTYPE", Some("i")),
+            "{ty}"
+        );
+    }
+    // 65520 is halfway between f16's largest and the next step: RNE would give infinity.
+    // BF16's 99840 (issue 16) and F64's 65520 are refused, naming the tensor and the value.
+    let bf = half::bf16::from_f32(99840.0).to_bits().to_le_bytes();
+    for (dtype, data) in [
+        (DType::BF16, bf.to_vec()),
+        (DType::F64, 65520f64.to_le_bytes().to_vec()),
+        (DType::F32, (-1e9f32).to_le_bytes().to_vec()),
+    ] {
+        let src = TensorView::new("big", dtype, vec![1], data).unwrap();
+        let spec = [GgufTensorSpec::new("big", vec![1], GgmlType::F16)];
+        let e = write(&standard_metadata("x", "x", &spec), &spec, &[src]).unwrap_err();
+        assert_eq!(
+            (e.code(), e.tensor()),
+            ("ERR_INVALID_ARGUMENT", Some("big")),
+            "{dtype}"
+        );
+        assert!(e.to_string().contains("F16"), "{e}");
+    }
 }
 
 #[test]
@@ -314,7 +348,11 @@ fn writer_rejects_what_ggml_would_not_read() {
         "ERR_INVALID_ARGUMENT"
     );
     assert_eq!(
-        code(vec![GgufTensorSpec::new("w", vec![2], GgmlType::BF16)]),
+        code(vec![GgufTensorSpec::new(
+            "w",
+            vec![2, 256],
+            GgmlType::IQ2_XXS
+        )]),
         "ERR_INVALID_ARGUMENT"
     );
     assert_eq!(
@@ -398,12 +436,7 @@ fn other_alignments_are_honoured() {
 #[test]
 fn conversion_policy_feeds_the_writer() {
     let shapes: [&[usize]; 4] = [&[64, 64], &[64], &[10, 33], &[]];
-    for q in [
-        Quantization::F32,
-        Quantization::F16,
-        Quantization::Q8_0,
-        Quantization::Q4_0,
-    ] {
+    for &q in Preset::ALL {
         let specs: Vec<GgufTensorSpec> = shapes
             .iter()
             .enumerate()
@@ -417,7 +450,7 @@ fn conversion_policy_feeds_the_writer() {
             metadata
                 .iter()
                 .any(|(k, _)| k == "general.quantization_version"),
-            matches!(q, Quantization::Q8_0 | Quantization::Q4_0)
+            q.default_type().is_quantized()
         );
     }
 }

@@ -1,6 +1,9 @@
 //! `GgufFile::parse` on arbitrary bytes: every rejection is ERR_INVALID_GGUF; an accepted
 //! file's tensors lie inside the file with exactly the bytes their type and shape need, and
-//! never overlap, and decode (or report ERR_UNSUPPORTED_DTYPE) without panicking.
+//! never overlap, and decode (or report ERR_UNSUPPORTED_DTYPE, for the types without a
+//! decoder) without panicking. The seeds hold a tensor of every ggml block type, so every
+//! decoder of the codec table runs on mutated blocks; a decoded tensor's values are the
+//! reference decoder's, bit for bit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -35,6 +38,14 @@ fuzz_target!(|bytes: &[u8]| {
             Ok(view) => {
                 assert_eq!(view.shape, info.shape);
                 assert_eq!(Some(view.data.len()), view.dtype.byte_len(info.numel()));
+                let ty = info.ggml_type;
+                if ty.is_quantized() {
+                    assert!(ty.can_decode(), "{ty} decoded without a decoder");
+                    let mut reference = vec![0f32; info.numel()];
+                    stcore::codecs::decode_ref(ty, raw, &mut reference).expect("reference decode");
+                    let bits: Vec<u8> = reference.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    assert!(view.data.as_ref() == bits.as_slice(), "{ty}: fast and reference differ");
+                }
             }
             // Reported: a zero-size tensor whose dims overflow outermost-first is listed
             // but not served (tests/fuzz_regressions.rs).

@@ -6,7 +6,7 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::gguf::{self, GgmlType, GgufFile, GgufTensorSpec, GgufValue, Quantization};
+use crate::format::gguf::{self, export, GgmlType, GgufFile, GgufTensorSpec, GgufValue, Preset};
 use crate::format::mlx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorSpec};
 use crate::fsutil::{self, Durability};
@@ -523,15 +523,16 @@ pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
 // ---------------------------------------------------------------------------------------
 // convert.
 
-/// Convert `input` to `output` in the `to` format. `quantization` applies to GGUF (default
-/// F32; see [`gguf::choose_type`] for which tensors take it). `progress(done, total)` counts
+/// Convert `input` to `output` in the `to` format. `quantization` applies to GGUF: a
+/// llama-quantize preset choosing each tensor's type (see [`gguf::plan_export`]); without
+/// one every tensor keeps its type. `progress(done, total)` counts
 /// input tensor bytes. The output is written atomically, without `fsync` (see
 /// [`convert_with`]).
 pub fn convert(
     input_path: &Path,
     output: &Path,
     to: Target,
-    quantization: Option<Quantization>,
+    quantization: Option<Preset>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ConvertReport> {
     convert_with(
@@ -549,7 +550,7 @@ pub fn convert_with(
     input_path: &Path,
     output: &Path,
     to: Target,
-    quantization: Option<Quantization>,
+    quantization: Option<Preset>,
     durability: Durability,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ConvertReport> {
@@ -573,10 +574,12 @@ pub fn convert_with(
     progress(0, total);
     match to {
         Target::SafeTensors => {
-            let metadata = match &input.opened {
-                Opened::File(f) => f.metadata().cloned(),
-                Opened::Mlx(w) => w.metadata.clone(),
-                _ => None,
+            let metadata = match (&input.opened, gguf_ref) {
+                (Opened::File(f), _) => f.metadata().cloned(),
+                (Opened::Dir(d), _) => dir_metadata(d),
+                (Opened::Mlx(w), _) => w.metadata.clone(),
+                (Opened::Gguf(_), Some(file)) => Some(export::metadata_as_strings(file.metadata())),
+                (Opened::Gguf(_), None) => None,
             };
             st::save_streaming_with(output, &specs, metadata.as_ref(), durability, &mut |i| {
                 let view = input.fetch(gguf_ref, &specs[i].name)?;
@@ -586,7 +589,10 @@ pub fn convert_with(
             })?;
         }
         Target::Gguf => {
-            let q = quantization.unwrap_or(Quantization::F32);
+            let choice = match quantization {
+                Some(p) => gguf::QuantizationChoice::Preset(p),
+                None => gguf::QuantizationChoice::Keep,
+            };
             // A model directory of an architecture llama.cpp runs: its own export.
             let recognized = match &input.opened {
                 Opened::Dir(d) if input.format == InputFormat::ModelDir => {
@@ -598,7 +604,7 @@ pub fn convert_with(
                             shape: s.shape.clone(),
                         })
                         .collect();
-                    Some(llamacpp::recognize(d.dir(), d.config(), &listing, q)?)
+                    Some(llamacpp::recognize(d.dir(), d.config(), &listing, choice)?)
                 }
                 _ => None,
             };
@@ -621,36 +627,28 @@ pub fn convert_with(
                 architecture = Some(export.architecture.to_string());
                 written_tensors = export.tensors.len();
             } else {
-                let gspecs: Vec<GgufTensorSpec> = specs
+                let model = match (&input.opened, gguf_ref) {
+                    (Opened::Dir(d), _) => export::model_from_hf_config(d.config()),
+                    (_, Some(file)) => export::model_from_gguf_metadata(file.metadata()),
+                    _ => Default::default(),
+                };
+                let exports: Vec<gguf::ExportTensor> = specs
                     .iter()
-                    .map(|s| {
-                        GgufTensorSpec::new(
-                            &s.name,
-                            s.shape.clone(),
-                            gguf::choose_type(&s.shape, q),
-                        )
+                    .map(|s| gguf::ExportTensor {
+                        name: &s.name,
+                        shape: &s.shape,
+                        dtype: s.dtype,
+                        gguf_input: gguf_ref.is_some(),
                     })
                     .collect();
-                let architecture = match &input.opened {
-                    Opened::Dir(d) => d
-                        .config()
-                        .get("model_type")
-                        .and_then(|v| v.as_str())
-                        .map(str::to_string),
-                    Opened::File(f) => f.metadata().and_then(|m| m.get("model_type").cloned()),
-                    _ => None,
-                }
-                .unwrap_or_else(|| "unknown".to_string());
-                let name = input_path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let mut metadata = gguf::standard_metadata(&architecture, &name, &gspecs);
-                if let Opened::File(f) = &input.opened {
-                    for (k, v) in f.metadata().into_iter().flatten() {
-                        metadata.push((format!("safetensors.{k}"), GgufValue::String(v.clone())));
-                    }
-                }
+                let types = gguf::plan_export(choice, &model, &exports)?;
+                let gspecs: Vec<GgufTensorSpec> = specs
+                    .iter()
+                    .zip(types)
+                    .map(|(s, ty)| GgufTensorSpec::new(&s.name, s.shape.clone(), ty))
+                    .collect();
+                let metadata =
+                    gguf_export_metadata(&input, gguf_ref, input_path, quantization, &gspecs);
                 gguf::write_gguf_file_with(output, durability, &metadata, &gspecs, |i, spec| {
                     let view = input.fetch(gguf_ref, &spec.name)?;
                     done += specs[i].byte_len as u64;
@@ -686,11 +684,82 @@ pub fn convert_with(
         tensors: written_tensors,
         input_bytes: input.size,
         output_bytes,
-        quantization: (to == Target::Gguf)
-            .then(|| quantization.unwrap_or(Quantization::F32).name().to_string()),
+        quantization: quantization.map(|p| p.name().to_string()),
         architecture,
         warnings,
     })
+}
+
+/// The `__metadata__` of a model directory's first weight file.
+fn dir_metadata(d: &ModelDir) -> Option<BTreeMap<String, String>> {
+    d.tensor_names()
+        .next()
+        .and_then(|n| d.source(n).ok())
+        .and_then(|s| s.metadata().cloned())
+}
+
+/// The metadata of a GGUF export: the standard keys, then the input's own — a GGUF input's
+/// key/values (but those describing its layout), a SafeTensors file's or model directory's
+/// `__metadata__` as `safetensors.*` strings — and, for a preset, `general.file_type` and
+/// `general.quantization_version` as llama-quantize writes them.
+fn gguf_export_metadata(
+    input: &Input,
+    gguf_input: Option<&GgufFile<'_>>,
+    input_path: &Path,
+    preset: Option<Preset>,
+    gspecs: &[GgufTensorSpec],
+) -> Vec<(String, GgufValue)> {
+    let architecture = match (&input.opened, gguf_input) {
+        (Opened::Dir(d), _) => d
+            .config()
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        (Opened::File(f), _) => f.metadata().and_then(|m| m.get("model_type").cloned()),
+        (_, Some(file)) => file.architecture().map(str::to_string),
+        _ => None,
+    }
+    .unwrap_or_else(|| "unknown".to_string());
+    let name = gguf_input
+        .and_then(|f| f.get(gguf::keys::NAME))
+        .and_then(GgufValue::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            input_path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let mut metadata = gguf::standard_metadata(&architecture, &name, gspecs);
+    if let Some(file) = gguf_input {
+        for (k, v) in file.metadata() {
+            if !export::is_layout_key(k) && !metadata.iter().any(|(m, _)| m == k) {
+                metadata.push((k.clone(), v.clone()));
+            }
+        }
+    }
+    let strings = match &input.opened {
+        Opened::File(f) => f.metadata().cloned(),
+        Opened::Dir(d) => dir_metadata(d),
+        _ => None,
+    };
+    for (k, v) in strings.into_iter().flatten() {
+        metadata.push((format!("safetensors.{k}"), GgufValue::String(v)));
+    }
+    if let Some(p) = preset {
+        // As llama-quantize writes them, whether or not a tensor ended up quantized.
+        if !metadata
+            .iter()
+            .any(|(k, _)| k == gguf::keys::QUANTIZATION_VERSION)
+        {
+            metadata.push((
+                gguf::keys::QUANTIZATION_VERSION.to_string(),
+                GgufValue::U32(gguf::QUANTIZATION_VERSION),
+            ));
+        }
+        metadata.push((export::FILE_TYPE.to_string(), export::file_type_value(p)));
+    }
+    metadata
 }
 
 #[cfg(test)]

@@ -45,13 +45,9 @@ fn safetensors_gguf_safetensors_round_trip() {
     let ck = checkpoint(d.path());
     let mut events = Vec::new();
     let gg = d.path().join("ck.gguf");
-    let report = convert(
-        &ck,
-        &gg,
-        Target::Gguf,
-        Some(Quantization::Q8_0),
-        &mut |a, b| events.push((a, b)),
-    )
+    let report = convert(&ck, &gg, Target::Gguf, Some(Preset::Q8_0), &mut |a, b| {
+        events.push((a, b))
+    })
     .unwrap();
     assert_eq!((report.tensors, report.output_format.as_str()), (3, "gguf"));
     assert_eq!(events.last().map(|&(a, b)| a == b), Some(true));
@@ -147,7 +143,7 @@ fn onnx_needs_a_model_and_validate_lists_problems() {
             &ck,
             &d.path().join("x"),
             Target::SafeTensors,
-            Some(Quantization::Q8_0),
+            Some(Preset::Q8_0),
             &mut |_, _| {}
         )
         .unwrap_err()

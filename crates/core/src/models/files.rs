@@ -3,7 +3,7 @@
 
 use super::{AnyModel, LinearRegression, LogisticRegression};
 use crate::error::{CoreError, Result};
-use crate::format::gguf::{self, GgufTensorSpec, GgufValue, Quantization};
+use crate::format::gguf::{self, GgufTensorSpec, GgufValue, Preset};
 use crate::format::onnx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors};
 use crate::fsutil;
@@ -110,9 +110,10 @@ impl AnyModel {
     /// A GGUF file of the model: architecture `linear_regression` / `logistic_regression`
     /// with `<arch>.n_features`, `<arch>.n_classes`, `<arch>.fit_intercept` and the class
     /// labels; tensors `coefficients`, `intercept` (and `classes` as I32 metadata, not a
-    /// tensor). 2-D coefficient matrices take the requested type (F16 when their rows are not
-    /// whole 32-blocks); 1-D vectors stay F32 unless F16 is asked (see `gguf::choose_type`).
-    pub fn to_gguf(&self, path: &Path, quantization: Quantization) -> Result<()> {
+    /// tensor). 2-D coefficient matrices take the preset's main type (with llama-quantize's
+    /// fallbacks when their rows are not whole blocks); 1-D vectors stay F32 unless F16 or
+    /// BF16 is asked (see `gguf::choose_type`).
+    pub fn to_gguf(&self, path: &Path, quantization: Preset) -> Result<()> {
         self.to_gguf_with(path, quantization, fsutil::Durability::default())
     }
 
@@ -120,7 +121,7 @@ impl AnyModel {
     pub fn to_gguf_with(
         &self,
         path: &Path,
-        quantization: Quantization,
+        quantization: Preset,
         durability: fsutil::Durability,
     ) -> Result<()> {
         let (tensors, _) = self.to_tensors()?;

@@ -37,8 +37,15 @@ fn qx_weight(rmse_type: i32, x: f32) -> f32 {
 /// Symmetric quantization of `x` to `[-nmax, nmax - 1]` (stored in `l` offset by `nmax`),
 /// returning the scale: ggml's `make_qx_quants` without importance weights. The scale is
 /// `1 / iscale` for `rmse_type` 0, otherwise the least-squares scale of the best of 19
-/// candidate `iscale`s around `-nmax / max`.
-pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: i32) -> f32 {
+/// candidate `iscale`s around `-nmax / max`. (Per-element products are computed apart so
+/// they vectorise; each sum still runs left to right, as in C.)
+#[inline(always)]
+pub(super) fn make_qx_quants<const N: usize>(
+    nmax: i32,
+    x: &[f32; N],
+    l_out: &mut [i8; N],
+    rmse_type: i32,
+) -> f32 {
     let mut max = 0f32;
     let mut amax = 0f32;
     for &v in x {
@@ -49,15 +56,24 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: 
         }
     }
     if amax < GROUP_MAX_EPS {
-        l_out.iter_mut().for_each(|l| *l = 0);
+        *l_out = [0; N];
         return 0.0;
     }
-    let clamp = |l: i32| l.clamp(-nmax, nmax - 1);
-    let mut iscale = -(nmax as f32) / max;
-    if rmse_type == 0 {
-        for (o, &v) in l_out.iter_mut().zip(x) {
-            *o = (nmax + clamp(nearest_int(iscale * v))) as i8;
+    let levels = |iscale: f32, out: &mut [f32; N]| {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
         }
+    };
+    let store = |l: &[f32; N], out: &mut [i8; N]| {
+        for (o, &v) in out.iter_mut().zip(l) {
+            *o = (v as i32 + nmax) as i8;
+        }
+    };
+    let mut iscale = -(nmax as f32) / max;
+    let mut l = [0f32; N];
+    levels(iscale, &mut l);
+    store(&l, l_out);
+    if rmse_type == 0 {
         return 1.0 / iscale;
     }
     let (rmse_type, return_early) = if rmse_type < 0 {
@@ -65,15 +81,25 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: 
     } else {
         (rmse_type, false)
     };
-    let mut sumlx = 0f32;
-    let mut suml2 = 0f32;
-    for (o, &v) in l_out.iter_mut().zip(x) {
-        let l = clamp(nearest_int(iscale * v));
-        *o = (l + nmax) as i8;
-        let w = qx_weight(rmse_type, v);
-        sumlx += w * v * l as f32;
-        suml2 += w * l as f32 * l as f32;
+    let mut w = [0f32; N];
+    for (w, &v) in w.iter_mut().zip(x) {
+        *w = qx_weight(rmse_type, v);
     }
+    let sums = |l: &[f32; N]| {
+        let mut wxl = [0f32; N];
+        let mut wll = [0f32; N];
+        for i in 0..N {
+            wxl[i] = w[i] * x[i] * l[i];
+            wll[i] = w[i] * l[i] * l[i];
+        }
+        let (mut sumlx, mut suml2) = (0f32, 0f32);
+        for i in 0..N {
+            sumlx += wxl[i];
+            suml2 += wll[i];
+        }
+        (sumlx, suml2)
+    };
+    let (sumlx, suml2) = sums(&l);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     if return_early {
         return if suml2 > 0.0 {
@@ -88,18 +114,10 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: 
             continue;
         }
         iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        sumlx = 0.0;
-        suml2 = 0.0;
-        for &v in x {
-            let l = clamp(nearest_int(iscale * v));
-            let w = qx_weight(rmse_type, v);
-            sumlx += w * v * l as f32;
-            suml2 += w * l as f32 * l as f32;
-        }
+        levels(iscale, &mut l);
+        let (sumlx, suml2) = sums(&l);
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for (o, &v) in l_out.iter_mut().zip(x) {
-                *o = (nmax + clamp(nearest_int(iscale * v))) as i8;
-            }
+            store(&l, l_out);
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -182,18 +200,22 @@ pub(super) struct Qkx2 {
 /// Asymmetric quantization of `x` to `[0, nmax]` with a scale and a minimum, searching
 /// `nstep + 1` candidate scales for the smallest weighted error: ggml's `make_qkx2_quants`.
 /// Returns `(scale, -min)`.
-pub(super) fn make_qkx2_quants(
+///
+/// The arithmetic is ggml's, in its order; the loops are split so that the per-element work
+/// (quantizing, the error terms) vectorises while each sum is still accumulated element by
+/// element, left to right, as in C (float addition is not associative).
+#[inline(always)]
+pub(super) fn make_qkx2_quants<const N: usize>(
     p: &Qkx2,
-    x: &[f32],
-    weights: &[f32],
-    l_out: &mut [u8],
+    x: &[f32; N],
+    weights: &[f32; N],
+    l_out: &mut [u8; N],
 ) -> (f32, f32) {
-    let n = x.len();
     let mut min = x[0];
     let mut max = x[0];
     let mut sum_w = weights[0];
     let mut sum_x = sum_w * x[0];
-    for i in 1..n {
+    for i in 1..N {
         if x[i] < min {
             min = x[i];
         }
@@ -208,39 +230,39 @@ pub(super) fn make_qkx2_quants(
         min = 0.0;
     }
     if max == min {
-        l_out.iter_mut().for_each(|l| *l = 0);
+        *l_out = [0; N];
         return (0.0, -min);
     }
     let nmax = p.nmax;
-    let quant = |iscale: f32, v: f32, min: f32| nearest_int(iscale * (v - min)).clamp(0, nmax);
     let mut iscale = nmax as f32 / (max - min);
     let mut scale = 1.0 / iscale;
-    let mut best_error = 0f32;
-    for i in 0..n {
-        let l = quant(iscale, x[i], min);
-        l_out[i] = l as u8;
-        let diff = scale * l_out[i] as f32 + min - x[i];
-        let diff = if p.use_mad { diff.abs() } else { diff * diff };
-        best_error += weights[i] * diff;
+    let mut levels = [0f32; N];
+    quantize_levels(iscale, x, min, nmax, &mut levels);
+    let mut best_error = weighted_error(scale, min, &levels, x, weights, p.use_mad);
+    for (o, &l) in l_out.iter_mut().zip(&levels) {
+        *o = l as u8;
     }
     if p.nstep < 1 {
         return (scale, -min);
     }
-    let mut laux = [0u8; 32];
-    let laux = &mut laux[..n];
     for is in 0..=p.nstep {
         iscale = (p.rmin + p.rdelta * is as f32 + nmax as f32) / (max - min);
-        let mut sum_l = 0f32;
-        let mut sum_l2 = 0f32;
-        let mut sum_xl = 0f32;
-        for i in 0..n {
-            let l = quant(iscale, x[i], min);
-            laux[i] = l as u8;
-            let w = weights[i];
-            let lf = l as f32;
-            sum_l += w * lf;
-            sum_l2 += w * lf * lf;
-            sum_xl += w * lf * x[i];
+        let mut laux = [0f32; N];
+        quantize_levels(iscale, x, min, nmax, &mut laux);
+        // Products first (they vectorise), then the three sums in ggml's order.
+        let mut wl = [0f32; N];
+        let mut wll = [0f32; N];
+        let mut wlx = [0f32; N];
+        for i in 0..N {
+            wl[i] = weights[i] * laux[i];
+            wll[i] = wl[i] * laux[i];
+            wlx[i] = wl[i] * x[i];
+        }
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..N {
+            sum_l += wl[i];
+            sum_l2 += wll[i];
+            sum_xl += wlx[i];
         }
         let d = sum_w * sum_l2 - sum_l * sum_l;
         if d > 0.0 {
@@ -250,14 +272,11 @@ pub(super) fn make_qkx2_quants(
                 this_min = 0.0;
                 this_scale = sum_xl / sum_l2;
             }
-            let mut cur_error = 0f32;
-            for i in 0..n {
-                let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                let diff = if p.use_mad { diff.abs() } else { diff * diff };
-                cur_error += weights[i] * diff;
-            }
+            let cur_error = weighted_error(this_scale, this_min, &laux, x, weights, p.use_mad);
             if cur_error < best_error {
-                l_out.copy_from_slice(laux);
+                for (o, &l) in l_out.iter_mut().zip(&laux) {
+                    *o = l as u8;
+                }
                 best_error = cur_error;
                 scale = this_scale;
                 min = this_min;
@@ -265,6 +284,56 @@ pub(super) fn make_qkx2_quants(
         }
     }
     (scale, -min)
+}
+
+/// `clamp(nearest_int(iscale * (x - min)), 0, nmax)` for every value, as floats.
+#[inline(always)]
+fn quantize_levels<const N: usize>(
+    iscale: f32,
+    x: &[f32; N],
+    min: f32,
+    nmax: i32,
+    out: &mut [f32; N],
+) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = nearest_int(iscale * (v - min)).clamp(0, nmax) as f32;
+    }
+}
+
+/// `Σ w · err(scale · l + min - x)`, `err` the absolute value or the square, summed left to
+/// right as ggml does.
+#[inline(always)]
+fn weighted_error<const N: usize>(
+    scale: f32,
+    min: f32,
+    levels: &[f32; N],
+    x: &[f32; N],
+    weights: &[f32; N],
+    use_mad: bool,
+) -> f32 {
+    let mut terms = [0f32; N];
+    for i in 0..N {
+        let diff = scale * levels[i] + min - x[i];
+        let diff = if use_mad { diff.abs() } else { diff * diff };
+        terms[i] = weights[i] * diff;
+    }
+    let mut sum = 0f32;
+    for t in terms {
+        sum += t;
+    }
+    sum
+}
+
+/// The `N` values of `a` from `start` as an array (`start + N` is within `a` at every call).
+#[inline(always)]
+pub(super) fn sub_array<const N: usize, T>(a: &[T], start: usize) -> &[T; N] {
+    a[start..start + N].try_into().expect("in range")
+}
+
+/// [`sub_array`], mutable.
+#[inline(always)]
+pub(super) fn sub_array_mut<const N: usize, T>(a: &mut [T], start: usize) -> &mut [T; N] {
+    (&mut a[start..start + N]).try_into().expect("in range")
 }
 
 /// The 6-bit scale and minimum of sub-block `j` of a Q4_K / Q5_K block's 12 scale bytes
@@ -334,7 +403,7 @@ pub(super) fn sub_block_scales_k4(
     let mut mins = [0f32; 8];
     let mut weights = [0f32; 32];
     for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
+        let xs: &[f32; 32] = sub_array(x, 32 * j);
         let mut sum_x2 = 0f32;
         for &v in xs {
             sum_x2 += v * v;
@@ -343,7 +412,7 @@ pub(super) fn sub_block_scales_k4(
         for (w, &v) in weights.iter_mut().zip(xs) {
             *w = av_x + v.abs();
         }
-        let (scale, min) = make_qkx2_quants(p, xs, &weights, &mut l[32 * j..32 * j + 32]);
+        let (scale, min) = make_qkx2_quants(p, xs, &weights, sub_array_mut(l, 32 * j));
         scales[j] = scale;
         mins[j] = min;
     }

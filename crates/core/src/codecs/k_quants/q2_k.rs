@@ -7,7 +7,7 @@
 
 use super::super::simd::{block_loop, fast_kernel};
 use super::super::{f16_le, fp16_bits, nearest_int, Kernels, QK_K};
-use super::{make_qkx2_quants, Qkx2};
+use super::{make_qkx2_quants, sub_array, sub_array_mut, Qkx2};
 
 const BYTES: usize = 84;
 
@@ -55,11 +55,11 @@ fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
     let mut max_scale = 0f32;
     let mut max_min = 0f32;
     for j in 0..16 {
-        let xs = &x[16 * j..16 * j + 16];
+        let xs: &[f32; 16] = sub_array(x, 16 * j);
         for (w, &v) in weights.iter_mut().zip(xs) {
             *w = v.abs();
         }
-        let (scale, min) = make_qkx2_quants(&SEARCH, xs, &weights, &mut l[16 * j..16 * j + 16]);
+        let (scale, min) = make_qkx2_quants(&SEARCH, xs, &weights, sub_array_mut(&mut l, 16 * j));
         scales[j] = scale;
         mins[j] = min;
         if scale > max_scale {

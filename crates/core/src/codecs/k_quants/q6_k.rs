@@ -7,7 +7,7 @@
 
 use super::super::simd::{block_loop, fast_kernel};
 use super::super::{f16_le, fp16_bits, nearest_int, Kernels, QK_K};
-use super::{make_qx_quants, GROUP_MAX_EPS};
+use super::{make_qx_quants, sub_array, sub_array_mut, GROUP_MAX_EPS};
 
 const BYTES: usize = 210;
 
@@ -36,14 +36,10 @@ fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
     let mut scales = [0f32; 16];
     let mut max_scale = 0f32;
     let mut max_abs_scale = 0f32;
-    for ib in 0..16 {
-        let scale = make_qx_quants(
-            32,
-            &x[16 * ib..16 * ib + 16],
-            &mut l[16 * ib..16 * ib + 16],
-            1,
-        );
-        scales[ib] = scale;
+    for (ib, s) in scales.iter_mut().enumerate() {
+        let scale =
+            make_qx_quants::<16>(32, sub_array(x, 16 * ib), sub_array_mut(&mut l, 16 * ib), 1);
+        *s = scale;
         let abs_scale = scale.abs();
         if abs_scale > max_abs_scale {
             max_abs_scale = abs_scale;

@@ -8,7 +8,7 @@ use super::hparams::field_error;
 use super::names::{self, rule, Dim::*, Dims, NamePolicy, Need::*, TensorRule};
 use super::vocab;
 use super::{
-    file_type, output_type, size_label, Architecture, ExportTensor, LlamaExport, Metadata,
+    output_type, size_label, source_dtype, Architecture, ExportTensor, LlamaExport, Metadata,
     ModelInput, Origin, Transform,
 };
 use crate::error::Result;
@@ -92,16 +92,18 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     let tensors: Vec<ExportTensor> = mapped
         .iter()
-        .map(|m| ExportTensor {
-            ggml_type: output_type(&m.gguf, &m.shape, input.quantization),
-            name: m.gguf.clone(),
-            shape: m.shape.clone(),
-            origin: Origin::Source {
-                name: m.source.clone(),
-                transform: Transform::Identity,
-            },
+        .map(|m| {
+            Ok(ExportTensor {
+                ggml_type: output_type(&m.gguf, &m.shape, source_dtype(input.tensors, &m.source))?,
+                name: m.gguf.clone(),
+                shape: m.shape.clone(),
+                origin: Origin::Source {
+                    name: m.source.clone(),
+                    transform: Transform::Identity,
+                },
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let vocab = vocab::wordpiece(input.dir, h, h.raw())?;
 
     let k = |s: &str| format!("bert.{s}");
@@ -121,7 +123,8 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
     );
     md.set(
         "general.file_type",
-        GgufValue::U32(file_type(input.quantization)),
+        // Set by `recognize` once the tensors' final types are known.
+        GgufValue::U32(0),
     );
     md.set(k("attention.causal"), GgufValue::Bool(false));
     if let Some(p) = pooling_type(input.dir)? {

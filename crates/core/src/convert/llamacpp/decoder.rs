@@ -5,7 +5,7 @@ use super::hparams::{field_error, Hparams};
 use super::names::{self, Dims, NamePolicy, TensorRule};
 use super::vocab::{self, Vocab};
 use super::{
-    file_type, output_type, size_label, ExportTensor, LlamaExport, Metadata, ModelInput, Origin,
+    output_type, size_label, source_dtype, ExportTensor, LlamaExport, Metadata, ModelInput, Origin,
     Transform,
 };
 use crate::error::{CoreError, Result};
@@ -128,7 +128,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
             _ => Transform::Identity,
         };
         tensors.push(ExportTensor {
-            ggml_type: output_type(&m.gguf, &m.shape, input.quantization),
+            ggml_type: output_type(&m.gguf, &m.shape, source_dtype(input.tensors, &m.source))?,
             name: m.gguf.clone(),
             shape: m.shape.clone(),
             origin: Origin::Source {
@@ -208,7 +208,8 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     }
     md.set(
         "general.file_type",
-        GgufValue::U32(file_type(input.quantization)),
+        // Set by `recognize` once the tensors' final types are known.
+        GgufValue::U32(0),
     );
     if spec.vocab_and_rope_dims {
         md.set(k("vocab_size"), GgufValue::U32(vocab_size as u32));

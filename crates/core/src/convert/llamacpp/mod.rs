@@ -27,7 +27,7 @@ pub(crate) mod vocab;
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::gguf::{GgmlType, GgufTensorSpec, GgufValue, Quantization};
+use crate::format::gguf::{self, GgmlType, GgufTensorSpec, GgufValue, QuantizationChoice};
 use crate::tensor::TensorView;
 use hparams::Hparams;
 use serde_json::Value as Json;
@@ -196,7 +196,6 @@ pub(crate) struct ModelInput<'a> {
     pub dir: &'a Path,
     pub hparams: Hparams,
     pub tensors: &'a [TensorListing],
-    pub quantization: Quantization,
 }
 
 /// An architecture: the Hugging Face class names (`config.json`'s `architectures`) and
@@ -211,12 +210,12 @@ pub(crate) struct Architecture {
 const ARCHITECTURES: &[&Architecture] = &[&bert::ARCH, &llama::ARCH, &qwen2::ARCH, &qwen3::ARCH];
 
 /// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its
-/// llama.cpp export with `quantization` as the requested type.
+/// llama.cpp export: the converter's types, then, with a preset, llama-quantize's.
 pub fn recognize(
     dir: &Path,
     config: &Json,
     tensors: &[TensorListing],
-    quantization: Quantization,
+    quantization: QuantizationChoice,
 ) -> Result<Recognition> {
     let hparams = Hparams::new(config)?;
     let classes: Vec<&str> = match hparams.get("architectures") {
@@ -251,41 +250,80 @@ pub fn recognize(
         dir,
         hparams,
         tensors,
-        quantization,
     };
-    let export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
+    let mut export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
+    quantize_plan(&mut export, quantization).map_err(|e| e.with_path(dir))?;
     Ok(Recognition::Known(Box::new(export)))
 }
 
-/// The ggml type of an output tensor, as llama.cpp's converter chooses it: tensors of one
-/// dimension, norms, biases, position and token-type embeddings stay F32; everything else
-/// takes the requested type, falling back to F16 where a row is not whole blocks.
-pub(crate) fn output_type(name: &str, shape: &[usize], requested: Quantization) -> GgmlType {
+/// Apply `quantization` to an export whose tensors have the converter's types, as
+/// llama-quantize would on the converter's file (the model's numbers from the export's own
+/// `{arch}.*` keys), and set `general.file_type` to match.
+fn quantize_plan(export: &mut LlamaExport, quantization: QuantizationChoice) -> Result<()> {
+    let file_type = match quantization {
+        QuantizationChoice::Keep => {
+            let types: Vec<(GgmlType, &[usize])> = export
+                .tensors
+                .iter()
+                .map(|t| (t.ggml_type, t.shape.as_slice()))
+                .collect();
+            gguf::export::file_type_of_kept(&types)
+        }
+        QuantizationChoice::Preset(preset) => {
+            let model = gguf::export::model_from_gguf_metadata(&export.metadata);
+            let plans: Vec<gguf::TensorPlan> = export
+                .tensors
+                .iter()
+                .map(|t| gguf::TensorPlan {
+                    name: &t.name,
+                    shape: &t.shape,
+                    current: t.ggml_type,
+                })
+                .collect();
+            let types = gguf::plan_preset(preset, &model, &plans)?;
+            for (t, ty) in export.tensors.iter_mut().zip(types) {
+                t.ggml_type = ty;
+            }
+            preset.file_type()
+        }
+    };
+    for (k, v) in export.metadata.iter_mut() {
+        if k == "general.file_type" {
+            *v = GgufValue::U32(file_type);
+        }
+    }
+    Ok(())
+}
+
+/// The ggml type of an output tensor as llama.cpp's converter writes it, before any
+/// quantization preset: tensors of one dimension, norms, biases, position and token-type
+/// embeddings F32; everything else in its source's type (integers stay integers; a dtype
+/// GGUF cannot hold is ERR_UNSUPPORTED_DTYPE).
+pub(crate) fn output_type(name: &str, shape: &[usize], source: DType) -> Result<GgmlType> {
     let always_f32 = shape.len() <= 1
         || name.ends_with("_norm.weight")
         || !name.ends_with(".weight")
         || name == "position_embd.weight"
         || name == "token_types.weight";
-    if always_f32 {
-        return GgmlType::F32;
-    }
-    let t = requested.ggml_type();
-    let row = shape.last().copied().unwrap_or(1);
-    if !row.is_multiple_of(t.block_size()) {
-        GgmlType::F16
+    let base = gguf::export::base_type(source).map_err(|e| e.with_tensor(name))?;
+    let float = !matches!(
+        base,
+        GgmlType::I8 | GgmlType::I16 | GgmlType::I32 | GgmlType::I64
+    );
+    Ok(if always_f32 && float {
+        GgmlType::F32
     } else {
-        t
-    }
+        base
+    })
 }
 
-/// `general.file_type` (llama.cpp's `llama_ftype`) of a requested type.
-pub(crate) fn file_type(q: Quantization) -> u32 {
-    match q {
-        Quantization::F32 => 0,
-        Quantization::F16 => 1,
-        Quantization::Q4_0 => 2,
-        Quantization::Q8_0 => 7,
-    }
+/// The dtype of source tensor `name` in the listing (F32 if it is not listed: it cannot be,
+/// the architectures map listed tensors only).
+pub(crate) fn source_dtype(tensors: &[TensorListing], name: &str) -> DType {
+    tensors
+        .iter()
+        .find(|t| t.name == name)
+        .map_or(DType::F32, |t| t.dtype)
 }
 
 /// `general.size_label` as gguf-py writes it: the parameter count with two significant

@@ -4,7 +4,7 @@
 //! llama.cpp's converter) are in `__test__/llama.spec.ts`.
 
 use super::*;
-use crate::format::gguf::GgufArray;
+use crate::format::gguf::{GgufArray, Preset};
 use serde_json::json;
 use std::fs;
 
@@ -113,20 +113,43 @@ fn llama3_rope_factors_are_torchs_bits() {
 
 #[test]
 fn types_follow_the_converters_rules() {
-    use Quantization::*;
-    let t = |name: &str, shape: &[usize], q| output_type(name, shape, q);
-    assert_eq!(t("token_embd.weight", &[100, 64], Q8_0), GgmlType::Q8_0);
-    assert_eq!(t("token_embd.weight", &[100, 64], F16), GgmlType::F16);
-    assert_eq!(t("blk.0.attn_norm.weight", &[64], F16), GgmlType::F32);
-    assert_eq!(t("blk.0.attn_q_norm.weight", &[64], Q8_0), GgmlType::F32);
-    assert_eq!(t("blk.0.attn_q.bias", &[64], F16), GgmlType::F32);
-    assert_eq!(t("position_embd.weight", &[512, 384], F16), GgmlType::F32);
-    assert_eq!(t("token_types.weight", &[2, 384], Q8_0), GgmlType::F32);
-    assert_eq!(t("blk.0.ffn_up.weight", &[10, 33], Q8_0), GgmlType::F16);
-    assert_eq!(t("blk.0.ffn_up.weight", &[10, 33], F32), GgmlType::F32);
-    assert_eq!(file_type(F32), 0);
-    assert_eq!(file_type(F16), 1);
-    assert_eq!(file_type(Q8_0), 7);
+    let t = |name: &str, shape: &[usize], d| output_type(name, shape, d).unwrap();
+    assert_eq!(
+        t("token_embd.weight", &[100, 64], DType::F16),
+        GgmlType::F16
+    );
+    assert_eq!(
+        t("token_embd.weight", &[100, 64], DType::BF16),
+        GgmlType::BF16
+    );
+    assert_eq!(
+        t("blk.0.attn_norm.weight", &[64], DType::F16),
+        GgmlType::F32
+    );
+    assert_eq!(
+        t("blk.0.attn_q_norm.weight", &[64], DType::BF16),
+        GgmlType::F32
+    );
+    assert_eq!(t("blk.0.attn_q.bias", &[64], DType::F16), GgmlType::F32);
+    assert_eq!(
+        t("position_embd.weight", &[512, 384], DType::F16),
+        GgmlType::F32
+    );
+    assert_eq!(
+        t("token_types.weight", &[2, 384], DType::BF16),
+        GgmlType::F32
+    );
+    assert_eq!(
+        t("blk.0.ffn_up.weight", &[10, 33], DType::F32),
+        GgmlType::F32
+    );
+    // Integers stay integers; a dtype GGUF cannot hold is refused, naming the tensor.
+    assert_eq!(t("position_ids", &[1, 512], DType::I64), GgmlType::I64);
+    let e = output_type("mask.weight", &[4, 4], DType::U8).unwrap_err();
+    assert_eq!(
+        (e.code(), e.tensor()),
+        ("ERR_UNSUPPORTED_DTYPE", Some("mask.weight"))
+    );
 }
 
 #[test]
@@ -245,7 +268,7 @@ fn a_bert_directory_with_vocab_txt_and_cls_pooling() {
             dir.path(),
             &bert_config(),
             &bert_tensors(),
-            Quantization::F16,
+            QuantizationChoice::Preset(Preset::F16),
         )
         .unwrap(),
     );
@@ -297,7 +320,14 @@ fn unknown_architectures_are_recognised_as_unknown() {
         json!({"model_type": "tiny_llama"}),
         json!({}),
     ] {
-        match recognize(dir.path(), &config, &[], Quantization::F32).unwrap() {
+        match recognize(
+            dir.path(),
+            &config,
+            &[],
+            QuantizationChoice::Preset(Preset::F32),
+        )
+        .unwrap()
+        {
             Recognition::Unknown(w) => assert!(w.contains("llama.cpp"), "{w}"),
             Recognition::Known(_) => panic!("{config} recognised"),
         }
@@ -317,7 +347,7 @@ fn expect_invalid(result: Result<Recognition>, needle: &str) -> CoreError {
 #[test]
 fn bad_bert_input_names_the_field_tensor_or_file() {
     let dir = bert_dir();
-    let q = Quantization::F32;
+    let q = QuantizationChoice::Preset(Preset::F32);
     let with = |k: &str, v: Json| {
         let mut c = bert_config();
         c[k] = v;
@@ -488,7 +518,7 @@ fn a_llama_directory_with_tokenizer_model() {
             dir.path(),
             &llama_config(),
             &llama_tensors(2),
-            Quantization::Q8_0,
+            QuantizationChoice::Preset(Preset::Q8_0),
         )
         .unwrap(),
     );
@@ -555,7 +585,7 @@ fn a_llama_directory_with_tokenizer_model() {
 fn bad_llama_input_names_the_field_tensor_or_file() {
     let dir = tempfile::tempdir().unwrap();
     write_spm(dir.path());
-    let q = Quantization::F32;
+    let q = QuantizationChoice::Preset(Preset::F32);
     let with = |k: &str, v: Json| {
         let mut c = llama_config();
         c[k] = v;

@@ -17,20 +17,23 @@
 //! row length), so a row-major shape `[rows, cols]` is stored as `ne = [cols, rows]`. Every
 //! shape in this module's API is outermost first, like the rest of the crate.
 
+pub mod export;
 mod read;
 mod value;
 mod write;
 
+pub use crate::codecs::presets::{Preset, QuantizationChoice, TensorPlan, TypePlanModel};
 pub use crate::codecs::{
     dequantize_q4_0, dequantize_q4_0_ref, dequantize_q8_0, dequantize_q8_0_ref, quantize_q4_0,
     quantize_q4_0_ref, quantize_q8_0, quantize_q8_0_ref, GgmlType, Q4_0_BLOCK_BYTES,
     Q8_0_BLOCK_BYTES, QK,
 };
+pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{GgufFile, GgufTensorInfo};
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 pub use write::{
     choose_type, standard_metadata, write_gguf, write_gguf_file, write_gguf_file_with,
-    GgufTensorSpec, Quantization,
+    GgufTensorSpec,
 };
 
 /// The four bytes every GGUF file starts with.

@@ -23,7 +23,7 @@ fn ggml_type_table() {
 
 #[test]
 fn choose_type_policy() {
-    use Quantization::*;
+    use Preset::*;
     assert_eq!(choose_type(&[4096, 4096], Q8_0), GgmlType::Q8_0);
     assert_eq!(choose_type(&[8, 4096, 64], Q4_0), GgmlType::Q4_0);
     assert_eq!(choose_type(&[4096], Q8_0), GgmlType::F32);
@@ -31,9 +31,17 @@ fn choose_type_policy() {
     assert_eq!(choose_type(&[4096], F16), GgmlType::F16);
     assert_eq!(choose_type(&[10, 33], Q8_0), GgmlType::F16);
     assert_eq!(choose_type(&[33, 10], F32), GgmlType::F32);
-    assert_eq!(Quantization::parse("q4_0").unwrap(), Q4_0);
+    // K presets: the main type, falling back as llama-quantize does for short rows.
+    assert_eq!(choose_type(&[64, 512], Q4_K_M), GgmlType::Q4_K);
+    assert_eq!(choose_type(&[64, 96], Q4_K_S), GgmlType::Q5_0);
+    assert_eq!(choose_type(&[64, 96], Q6_K), GgmlType::Q8_0);
+    assert_eq!(choose_type(&[64, 96], Q5_K_M), GgmlType::Q5_1);
+    assert_eq!(choose_type(&[64, 96], Q2_K), GgmlType::Q4_0);
+    assert_eq!(choose_type(&[64, 100], Q3_K_L), GgmlType::F16);
+    assert_eq!(Preset::parse("q4_0").unwrap(), Q4_0);
+    assert_eq!(Preset::parse("q4_k").unwrap(), Q4_K_M);
     assert_eq!(
-        Quantization::parse("q4_k").unwrap_err().code(),
+        Preset::parse("q4_2").unwrap_err().code(),
         "ERR_INVALID_ARGUMENT"
     );
 }

@@ -12,13 +12,14 @@
 //! given), tensors laid out in order with zero padding to the alignment after each one, the
 //! last included, strings and arrays within ggml's limits, no arrays of arrays.
 
+use super::export;
 use super::value::{encode_string, GgufArray, GgufValue};
-use super::QK;
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT,
     MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, QUANTIZATION_VERSION,
 };
 use crate::cast;
+use crate::codecs::presets::{self, Preset};
 use crate::dtype::DType;
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::fsutil;
@@ -40,63 +41,26 @@ const MAX_WRITTEN_NAME_BYTES: usize = 63;
 /// The spec's limit on key length.
 const MAX_KEY_BYTES: usize = u16::MAX as usize;
 
-/// The storage a conversion asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Quantization {
-    F32,
-    F16,
-    Q8_0,
-    Q4_0,
-}
-
-impl Quantization {
-    /// Parse a caller's choice: "F32", "F16", "Q8_0" or "Q4_0" (any case).
-    pub fn parse(name: &str) -> Result<Quantization> {
-        [
-            Quantization::F32,
-            Quantization::F16,
-            Quantization::Q8_0,
-            Quantization::Q4_0,
-        ]
-        .into_iter()
-        .find(|q| q.name().eq_ignore_ascii_case(name))
-        .ok_or_else(|| {
-            CoreError::invalid_argument(format!(
-                "unknown GGUF type '{name}'; expected F32, F16, Q8_0 or Q4_0"
-            ))
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        self.ggml_type().name()
-    }
-
-    pub fn ggml_type(self) -> GgmlType {
-        match self {
-            Quantization::F32 => GgmlType::F32,
-            Quantization::F16 => GgmlType::F16,
-            Quantization::Q8_0 => GgmlType::Q8_0,
-            Quantization::Q4_0 => GgmlType::Q4_0,
-        }
-    }
-}
-
-/// The type a checkpoint tensor of `shape` (outermost first) is stored as when `requested`
-/// is asked for, following llama.cpp's conversion habits:
+/// The type a tensor of a classical model (`toGguf`: coefficient matrices and vectors, not
+/// llama.cpp-named weights) of `shape` (outermost first) is stored as under `preset`:
 ///
-/// * F32 and F16 apply to every tensor.
-/// * Q8_0 and Q4_0 apply to weights of two or more dimensions. Tensors of one dimension or
-///   none (norms, biases, scalars) are small and precision-sensitive: they stay F32.
-/// * A Q8_0/Q4_0 block covers 32 consecutive elements of a row, so a tensor whose innermost
-///   dimension is not a multiple of 32 cannot be stored that way: it falls back to F16.
-pub fn choose_type(shape: &[usize], requested: Quantization) -> GgmlType {
-    match requested {
-        Quantization::F32 | Quantization::F16 => requested.ggml_type(),
-        Quantization::Q8_0 | Quantization::Q4_0 => match shape.last() {
-            _ if shape.len() < 2 => GgmlType::F32,
-            Some(row) if !row.is_multiple_of(QK) => GgmlType::F16,
-            _ => requested.ggml_type(),
-        },
+/// * F32, F16 and BF16 apply to every tensor.
+/// * Block presets give tensors of two or more dimensions the preset's main type (Q4_K for
+///   Q4_K_M), falling back as llama-quantize does when a row is not a whole number of its
+///   blocks (Q4_K → Q5_0, …, F16 when even 32 does not divide the row). Tensors of one
+///   dimension or none (intercepts, binary models' coefficient vectors) are small and
+///   precision-sensitive: they stay F32.
+///
+/// Conversions of checkpoints use llama-quantize's per-tensor rules instead
+/// ([`super::export::plan_export`]).
+pub fn choose_type(shape: &[usize], preset: Preset) -> GgmlType {
+    let main = preset.default_type();
+    if !main.is_quantized() {
+        return main;
+    }
+    match shape.last() {
+        Some(&row) if shape.len() >= 2 => presets::fallback(main, row),
+        _ => GgmlType::F32,
     }
 }
 
@@ -121,13 +85,11 @@ impl GgufTensorSpec {
     /// tensor's size in bytes. Errors are ERR_INVALID_ARGUMENT naming the tensor.
     pub fn byte_len(&self) -> Result<usize> {
         let fail = |msg: String| Err(CoreError::invalid_argument(msg).with_tensor(&self.name));
-        if !matches!(
-            self.ggml_type,
-            GgmlType::F32 | GgmlType::F16 | GgmlType::Q8_0 | GgmlType::Q4_0
-        ) {
+        if !writable(self.ggml_type) {
             return fail(format!(
-                "GGUF type {} cannot be written; use F32, F16, Q8_0 or Q4_0",
-                self.ggml_type
+                "GGUF type {} cannot be written; the types written are {}",
+                self.ggml_type,
+                writable_names().join(", ")
             ));
         }
         if self.name.is_empty() || self.name.len() > MAX_WRITTEN_NAME_BYTES {
@@ -157,8 +119,8 @@ impl GgufTensorSpec {
         let row = self.shape.last().copied().unwrap_or(1);
         if !row.is_multiple_of(self.ggml_type.block_size()) {
             return fail(format!(
-                "{} stores rows in blocks of {}, but the innermost dimension is {row} \
-                 (choose_type falls back to F16 for such tensors)",
+                "{} stores rows in blocks of {}, but the innermost dimension is {row}, which no \
+                 whole number of blocks fills (choose a type whose blocks divide it, or F16)",
                 self.ggml_type,
                 self.ggml_type.block_size()
             ));
@@ -284,8 +246,10 @@ impl Counting<'_> {
 
 /// Write a GGUF file to `out`: the header for `metadata` and `tensors`, then each tensor's
 /// data, obtained by calling `load(index, spec)` once per tensor, in order. The loaded view
-/// must have the spec's shape and any real dtype; it is converted to the spec's type (F16 by
-/// round to nearest even; Q8_0/Q4_0 by ggml's reference rules) in chunks. `metadata` must
+/// must have the spec's shape; a tensor whose dtype is the spec's plain type (F32, F16,
+/// BF16, F64, I8–I64) is copied as it is, a floating-point one is converted to the spec's
+/// type in chunks (F16 by round to nearest even, refusing values beyond its range; block
+/// types by ggml's reference quantizers), and integers are never converted. `metadata` must
 /// hold `general.architecture` (see [`standard_metadata`]). Returns the bytes written.
 pub fn write_gguf<'d, F>(
     out: &mut dyn Write,
@@ -402,24 +366,38 @@ where
     .map_err(|e| e.with_path(path))
 }
 
+/// Whether the writer can store type `ty`: the types with an encoder, and the plain types
+/// whose bytes it copies (integers and F64, from tensors of that very dtype).
+fn writable(ty: GgmlType) -> bool {
+    ty.can_encode() || ty.codec().native.is_some()
+}
+
+fn writable_names() -> Vec<&'static str> {
+    GgmlType::ALL
+        .iter()
+        .filter(|t| writable(**t))
+        .map(|t| t.name())
+        .collect()
+}
+
 /// Convert `view` to `ty` chunk by chunk and write it.
 fn write_tensor_data(out: &mut Counting<'_>, view: &TensorView<'_>, ty: GgmlType) -> Result<()> {
     let src = view.dtype;
+    let codec = ty.codec();
     // Same type: the bytes are already right.
-    if (ty == GgmlType::F32 && src == DType::F32) || (ty == GgmlType::F16 && src == DType::F16) {
+    if codec.native == Some(src) {
         return out.write(&view.data);
     }
-    if !src.is_real_numeric() {
+    if codec.encode.is_none() {
+        // Integers (and F64) are stored as they are, never cast.
         return Err(CoreError::unsupported_dtype(format!(
-            "{src} cannot be converted to {ty}"
+            "a {src} tensor cannot be stored as {ty} (only a {ty} tensor can)"
         )));
     }
-    if !matches!(
-        ty,
-        GgmlType::F32 | GgmlType::F16 | GgmlType::Q8_0 | GgmlType::Q4_0
-    ) {
-        return Err(CoreError::invalid_argument(format!(
-            "GGUF type {ty} cannot be written"
+    let float = src == DType::F32 || src == DType::F64 || src.upcasts_to_f32();
+    if !float {
+        return Err(CoreError::unsupported_dtype(format!(
+            "{src} cannot be converted to {ty}: only floating-point tensors are converted"
         )));
     }
     let elem = src
@@ -434,34 +412,59 @@ fn write_tensor_data(out: &mut Counting<'_>, view: &TensorView<'_>, ty: GgmlType
         |i, staging, encoded| {
             let start = i * piece_bytes;
             let piece = data.get(start..data.len().min(start + piece_bytes));
-            encode_piece(piece.unwrap_or_default(), src, elem, ty, staging, encoded)
+            let piece = Piece {
+                bytes: piece.unwrap_or_default(),
+                first: i * PIECE_ELEMENTS,
+                src,
+                elem,
+            };
+            encode_piece(&piece, ty, staging, encoded)
         },
         |bytes| out.write(bytes),
     )
 }
 
-/// Convert one piece of a tensor (`src` elements of `elem` bytes) to `ty`, into `encoded`.
-fn encode_piece(
-    piece: &[u8],
+/// One piece of a tensor: `bytes` hold elements `first..` of dtype `src` (`elem` bytes each).
+struct Piece<'a> {
+    bytes: &'a [u8],
+    first: usize,
     src: DType,
     elem: usize,
+}
+
+/// Convert one piece of a tensor to `ty`, into `encoded`.
+fn encode_piece(
+    piece: &Piece<'_>,
     ty: GgmlType,
     staging: &mut Vec<f32>,
     encoded: &mut Vec<u8>,
 ) -> Result<()> {
+    let (bytes, src) = (piece.bytes, piece.src);
     // Map the piece's pages of the input in one call rather than one fault per 16 pages as
     // the kernels walk it (64M F32 elements of page cache: Q4_0 46 -> 35 ms).
-    crate::buffer::populate_read(piece);
-    if ty == GgmlType::F16 && src == DType::F64 {
+    crate::buffer::populate_read(bytes);
+    if src == DType::F64 && matches!(ty, GgmlType::F16 | GgmlType::BF16) {
         // Straight from f64, avoiding a double rounding through f32.
-        *encoded = cast::encode_f64(&cast::elements::<f64>(piece), DType::F16)?;
+        let values = cast::elements::<f64>(bytes);
+        if ty == GgmlType::F16 {
+            let wide: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+            export::check_f16_range(&wide, piece.first)?;
+        }
+        *encoded = cast::encode_f64(
+            &values,
+            if ty == GgmlType::F16 {
+                DType::F16
+            } else {
+                DType::BF16
+            },
+        )?;
         return Ok(());
     }
-    let floats: &[f32] = match cast::aligned_elements::<f32>(piece) {
+    let floats: &[f32] = match cast::aligned_elements::<f32>(bytes) {
         Some(f) if src == DType::F32 => f,
         _ => {
-            staging.resize(piece.len() / elem, 0.0);
-            cast::to_f32(src, piece, staging)?;
+            staging.resize(bytes.len() / piece.elem, 0.0);
+            cast::to_f32(src, bytes, staging)?;
             staging
         }
     };
@@ -470,7 +473,10 @@ fn encode_piece(
             encoded.clear();
             encoded.extend_from_slice(cast::element_bytes(floats));
         }
-        GgmlType::F16 => cast::encode_f16_into(floats, encoded),
+        GgmlType::F16 => {
+            export::check_f16_range(floats, piece.first)?;
+            cast::encode_f16_into(floats, encoded);
+        }
         ty => {
             encoded.resize(floats.len() / ty.block_size() * ty.type_size(), 0);
             crate::codecs::encode_here(ty, floats, encoded)?;
