@@ -82,6 +82,14 @@ function handle(req: IncomingMessage, res: ServerResponse) {
         return streamZeros(res, HUGE)
       }
       return res.writeHead(404).end()
+    case 'bigindex': // a directory whose index declares 100 MiB, or whose weights.mlx declares 2 GiB
+    case 'bigmlx': {
+      if (name.endsWith('config.json')) return res.writeHead(200, { 'Content-Length': 2 }).end('{}')
+      const huge = mode === 'bigindex' ? name.endsWith('model.safetensors.index.json') && 100 * MiB : name.endsWith('weights.mlx') && 2048 * MiB
+      if (!huge) return res.writeHead(404).end()
+      res.writeHead(200, { 'Content-Length': huge })
+      return streamZeros(res, Math.min(huge, HUGE))
+    }
     case 'bigconfig': // a 256 MiB config.json (chunked, or with its length)
     case 'bigconfigcl':
       if (name.endsWith('config.json')) {
@@ -166,6 +174,8 @@ describe('remote reads hold only what they asked for (peak RSS of the client < 1
     ['a config.json declaring 20 GiB', 'load', '/cl20gconfig/dir/', 'ERR_INVALID_MODEL', /config.json is larger than 16 MiB \(21474836480 bytes/],
     ['a 256 MiB config.json, chunked', 'load', '/bigconfig/dir/', 'ERR_INVALID_MODEL', /config.json is larger than 16 MiB/],
     ['a 256 MiB config.json with its Content-Length', 'load', '/bigconfigcl/dir/', 'ERR_INVALID_MODEL', /config.json is larger than 16 MiB \(268435456 bytes/],
+    ['a sharded index declaring 100 MiB', 'load', '/bigindex/dir/', 'ERR_INVALID_MODEL', /model.safetensors.index.json is larger than 64 MiB \(104857600 bytes/],
+    ['a weights.mlx declaring 2 GiB', 'load', '/bigmlx/dir/', 'ERR_INVALID_MLX', /weights.mlx is larger than 1024 MiB \(2147483648 bytes/],
   ]
   for (const [what, how, path, code, message] of cases) {
     it(what, async () => {
