@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
-import { SafeTensorsFile, saveFile, validate } from '../index.js'
+import { LinearRegression, SafeTensorsFile, saveFile, validate } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -15,6 +15,7 @@ import { tempDir } from './helpers'
 const CYCLES_CHILD = join(__dirname, 'child/load_cycles.cjs')
 const WORKER = join(__dirname, 'child/load_worker.cjs')
 const TERMINATE_CHILD = join(__dirname, 'child/worker_terminate.cjs')
+const SYNC_LOOP_CHILD = join(__dirname, 'child/sync_loop.cjs')
 
 let dir = ''
 let path = ''
@@ -107,6 +108,101 @@ describe('open / getTensor / drop cycles', () => {
     const report = runCycles(2000, 0, 'upcast')
     console.log(`2,000 synchronous upcasts (256 KiB each): RSS ${report.samples[0].rssMiB.toFixed(1)} → ${report.beforeYield.rssMiB.toFixed(1)} MiB before the loop yields`)
     expect(report.beforeYield.rssMiB - report.samples[0].rssMiB).toBeLessThan(128)
+  })
+})
+
+// Every output a synchronous call makes lives in an ArrayBuffer that V8 allocates, so V8
+// frees the dropped ones as it collects, while the loop runs. When large outputs were external
+// buffers, Node freed them only once the event loop turned: a loop of 40 upcasts of 32 MiB
+// held all 40 (1.3 GB) until it yielded.
+describe('synchronous loops of large outputs', () => {
+  let loopDir = ''
+  beforeAll(() => {
+    loopDir = tempDir('stn-sync-loop-')
+    const rows = 2048
+    const cols = 4096
+    const h = new Float32Array(rows * cols)
+    const w = new Float32Array(rows * cols)
+    for (let i = 0; i < h.length; i++) {
+      h[i] = ((i % 512) - 256) / 64 // exact in BF16
+      w[i] = (i % 1000) * 0.25
+    }
+    saveFile(join(loopDir, 'big.safetensors'), {
+      h: { dtype: 'BF16', shape: [rows, cols], data: h },
+      w: { shape: [rows, cols], data: w },
+    })
+    saveFile(join(loopDir, 'bf16.safetensors'), { h: { dtype: 'BF16', shape: [rows, cols], data: h } })
+    mkdirSync(join(loopDir, 'model'))
+    writeFileSync(join(loopDir, 'model', 'config.json'), '{"model_type": "test"}')
+    saveFile(join(loopDir, 'model', 'model.safetensors'), { h: { dtype: 'BF16', shape: [rows, cols], data: h } })
+    // y = 2 x0 - x1 + 0.5 x2 + 1 (x3 varies, with no weight), fitted exactly.
+    const n = 64
+    const x = new Float32Array(n * 4)
+    const y = new Float32Array(n)
+    for (let r = 0; r < n; r++) {
+      x.set([r % 7, r % 5, r % 3, 1 + (r % 11)], 4 * r)
+      y[r] = 2 * (r % 7) - (r % 5) + 0.5 * (r % 3) + 1
+    }
+    new LinearRegression().fit({ data: x, rows: n, cols: 4 }, y).saveSafetensors(join(loopDir, 'linear.safetensors'))
+  })
+  afterAll(() => {
+    if (loopDir) rmSync(loopDir, { recursive: true, force: true })
+  })
+
+  interface LoopReport {
+    baseMiB: number
+    peakMiB: number
+    afterMiB: number
+    outMiB: number
+    ms: number
+  }
+  function loop(mode: string, iterations: number): LoopReport {
+    const r = spawnSync(process.execPath, ['--expose-gc', SYNC_LOOP_CHILD, loopDir, mode, String(iterations)], { encoding: 'utf8', timeout: 120_000 })
+    expect(r.status, r.stderr).toBe(0)
+    return JSON.parse(r.stdout)
+  }
+
+  // Iterations × output size is 1.25 GiB in every case: what the loop would hold if nothing
+  // were freed before it yields. It may hold at most a quarter of that (V8 keeps a few dead
+  // buffers between collections: 1–6 outputs were seen here).
+  const cases: Array<[string, string, number]> = [
+    ['upcast', 'getTensor of BF16 as F32 (32 MiB)', 40],
+    ['f64', "getTensor(…, { as: 'F64' }) (64 MiB)", 20],
+    ['copy', 'getTensor(…, { copy: true }) of F32 (32 MiB)', 40],
+    ['slice', 'getSlice gathering 2,048 runs, upcast (16 MiB)', 80],
+    ['loadfile', "loadFile(…, { as: 'F32' }) (32 MiB)", 40],
+    ['model', "Model.loadPretrainedSync(…, { as: 'F32' }).getTensor (32 MiB)", 40],
+    ['predict', 'LinearRegression.predict of 2M rows (8 MiB)', 160],
+  ]
+  for (const [mode, what, iterations] of cases) {
+    it(`${what}: the loop holds a few outputs, not every one; values exact`, () => {
+      const r = loop(mode, iterations)
+      const held = r.peakMiB - r.baseMiB
+      console.log(`${iterations} × ${what} without yielding: RSS ${r.baseMiB.toFixed(0)} → peak ${r.peakMiB.toFixed(0)} MiB (${(held / r.outMiB).toFixed(1)} outputs), ${r.afterMiB.toFixed(0)} MiB after; ${r.ms} ms`)
+      expect(iterations * r.outMiB).toBe(1280)
+      expect(held).toBeLessThan(320)
+      expect(r.afterMiB - r.baseMiB).toBeLessThan(64)
+    })
+  }
+
+  it('zero-copy views stay views: a loop of 40 costs no memory; writes show through every view', () => {
+    const r = loop('views', 40)
+    expect(r.peakMiB - r.baseMiB).toBeLessThan(16)
+  })
+
+  it('an upcast gives its source pages back the first time, keeps them the second; never the pages of a view', () => {
+    const r = spawnSync(process.execPath, ['--expose-gc', SYNC_LOOP_CHILD, loopDir, 'pages', '0'], { encoding: 'utf8', timeout: 60_000 })
+    expect(r.status, r.stderr).toBe(0)
+    const p = JSON.parse(r.stdout)
+    console.log(`resident pages of a 16 MiB BF16 file's mapping: ${p.afterFirst} KiB after one upcast, ${p.afterSecond} KiB after a second; ${p.viewed} KiB with a raw view alive`)
+    // One upcast: only the header page and the tensor's partial last page stay.
+    expect(p.afterFirst).toBeLessThanOrEqual(8)
+    // Converted again: kept (a caller converting the same tensor repeatedly maps it once).
+    expect(p.afterSecond).toBeGreaterThanOrEqual(16384)
+    // A raw view was written through: the upcast kept its pages, so the write survives in
+    // the view, in a new view of the same mapping, and in the upcast that read it.
+    expect(p.viewed).toBeGreaterThanOrEqual(16384)
+    expect({ up: p.upcastSeesWrite, raw: p.rawKeepsWrite, again: p.newViewSeesWrite }).toEqual({ up: 4, raw: 0x40, again: 0x40 })
   })
 })
 

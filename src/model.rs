@@ -4,7 +4,7 @@ use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
 use crate::models::{parse_matrix, with_matrix};
 use crate::tasks::{CoreTask, ProgressSink};
-use crate::typed::{to_typed_array, ReadAs, ReadMode};
+use crate::typed::{new_array, to_typed_array, JsArray, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -260,17 +260,21 @@ impl Model {
     /// Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
     /// (config.json `model_type`): linear → one value per row; logistic → class
     /// probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
-    #[napi(strict, ts_args_type = "x: Matrix")]
-    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
+    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
         let run = || {
             let model = self
                 .predictor
                 .get_or_init(|| AnyModel::from_model_dir(&self.inner))
                 .as_ref()
                 .map_err(Clone::clone)?;
-            with_matrix(&parse_matrix(&x)?, |x| model.predict(x))
+            Ok((model, parse_matrix(&x)?))
         };
-        run().map(Float32Array::new).or_throw(&env)
+        let (model, x) = run().or_throw(&env)?;
+        let len = x.rows().saturating_mul(model.output_width());
+        new_array(&env, TypedArrayType::Float32, len, |out| {
+            with_matrix(&x, |x| model.predict_into(x, out))
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::args::{with_view, ViewArg};
 use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
+use crate::typed::{new_array, JsArray};
 use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
@@ -54,6 +55,14 @@ pub enum MatrixArg<'x> {
     Rows(Vec<f64>, usize, usize),
     F32(ViewArg<'x>, usize, usize),
     F64(ViewArg<'x>, usize, usize),
+}
+
+impl MatrixArg<'_> {
+    pub fn rows(&self) -> usize {
+        match self {
+            MatrixArg::Rows(_, r, _) | MatrixArg::F32(_, r, _) | MatrixArg::F64(_, r, _) => *r,
+        }
+    }
 }
 
 /// Phase 1 of `number[][]` or `{ data: Float32Array | Float64Array, rows, cols }`
@@ -387,10 +396,13 @@ impl LinearRegression {
         Ok(this)
     }
 
-    #[napi(strict, ts_args_type = "x: Matrix")]
-    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict(x));
-        run().map(Float32Array::new).or_throw(&env)
+    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
+        let x = parse_matrix(&x).or_throw(&env)?;
+        let model = self.inner.borrow();
+        new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
+            with_matrix(&x, |x| model.predict_into(x, out))
+        })
     }
 
     /// `predict` off the event loop (for large batches; the input is copied first).
@@ -511,17 +523,24 @@ impl LogisticRegression {
     }
 
     /// Predicted class labels.
-    #[napi(strict, ts_args_type = "x: Matrix")]
-    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<Int32Array> {
-        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict(x));
-        run().map(Int32Array::new).or_throw(&env)
+    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Int32Array")]
+    pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
+        let x = parse_matrix(&x).or_throw(&env)?;
+        let model = self.inner.borrow();
+        new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
+            with_matrix(&x, |x| model.predict_into(x, out))
+        })
     }
 
     /// Class probabilities, rows × classes, row-major (columns in `classes` order).
-    #[napi(strict, ts_args_type = "x: Matrix")]
-    pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<Float32Array> {
-        let run = || with_matrix(&parse_matrix(&x)?, |x| self.inner.borrow().predict_proba(x));
-        run().map(Float32Array::new).or_throw(&env)
+    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
+        let x = parse_matrix(&x).or_throw(&env)?;
+        let model = self.inner.borrow();
+        let len = x.rows().saturating_mul(model.classes().len());
+        new_array(&env, TypedArrayType::Float32, len, |out| {
+            with_matrix(&x, |x| model.predict_proba_into(x, out))
+        })
     }
 
     #[napi(

@@ -9,6 +9,18 @@ use stcore::CoreError;
 
 type Work<T> = Box<dyn FnOnce() -> CoreResult<T> + Send>;
 
+thread_local! {
+    /// Set while a task's work runs on a libuv worker thread.
+    static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the current code runs inside a task's work (off the JS thread). Outputs made
+/// there are finished there; outputs made on the JS thread may be filled when they reach JS
+/// (`crate::typed`).
+pub fn in_task() -> bool {
+    IN_TASK.with(|f| f.get())
+}
+
 pub struct CoreTask<T> {
     work: Option<Work<T>>,
     failure: Option<CoreError>,
@@ -36,7 +48,10 @@ impl<T: Send + ToNapiValue + TypeName + 'static> Task for CoreTask<T> {
             .take()
             .ok_or_else(|| napi::Error::from_reason("task ran twice"))?;
         // A panic must never cross into Node: turn it into an error.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        IN_TASK.with(|f| f.set(true));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        IN_TASK.with(|f| f.set(false));
+        match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
                 let reason = e.to_string();

@@ -1,15 +1,25 @@
-//! Tensor bytes → JavaScript typed arrays: a zero-copy view of shared memory when the data
-//! is aligned for its element type, an aligned owned copy otherwise.
+//! Tensor bytes → JavaScript typed arrays, in one of three forms:
 //!
-//! Owned copies below [`LARGE_BUFFER_BYTES`] go to JS in an ArrayBuffer that V8 allocates
-//! ([`SmallCopy`]); larger ones (huge-page outputs) and views are external buffers. The
-//! difference is when memory comes back: Node runs the finalizers of external buffers only
-//! between event-loop turns, so a synchronous loop of upcasts used to hold every copy until
-//! it yielded (2,000 × 256 KiB ≈ 500 MiB), while V8 frees its own buffers as it collects.
+//! - **Views**: a zero-copy external buffer over shared memory (the private file mapping)
+//!   when the data is aligned for its element type and no copy was asked for.
+//! - **V8 buffers** ([`Fill`]): every output a call on the JS thread produces is written
+//!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS (large
+//!   ones with transparent huge pages requested). Small outputs of tasks are copied into one
+//!   the same way.
+//! - **External huge-page buffers**: large outputs computed in a task (on a libuv thread,
+//!   where V8 cannot allocate) are handed over as they are.
+//!
+//! What decides between the last two is when memory comes back. Node runs the finalizers of
+//! external buffers only between event-loop turns, so in a synchronous loop every external
+//! output stayed allocated until the loop yielded: each new 256 MiB upcast was faulted into
+//! fresh memory while the previous ones were still held (650–1,500 ms per call of 64M
+//! elements instead of ~40 ms). V8 counts the memory of its own ArrayBuffers and frees it
+//! when it collects, during the loop, so the next output reuses it. A task's result reaches
+//! JS through an event-loop turn anyway, and an `await` between calls turns it again.
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
-use stcore::buffer::{Output, LARGE_BUFFER_BYTES};
+use stcore::buffer::{LargeBuffer, Output, LARGE_BUFFER_BYTES};
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::{CoreError, DType};
@@ -27,72 +37,118 @@ pub enum TypedArrayOut {
     U32(Uint32Array),
     I64(BigInt64Array),
     U64(BigUint64Array),
-    Small(SmallCopy),
+    Filled(Fill),
 }
 
-/// Elements whose bytes can be handed over as they are (little-endian hosts only, as the
-/// rest of the crate).
-trait ElementBytes: Send {
-    fn bytes(&self) -> &[u8];
-}
+/// An output written into a V8-allocated ArrayBuffer when it reaches JS (on the JS thread).
+pub struct Fill(Box<dyn FnOnce(napi::sys::napi_env) -> Result<napi::sys::napi_value> + Send>);
 
-impl<T: Element + Send> ElementBytes for Vec<T> {
-    fn bytes(&self) -> &[u8] {
-        cast::element_bytes(self)
+impl Fill {
+    /// `len` elements of `T`, written by `write` (which must set every element and run no
+    /// JavaScript).
+    fn new<T: Element>(
+        kind: TypedArrayType,
+        len: usize,
+        write: impl FnOnce(&mut [T]) -> CoreResult<()> + Send + 'static,
+    ) -> Fill {
+        // SAFETY: called by `to_napi_value` with the current env.
+        Fill(Box::new(move |env| unsafe {
+            v8_array(env, kind, len, write)
+        }))
+    }
+
+    /// A copy of `values`.
+    fn of_vec<T: Element>(kind: TypedArrayType, values: Vec<T>) -> Fill {
+        Fill::new(kind, values.len(), move |dst: &mut [T]| {
+            dst.copy_from_slice(&values);
+            Ok(())
+        })
     }
 }
 
-/// A small owned array, copied into a V8-allocated ArrayBuffer when it reaches JS.
-pub struct SmallCopy {
+/// A new typed array of `len` elements of `T` whose ArrayBuffer V8 allocates, filled by
+/// `write` (large buffers get transparent huge pages asked for first).
+///
+/// # Safety
+/// `env` must be the current environment. `write` must run no JavaScript: the buffer is
+/// written through a raw pointer, which is sound only because no JS value refers to the
+/// buffer yet and nothing else can run meanwhile.
+unsafe fn v8_array<T: Element>(
+    env: napi::sys::napi_env,
     kind: TypedArrayType,
     len: usize,
-    data: Box<dyn ElementBytes>,
+    write: impl FnOnce(&mut [T]) -> CoreResult<()>,
+) -> Result<napi::sys::napi_value> {
+    use napi::sys;
+    let throw = |e: CoreError| crate::error::to_js(&Env::from_raw(env), &e);
+    let bytes = len
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| throw(CoreError::invalid_argument("array size overflows")))?;
+    // V8 aborts the process when it cannot allocate an ArrayBuffer: ask the kernel first.
+    if bytes >= LARGE_BUFFER_BYTES {
+        stcore::buffer::check_allocatable(bytes).map_err(throw)?;
+    }
+    let mut data = std::ptr::null_mut();
+    let mut buffer = std::ptr::null_mut();
+    let mut array = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the current env. The new buffer holds exactly `bytes`
+    // zeroed, writable bytes at `data` (possibly null when empty), aligned for T (checked);
+    // no JS value refers to it until this function returns and `write` runs no JS, so nothing
+    // can detach or free it while it is written.
+    unsafe {
+        napi::check_status!(
+            sys::napi_create_arraybuffer(env, bytes, &mut data, &mut buffer),
+            "cannot allocate an ArrayBuffer of {} bytes",
+            bytes
+        )?;
+        let dst: &mut [T] = if bytes == 0 || data.is_null() {
+            &mut []
+        } else if !(data as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return Err(throw(CoreError::invalid_argument(
+                "an ArrayBuffer is not aligned for its elements",
+            )));
+        } else {
+            stcore::buffer::advise_huge_pages(data.cast(), bytes);
+            std::slice::from_raw_parts_mut(data.cast::<T>(), len)
+        };
+        write(dst).map_err(throw)?;
+        napi::check_status!(
+            sys::napi_create_typedarray(env, kind as i32, len, buffer, 0, &mut array),
+            "cannot create a typed array"
+        )?;
+    }
+    Ok(array)
 }
 
-/// `values` as a typed array of `kind`: a [`SmallCopy`] when small, else `large(values)`.
-fn owned<T: Element + Send + 'static>(
-    values: Vec<T>,
+/// A typed array made during a synchronous call (see [`new_array`]).
+pub struct JsArray(napi::sys::napi_value);
+
+impl TypeName for JsArray {
+    fn type_name() -> &'static str {
+        "TypedArray"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for JsArray {
+    unsafe fn to_napi_value(_env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+        Ok(val.0)
+    }
+}
+
+/// For synchronous calls: a typed array of `len` elements of `T`, written now by `write`
+/// (which must run no JavaScript — take any JS memory it reads only inside it) into an
+/// ArrayBuffer that V8 allocates, and so frees when it collects.
+pub fn new_array<T: Element>(
+    env: &Env,
     kind: TypedArrayType,
-    large: impl FnOnce(Vec<T>) -> TypedArrayOut,
-) -> TypedArrayOut {
-    if std::mem::size_of_val(values.as_slice()) < LARGE_BUFFER_BYTES {
-        TypedArrayOut::Small(SmallCopy {
-            kind,
-            len: values.len(),
-            data: Box::new(values),
-        })
-    } else {
-        large(values)
-    }
-}
-
-impl SmallCopy {
-    /// # Safety
-    /// `env` must be the current environment (as in any `to_napi_value`).
-    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
-        use napi::sys;
-        let bytes = val.data.bytes();
-        let mut data = std::ptr::null_mut();
-        let mut buffer = std::ptr::null_mut();
-        let mut array = std::ptr::null_mut();
-        // SAFETY: plain Node-API calls on the current env; the new buffer holds exactly
-        // `bytes.len()` writable bytes at `data` (null, and not written, when empty).
-        unsafe {
-            napi::check_status!(
-                sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer),
-                "cannot allocate an ArrayBuffer of {} bytes",
-                bytes.len()
-            )?;
-            if !bytes.is_empty() {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len());
-            }
-            napi::check_status!(
-                sys::napi_create_typedarray(env, val.kind as i32, val.len, buffer, 0, &mut array),
-                "cannot create a typed array"
-            )?;
-        }
-        Ok(array)
-    }
+    len: usize,
+    write: impl FnOnce(&mut [T]) -> CoreResult<()>,
+) -> Result<JsArray> {
+    // SAFETY: `env` is the live env of the current call; `write`'s contract is ours.
+    unsafe { v8_array(env.raw(), kind, len, write) }.map(JsArray)
 }
 
 impl TypeName for TypedArrayOut {
@@ -119,7 +175,7 @@ impl ToNapiValue for TypedArrayOut {
                 TypedArrayOut::U32(a) => Uint32Array::to_napi_value(env, a),
                 TypedArrayOut::I64(a) => BigInt64Array::to_napi_value(env, a),
                 TypedArrayOut::U64(a) => BigUint64Array::to_napi_value(env, a),
-                TypedArrayOut::Small(a) => SmallCopy::to_napi_value(env, a),
+                TypedArrayOut::Filled(a) => (a.0)(env),
             }
         }
     }
@@ -161,67 +217,173 @@ impl ReadMode {
     }
 }
 
+/// A tensor's bytes kept for work done later (on the JS thread, when the array reaches JS).
+enum Source {
+    Shared {
+        memory: Arc<Memory>,
+        start: usize,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+impl Source {
+    fn new(bytes: TensorBytes<'_>) -> Source {
+        match bytes {
+            TensorBytes::Shared { memory, start, len } => Source::Shared {
+                memory: Arc::clone(memory),
+                start,
+                len,
+            },
+            TensorBytes::Owned(v) => Source::Owned(v),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            // The range was validated when the bytes were fetched.
+            Source::Shared { memory, start, len } => &memory[*start..*start + *len],
+            Source::Owned(v) => v,
+        }
+    }
+
+    /// Read the bytes once for a conversion: a file mapping's pages are mapped in one call
+    /// first (not one fault per 4 KiB page as the conversion walks them) and given back
+    /// after, unless JS holds a view of them ([`stcore::pages`]).
+    fn convert<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let Source::Shared { memory, start, len } = self else {
+            return f(self.as_slice());
+        };
+        memory.populate_once(*start, *len);
+        let out = f(self.as_slice());
+        memory.release(*start, *len);
+        out
+    }
+}
+
+/// How an output made in a task reaches JS when it is large: a huge-page buffer handed over.
+type External<T> = fn(LargeBuffer<T>) -> TypedArrayOut;
+
+macro_rules! external {
+    ($variant:ident, $array:ident) => {
+        |mut buf| {
+            let ptr = buf.as_mut_ptr();
+            let n = buf.len();
+            // SAFETY: `buf` owns `n` initialised elements at `ptr` (n > 0: large buffers
+            // are never empty); moving it into the finalizer keeps the mapping alive until
+            // JS collects the array.
+            TypedArrayOut::$variant(unsafe {
+                $array::with_external_data(ptr, n, move |_, _| drop(buf))
+            })
+        }
+    };
+}
+
+/// An owned output of `n` elements written by `write`: on the JS thread, straight into a V8
+/// buffer when it reaches JS; in a task, now — into a vector copied into a V8 buffer at
+/// resolve when small, into a huge-page buffer handed over as is when large.
+fn produce<T: Element + Default>(
+    kind: TypedArrayType,
+    n: usize,
+    write: impl FnOnce(&mut [T]) -> CoreResult<()> + Send + 'static,
+    external: External<T>,
+) -> CoreResult<TypedArrayOut> {
+    if !crate::tasks::in_task() {
+        return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write)));
+    }
+    let mut out = Output::<T>::zeroed(n)?;
+    write(out.as_mut_slice())?;
+    Ok(match out {
+        Output::Small(v) => TypedArrayOut::Filled(Fill::of_vec(kind, v)),
+        Output::Large(buf) if buf.is_empty() => {
+            TypedArrayOut::Filled(Fill::of_vec::<T>(kind, vec![]))
+        }
+        Output::Large(buf) => external(buf),
+    })
+}
+
+/// A copy of the bytes as elements of `T` (a trailing partial element is ignored).
+fn copy_of<T: Element + Default>(
+    kind: TypedArrayType,
+    bytes: TensorBytes,
+    external: External<T>,
+) -> CoreResult<TypedArrayOut> {
+    let size = std::mem::size_of::<T>();
+    let n = bytes.as_slice().len() / size;
+    let source = Source::new(bytes);
+    produce(
+        kind,
+        n,
+        move |dst: &mut [T]| {
+            source.convert(|src| {
+                // SAFETY: `dst` holds n elements = n * size bytes, all inside `src`; T is
+                // plain old data; a fresh output cannot overlap the source.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        dst.as_mut_ptr().cast::<u8>(),
+                        n * size,
+                    )
+                };
+            });
+            Ok(())
+        },
+        external,
+    )
+}
+
 macro_rules! view_or_copy {
     ($variant:ident, $array:ident, $kind:ident, $t:ty, $bytes:expr, $copy:expr) => {{
-        let copy_of = |values: Vec<$t>| {
-            owned(values, TypedArrayType::$kind, |v| {
-                TypedArrayOut::$variant($array::new(v))
-            })
-        };
         let bytes: TensorBytes = $bytes;
         match bytes {
-            TensorBytes::Shared { memory, start, len } if !$copy && len > 0 => {
-                let slice = &memory[start..start + len];
-                if (slice.as_ptr() as usize) % std::mem::align_of::<$t>() == 0 {
-                    let keep: Arc<Memory> = Arc::clone(memory);
-                    let ptr = slice.as_ptr() as *mut $t;
-                    let n = len / std::mem::size_of::<$t>();
-                    // SAFETY: `ptr` is aligned and covers `n` elements inside `memory`, which
-                    // the finalizer keeps alive (the Arc moves into it) until JS drops the
-                    // array. The memory is a private copy-on-write map or an owned buffer,
-                    // so JS writes cannot reach the file.
-                    TypedArrayOut::$variant(unsafe {
-                        $array::with_external_data(ptr, n, move |_, _| drop(keep))
-                    })
-                } else {
-                    copy_of(cast::copy_elements::<$t>(slice))
-                }
+            TensorBytes::Shared { memory, start, len }
+                if !$copy
+                    && len > 0
+                    && (memory[start..].as_ptr() as usize) % std::mem::align_of::<$t>() == 0 =>
+            {
+                // JS may write through the view: its pages must never be given back.
+                memory.mark_viewed(start, len);
+                let keep: Arc<Memory> = Arc::clone(memory);
+                let ptr = memory[start..start + len].as_ptr() as *mut $t;
+                let n = len / std::mem::size_of::<$t>();
+                // SAFETY: `ptr` is aligned and covers `n` elements inside `memory`, which
+                // the finalizer keeps alive (the Arc moves into it) until JS drops the
+                // array. The memory is a private copy-on-write map or an owned buffer,
+                // so JS writes cannot reach the file.
+                TypedArrayOut::$variant(unsafe {
+                    $array::with_external_data(ptr, n, move |_, _| drop(keep))
+                })
             }
-            other => copy_of(owned_elements::<$t>(other)),
+            other => copy_of::<$t>(TypedArrayType::$kind, other, external!($variant, $array))?,
         }
     }};
 }
 
-/// A Float32Array owning a conversion's output (a huge-page buffer is handed over as is).
-fn f32_array(out: Output<f32>) -> TypedArrayOut {
-    match out {
-        Output::Small(v) => owned(v, TypedArrayType::Float32, |v| {
-            TypedArrayOut::F32(Float32Array::new(v))
-        }),
-        Output::Large(mut buf) if !buf.is_empty() => {
-            let ptr = buf.as_mut_ptr();
-            let n = buf.len();
-            // SAFETY: `buf` owns `n` initialised f32 at `ptr`; moving it into the finalizer
-            // keeps the mapping alive until JS collects the array.
-            TypedArrayOut::F32(unsafe {
-                Float32Array::with_external_data(ptr, n, move |_, _| drop(buf))
-            })
-        }
-        Output::Large(_) => TypedArrayOut::F32(Float32Array::new(Vec::new())),
-    }
+/// Upcast to f32 (element types [`cast::to_f32`] accepts).
+fn convert_f32(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
+    let n = cast::element_count(dtype, bytes.as_slice())?;
+    // Refuse types that have no f32 form now, with the same error the conversion would give.
+    cast::to_f32(dtype, &[], &mut [])?;
+    let source = Source::new(bytes);
+    produce(
+        TypedArrayType::Float32,
+        n,
+        move |dst: &mut [f32]| source.convert(|src| cast::to_f32(dtype, src, dst)),
+        external!(F32, Float32Array),
+    )
 }
 
-/// Upcast to f32, first mapping the source pages in one call when they are file-backed.
-fn convert_f32(dtype: DType, bytes: &TensorBytes) -> CoreResult<TypedArrayOut> {
-    if let TensorBytes::Shared { memory, start, len } = bytes {
-        memory.populate_once(*start, *len);
-    }
-    cast::to_f32_output(dtype, bytes.as_slice()).map(f32_array)
-}
-
-/// Elements of `T` from bytes we are about to drop anyway.
-fn owned_elements<T: Element>(bytes: TensorBytes) -> Vec<T> {
-    cast::copy_elements::<T>(bytes.as_slice())
+/// Convert to f64 (element types [`cast::to_f64`] accepts).
+fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
+    let n = cast::element_count(dtype, bytes.as_slice())?;
+    cast::to_f64(dtype, &[], &mut [])?;
+    let source = Source::new(bytes);
+    produce(
+        TypedArrayType::Float64,
+        n,
+        move |dst: &mut [f64]| source.convert(|src| cast::to_f64(dtype, src, dst)),
+        external!(F64, Float64Array),
+    )
 }
 
 fn native(dtype: DType, bytes: TensorBytes, copy: bool) -> CoreResult<TypedArrayOut> {
@@ -236,7 +398,7 @@ fn native(dtype: DType, bytes: TensorBytes, copy: bool) -> CoreResult<TypedArray
         DType::U32 => view_or_copy!(U32, Uint32Array, Uint32, u32, bytes, copy),
         DType::I64 => view_or_copy!(I64, BigInt64Array, BigInt64, i64, bytes, copy),
         DType::U64 => view_or_copy!(U64, BigUint64Array, BigUint64, u64, bytes, copy),
-        d if d.upcasts_to_f32() => convert_f32(d, &bytes)?,
+        d if d.upcasts_to_f32() => convert_f32(d, bytes)?,
         // F4 / F6: packed sub-byte values have no JS number type; hand out the stored bytes.
         _ => view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, copy),
     })
@@ -253,11 +415,7 @@ pub fn to_typed_array(
         ReadAs::Raw => Ok(view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, mode.copy)),
         ReadAs::F32 if dtype == DType::F32 => native(dtype, bytes, mode.copy),
         ReadAs::F64 if dtype == DType::F64 => native(dtype, bytes, mode.copy),
-        ReadAs::F32 => convert_f32(dtype, &bytes),
-        ReadAs::F64 => Ok(owned(
-            cast::to_f64_vec(dtype, bytes.as_slice())?,
-            TypedArrayType::Float64,
-            |v| TypedArrayOut::F64(Float64Array::new(v)),
-        )),
+        ReadAs::F32 => convert_f32(dtype, bytes),
+        ReadAs::F64 => convert_f64(dtype, bytes),
     }
 }

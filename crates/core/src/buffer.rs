@@ -143,6 +143,56 @@ impl<T: Element> Output<T> {
     }
 }
 
+/// Ask for transparent huge pages on the 2 MiB-aligned part of `len` bytes at `ptr`, memory
+/// someone else allocated (e.g. a V8 ArrayBuffer, which glibc maps afresh when large) and
+/// nobody has touched yet. Advisory: errors are ignored; below [`LARGE_BUFFER_BYTES`] it does
+/// nothing.
+pub fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    if len < LARGE_BUFFER_BYTES {
+        return;
+    }
+    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+    let end = (ptr as usize).saturating_add(len) / HUGE_PAGE * HUGE_PAGE;
+    if end > start {
+        // SAFETY: the range lies inside the caller's live allocation (2 MiB-aligned subrange
+        // of it); MADV_HUGEPAGE changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// Whether `len` bytes can be allocated at all: an allocator that aborts the process on
+/// failure (V8's `ArrayBuffer::New`) must only be asked for what the kernel would grant. A
+/// fresh anonymous mapping of that size is created (nothing is touched) and released again;
+/// it fails as the real allocation would (overcommit policy, address-space limits).
+pub fn check_allocatable(len: usize) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a fresh private anonymous mapping, never touched, unmapped below.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(CoreError::new(
+            crate::error::ErrorKind::Io,
+            format!(
+                "cannot allocate {len} bytes: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    // SAFETY: exactly the mapping created above.
+    unsafe { libc::munmap(ptr, len) };
+    Ok(())
+}
+
 /// Ask the kernel to map the pages of `bytes` (part of a file mapping) in one call, instead
 /// of one fault per 4 KiB page as a conversion walks them. Advisory: errors are ignored.
 pub fn populate_read(bytes: &[u8]) {

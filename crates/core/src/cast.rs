@@ -245,10 +245,12 @@ fn par_convert<T: Send>(
     convert: impl Fn(&[u8], &mut [T]) + Sync,
 ) {
     let n = dst.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(4);
-    if n < PARALLEL_THRESHOLD || threads < 2 {
+    if n < PARALLEL_THRESHOLD {
+        convert(src, dst);
+        return;
+    }
+    let threads = crate::parallel::default_threads().min(4);
+    if threads < 2 {
         convert(src, dst);
         return;
     }
@@ -355,26 +357,52 @@ pub fn to_f32_output(dtype: DType, src: &[u8]) -> Result<crate::buffer::Output<f
 
 /// Decode to f64 (exact for every real type except I64/U64 beyond 2^53).
 pub fn to_f64_vec(dtype: DType, src: &[u8]) -> Result<Vec<f64>> {
-    let n = element_count(dtype, src)?;
+    let mut out = vec![0f64; element_count(dtype, src)?];
+    to_f64(dtype, src, &mut out)?;
+    Ok(out)
+}
+
+/// Decode `dst.len()` elements of `dtype` from `src` into f64 (see [`to_f64_vec`]).
+pub fn to_f64(dtype: DType, src: &[u8], dst: &mut [f64]) -> Result<()> {
+    if element_count(dtype, src)? != dst.len() {
+        return Err(CoreError::invalid_argument(format!(
+            "{} bytes do not hold {} elements of {dtype}",
+            src.len(),
+            dst.len()
+        )));
+    }
     macro_rules! each {
         ($t:ty, $n:expr) => {
-            src.chunks_exact($n)
-                .map(|b| <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n])) as f64)
-                .collect()
+            for (o, b) in dst.iter_mut().zip(src.chunks_exact($n)) {
+                *o = <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n])) as f64;
+            }
         };
     }
-    Ok(match dtype {
-        DType::F64 => copy_elements::<f64>(src),
+    match dtype {
+        DType::F64 => dst.copy_from_slice(&elements::<f64>(src)),
         DType::I32 => each!(i32, 4),
         DType::U32 => each!(u32, 4),
         DType::I64 => each!(i64, 8),
         DType::U64 => each!(u64, 8),
         _ => {
-            let mut f = vec![0f32; n];
-            to_f32(dtype, src, &mut f)?;
-            f.into_iter().map(f64::from).collect()
+            // Through f32 (exact for every other type), a stack-sized piece at a time.
+            const PIECE: usize = 4096;
+            let size = dtype.size().unwrap_or(1);
+            let mut stage = [0f32; PIECE];
+            for (s, d) in src.chunks(PIECE * size).zip(dst.chunks_mut(PIECE)) {
+                let stage = &mut stage[..d.len()];
+                to_f32(dtype, s, stage)?;
+                for (o, &v) in d.iter_mut().zip(stage.iter()) {
+                    *o = f64::from(v);
+                }
+            }
+            // An unsupported type with no elements still answers as `to_f32` does.
+            if dst.is_empty() {
+                to_f32(dtype, src, &mut [])?;
+            }
         }
-    })
+    }
+    Ok(())
 }
 
 /// Number of whole elements of `dtype` in `src`.
@@ -757,5 +785,39 @@ mod tests {
         let b: Vec<u8> = [0.1f64].iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(to_f32_vec(DType::F64, &b).unwrap(), vec![0.1f32]);
         assert_eq!(to_f64_vec(DType::F64, &b).unwrap(), vec![0.1f64]);
+    }
+
+    #[test]
+    fn to_f64_through_f32_matches_elementwise_over_pieces_and_misaligned_sources() {
+        // Every BF16 and F16 bit pattern (more than 4096 pieces' worth), from an odd address.
+        for dtype in [DType::BF16, DType::F16] {
+            let mut raw = vec![0u8; 1];
+            raw.extend((0..=u16::MAX).flat_map(|b| b.to_le_bytes()));
+            let src = &raw[1..];
+            let got = to_f64_vec(dtype, src).unwrap();
+            let want = to_f32_vec(dtype, src).unwrap();
+            assert_eq!(got.len(), 65536);
+            for (g, w) in got.iter().zip(&want) {
+                assert!(same(*g as f32, *w) && (g.is_nan() || *g == f64::from(*w)));
+            }
+        }
+        let fp8: Vec<u8> = (0..=255).collect();
+        let got = to_f64_vec(DType::F8_E4M3, &fp8).unwrap();
+        let want = to_f32_vec(DType::F8_E4M3, &fp8).unwrap();
+        assert!(got.iter().zip(&want).all(|(g, w)| same(*g as f32, *w)));
+        // Wrong output lengths and types without an f64 form are errors, empty or not.
+        assert!(to_f64(DType::BF16, &[0, 0], &mut [0.0; 2]).is_err());
+        assert_eq!(
+            to_f64(DType::C64, &[], &mut []).unwrap_err().code(),
+            "ERR_UNSUPPORTED_DTYPE"
+        );
+        assert_eq!(
+            to_f64_vec(DType::C64, &[0; 8]).unwrap_err().code(),
+            "ERR_UNSUPPORTED_DTYPE"
+        );
+        assert_eq!(
+            to_f64_vec(DType::F4, &[0]).unwrap_err().code(),
+            "ERR_UNSUPPORTED_DTYPE"
+        );
     }
 }

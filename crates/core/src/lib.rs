@@ -13,6 +13,7 @@ pub mod error;
 pub mod format;
 pub mod fsutil;
 pub mod models;
+pub mod pages;
 pub mod parallel;
 pub mod pretrained;
 pub mod tensor;

@@ -15,11 +15,16 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// More threads than this only fight over memory bandwidth.
 const MAX_THREADS: usize = 8;
 
-/// Threads worth using here: the cores available, at most [`MAX_THREADS`].
+/// Threads worth using here: the cores available, at most [`MAX_THREADS`]. Asked once per
+/// process: `available_parallelism` reads cgroup files on Linux (~20 system calls), which
+/// profiles showed dominating conversions made of many small calls.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(MAX_THREADS)
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |p| p.get())
+            .min(MAX_THREADS)
+    })
 }
 
 struct Slot {

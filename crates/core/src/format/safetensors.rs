@@ -569,36 +569,42 @@ pub enum Memory {
     Owned(Vec<u8>),
 }
 
-/// A private file mapping, and the ranges already asked to be populated.
+/// A private file mapping, and what has been done to its pages ([`crate::pages`]).
 pub struct Mapping {
     map: memmap2::MmapMut,
-    populated: std::sync::Mutex<std::collections::HashSet<(usize, usize)>>,
+    pages: crate::pages::PageState,
 }
 
 impl Mapping {
     pub fn new(map: memmap2::MmapMut) -> Mapping {
         Mapping {
             map,
-            populated: Default::default(),
+            pages: Default::default(),
         }
     }
 }
 
 impl Memory {
-    /// Map the pages of `start..start + len` in one call before a conversion walks them (see
-    /// [`crate::buffer::populate_read`]), once per range and mapping: asking again for pages
-    /// already mapped still walks the page tables (profiled at 10–19 ms per 128 MiB).
+    /// Map the pages of `start..start + len` in one call before a conversion walks them,
+    /// once per range and mapping ([`crate::pages::PageState::populate_once`]).
     pub fn populate_once(&self, start: usize, len: usize) {
-        let Memory::Mapped(mapping) = self else {
-            return;
-        };
-        let first = mapping
-            .populated
-            .lock()
-            .map(|mut done| done.insert((start, len)))
-            .unwrap_or(true);
-        if let (true, Some(bytes)) = (first, mapping.map.get(start..start.saturating_add(len))) {
-            crate::buffer::populate_read(bytes);
+        if let Memory::Mapped(m) = self {
+            m.pages.populate_once(&m.map, start, len);
+        }
+    }
+
+    /// `start..start + len` is handed out as a view that may be written: its pages stay.
+    pub fn mark_viewed(&self, start: usize, len: usize) {
+        if let Memory::Mapped(m) = self {
+            m.pages.mark_viewed(start, len);
+        }
+    }
+
+    /// A conversion has read `start..start + len` (and will likely not read it again): give
+    /// its pages back unless a view covers them ([`crate::pages::PageState::release`]).
+    pub fn release(&self, start: usize, len: usize) {
+        if let Memory::Mapped(m) = self {
+            m.pages.release(&m.map, start, len);
         }
     }
 }

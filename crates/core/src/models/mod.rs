@@ -254,10 +254,7 @@ pub(crate) fn for_row_blocks<T: Sync, O: Send>(
     f: impl Fn(usize, &[T], &mut [O]) -> Result<()> + Sync,
 ) -> Result<()> {
     let rows = out.len() / out_width.max(1);
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(8)
+    let threads = crate::parallel::default_threads()
         .min(values.len() / PARALLEL_MIN_VALUES)
         .max(1);
     if threads == 1 || cols == 0 || out_width == 0 {
