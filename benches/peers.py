@@ -236,7 +236,36 @@ class DequantGgufPy:
         return {"n": int(out.size), "sum": stride_sum(out)}
 
 
+class LlamaConverter:
+    """llama.cpp's convert_hf_to_gguf.py on a model directory, in this process (its own
+    imports — torch, transformers — happen in setup, untimed). Run with a Python that has
+    torch, transformers and sentencepiece."""
+
+    def setup(self, P):
+        sys.path.insert(0, P["src"])
+        import logging
+
+        import convert_hf_to_gguf
+
+        logging.disable(logging.INFO)  # its per-tensor log lines
+        return {"conv": convert_hf_to_gguf, "P": P}
+
+    def before(self, c):
+        if os.path.exists(c["P"]["out"]):
+            os.remove(c["P"]["out"])
+        os.sync()
+
+    def run(self, c):
+        P = c["P"]
+        sys.argv = ["convert_hf_to_gguf.py", P["dir"], "--outtype", P["outtype"], "--outfile", P["out"]]
+        c["conv"].main()
+
+    def check(self, c, _):
+        return {"fileBytes": os.path.getsize(c["P"]["out"])}
+
+
 CASES = {
+    "llama-converter": LlamaConverter,
     "upcast-numpy": UpcastNumpy,
     "upcast-mlx": UpcastMlx,
     "memcpy-numpy": MemcpyNumpy,

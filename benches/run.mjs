@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant] [-- --reps N]
+// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf] [-- --reps N]
 //               [-- --update-docs]
 //
 // Side-by-side benchmark of safetensors-node against the peers a user would otherwise pick
 // (numpy + ml_dtypes, MLX, safetensors, gguf-py, onnxruntime-node, plain JavaScript). Every
 // implementation runs in its own child process (one untimed warm-up, then N timed
 // repetitions; the median is reported) so its peak RSS is its own. Inputs are generated here
-// into bench-data/ (gitignored); the Python peers are installed into bench-data/venv.
+// into bench-data/ (gitignored); the Python peers are installed into bench-data/venv. Row 8
+// runs llama.cpp's convert_hf_to_gguf.py, which needs torch: the Python of BENCH_TORCH_PYTHON
+// if set (any Python with torch, transformers and sentencepiece), else bench-data/venv-torch
+// (CPU torch from download.pytorch.org, ~1 GB installed, created once).
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -14,13 +17,14 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import { join } from 'node:path'
 import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
+import { ensureLlamaCppSources } from '../scripts/peers/llama-cpp.mjs'
 
 const require = createRequire(import.meta.url)
 
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -43,6 +47,7 @@ for (let i = 0; i < argv.length; i++) {
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
+    console.log('  row 8 (hf-gguf) needs torch for llama.cpp\'s converter: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
     process.exit(0)
   } else die(`unknown option ${a} (try --help)`)
 }
@@ -51,9 +56,9 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^[1-7]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^[1-8]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-7)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-8)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
@@ -137,6 +142,27 @@ function ensurePython() {
   writeFileSync(mlxFile, JSON.stringify(mlx))
   writeFileSync(stamp, want)
   return { python: py, mlx }
+}
+
+/** A Python with torch, transformers and sentencepiece for llama.cpp's converter (row 8). */
+function ensureTorchPython() {
+  if (process.env.BENCH_TORCH_PYTHON) return { python: process.env.BENCH_TORCH_PYTHON }
+  const venv = join(DATA, 'venv-torch')
+  const py = join(venv, 'bin', 'python')
+  const stamp = join(venv, '.bench-torch')
+  if (existsSync(py) && existsSync(stamp)) return { python: py }
+  const run = (cmd, args) => execFileSync(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: ROOT })
+  const pip = ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']
+  try {
+    log('setting up torch for llama.cpp\'s converter in bench-data/venv-torch (once; BENCH_TORCH_PYTHON skips this) ...')
+    if (!existsSync(py)) run(process.env.PYTHON ?? 'python3', ['-m', 'venv', venv])
+    run(py, [...pip, 'torch', '--index-url', 'https://download.pytorch.org/whl/cpu'])
+    run(py, [...pip, 'transformers', 'sentencepiece', 'numpy', 'safetensors'])
+    writeFileSync(stamp, 'ok')
+    return { python: py }
+  } catch (e) {
+    return { python: null, error: `torch unavailable: ${e.message}` }
+  }
 }
 
 /** The environment of a numpy child: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed. */
@@ -229,6 +255,19 @@ function makeGgmlInputs() {
   return files
 }
 
+/** Row 8's model directory (1.2 GB), generated once by benches/lib/make-llama-dir.py. */
+function makeHfLlamaDir() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'llama-0.6b-bf16')
+  const stampPath = join(dir, '.inputs')
+  const want = JSON.stringify({ v: 1, quick: opt.quick })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return dir
+  if (!PY.python) return null
+  log(`generating ${dir} ...`)
+  execFileSync(PY.python, [join(ROOT, 'benches', 'lib', 'make-llama-dir.py'), LLAMA_SRC, dir, ...(opt.quick ? ['--quick'] : [])], { stdio: 'inherit', env: pythonEnv() })
+  writeFileSync(stampPath, want)
+  return dir
+}
+
 /** llama-quantize of the llama.cpp build the tests use (scripts/peers/llama-cpp.mjs), if built. */
 function llamaQuantize() {
   if (process.env.STN_LLAMA_QUANTIZE) return process.env.STN_LLAMA_QUANTIZE
@@ -247,17 +286,19 @@ function runChild(impl) {
   const node = impl.lang === 'node'
   if (!node && !PY.python) return { skipped: `Python peers unavailable (${PY.error ?? 'setup failed'})` }
   if (impl.requires === 'mlx' && !PY.mlx.ok) return { skipped: PY.mlx.reason }
-  const cmd = node ? process.execPath : PY.python
+  if (impl.requires === 'torch' && !TORCH.python) return { skipped: TORCH.error }
+  const cmd = node ? process.execPath : impl.requires === 'torch' ? TORCH.python : PY.python
+  const n = impl.reps ?? reps
   const args = node
-    ? ['--expose-gc', join(ROOT, 'benches', 'lib', 'child.mjs'), impl.case, String(reps), JSON.stringify(impl.params)]
-    : [join(ROOT, 'benches', 'peers.py'), impl.case, String(reps), JSON.stringify(impl.params)]
+    ? ['--expose-gc', join(ROOT, 'benches', 'lib', 'child.mjs'), impl.case, String(n), JSON.stringify(impl.params)]
+    : [join(ROOT, 'benches', 'peers.py'), impl.case, String(n), JSON.stringify(impl.params)]
   const t0 = Date.now()
   const res = spawnSync(cmd, args, {
     cwd: ROOT,
     env: node ? process.env : pythonEnv(),
     encoding: 'utf8',
     maxBuffer: 64 * MiB,
-    timeout: 10 * 60 * 1000,
+    timeout: 30 * 60 * 1000,
   })
   const line = (res.stdout ?? '').split('\n').find((l) => l.startsWith('RESULT '))
   if (res.status !== 0 || !line) {
@@ -381,6 +422,18 @@ function groups(f, ggml) {
       ],
     }
   }
+  const hfDir = HF_DIR
+  const hfGguf = {
+    row: 'hf-gguf',
+    id: '8',
+    work: `${opt.quick ? 'tiny' : '0.6B'} Llama-shaped BF16 model directory (${(dirBytes(hfDir) / 1e9).toFixed(2)} GB) → Q8_0 GGUF for llama.cpp`,
+    warm: hfDir ? [join(hfDir, 'model.safetensors')] : [],
+    compareGguf: true,
+    impls: [
+      { key: 'ours', label: "ours: `convert(dir, 'model.gguf', {to: 'gguf', quantization: 'Q8_0'})`", lang: 'node', case: 'llama-ours', reps: Math.min(reps, 3), params: { dir: hfDir, out: join(DATA, 'out', 'hf-ours.gguf'), q: 'Q8_0' } },
+      { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0` (llama-cpp-python 0.3.36 sources)", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir: hfDir, out: join(DATA, 'out', 'hf-converter.gguf'), outtype: 'q8_0' } },
+    ].map((i) => (hfDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
+  }
   const memcpy = {
     row: 'upcast',
     id: '1c',
@@ -437,6 +490,7 @@ function groups(f, ggml) {
     quant('Q4_0', '5b'),
     ...Object.keys(DEQUANT_TYPES).map((t) => dequant(t, `6-${t}`)),
     preset,
+    ...(only.has('hf-gguf') ? [hfGguf] : []),
   ].filter((g) => only.has(g.row))
 }
 
@@ -459,6 +513,8 @@ const GOALS = [
     { id: `6-${t}`, label: `(info) ${t}: ours minus the file-I/O floor vs gguf-py`, ours: 'ours', minus: 'io', peer: 'gguf-py', target: 0.05, info: true },
   ]),
   { id: '7', label: 'Q4_K_M of a 0.6B model vs llama-quantize (same threads)', ours: 'ours', peer: 'llama-quantize', target: 1.0 },
+  { id: '8', label: "0.6B BF16 model dir → Q8_0 GGUF vs llama.cpp's convert_hf_to_gguf.py", ours: 'ours', peer: 'converter', target: 0.2 },
+  { id: '8', label: '0.6B BF16 model dir → Q8_0 GGUF: peak RSS vs convert_hf_to_gguf.py', ours: 'ours', peer: 'converter', target: 0.3, rss: true },
 ]
 
 // ---------------------------------------------------------------------------------------
@@ -479,6 +535,29 @@ function checkGroup(g) {
     if (c.sha256file && ref.sha256file) ok &&= c.sha256file === ref.sha256file
     i.same = ok
   }
+}
+
+/** Row 8: both GGUFs hold the same tensors — names, types, shapes and bytes (Q8_0 blocks
+ * included; both implement ggml's reference quantizer) — read by scripts/llama/gguf_summary.py. */
+function compareGgufOutputs(g) {
+  const summary = (path) => {
+    const res = spawnSync(PY.python, [join(ROOT, 'scripts', 'llama', 'gguf_summary.py'), path], { encoding: 'utf8', env: pythonEnv(), maxBuffer: 256 * MiB })
+    if (res.status !== 0) return null
+    const t = JSON.parse(res.stdout).tensors
+    return Object.fromEntries(Object.keys(t).sort().map((k) => [k, t[k]])) // written in different orders
+  }
+  const done = g.impls.filter((i) => i.result && !i.result.error && !i.result.skipped && existsSync(i.params.out))
+  if (done.length < 2) return
+  const ref = summary(done[0].params.out)
+  for (const i of done) {
+    const t = summary(i.params.out)
+    i.same = ref != null && JSON.stringify(t) === JSON.stringify(ref)
+    i.result.check = { ...i.result.check, tensors: t ? Object.keys(t).length : null }
+  }
+}
+
+function dirBytes(dir) {
+  return dir && existsSync(dir) ? readdirSync(dir).reduce((n, f) => n + statSync(join(dir, f)).size, 0) : 0
 }
 
 function sha256File(path) {
@@ -590,15 +669,19 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
     const o = g.impls.find((i) => i.key === goal.ours)?.result
     const p = g.impls.find((i) => i.key === goal.peer)?.result
     const less = goal.minus ? g.impls.find((i) => i.key === goal.minus)?.result?.median : 0
-    const oursMs = o?.median != null && less != null ? o.median - less : null
+    // An RSS goal compares peak RSS (MiB, in the ms columns' place).
+    const oursV = goal.rss ? (o?.max_rss_kib ? o.max_rss_kib / 1024 : null) : o?.median
+    const peerV = goal.rss ? (p?.max_rss_kib ? p.max_rss_kib / 1024 : null) : p?.median
+    const oursMs = oursV != null && less != null ? oursV - less : null
     // (A floor measured above the total, possible on tiny --quick sizes, gives no ratio.)
-    const ratio = oursMs != null && oursMs > 0 && p?.median ? oursMs / p.median : null
+    const ratio = oursMs != null && oursMs > 0 && peerV ? oursMs / peerV : null
     goal.oursMs = oursMs
-    goal.peerMs = p?.median ?? null
+    goal.peerMs = peerV ?? null
     goal.ratio = ratio
     goal.met = ratio == null ? null : ratio <= goal.target
     const verdict = goal.met == null ? 'n/a' : goal.info ? (goal.met ? '(would meet)' : '(would miss)') : goal.met ? '**met**' : '**missed**'
-    goalRows.push([goal.id, goal.label, fmtMs(oursMs > 0 ? oursMs : null), fmtMs(p?.median), fmtRatio(ratio), `≤ ${goal.target}×`, verdict])
+    const unit = goal.rss ? ' MiB' : ''
+    goalRows.push([goal.id, goal.label, `${fmtMs(oursMs > 0 ? oursMs : null)}${unit}`, `${fmtMs(peerV)}${unit}`, fmtRatio(ratio), `≤ ${goal.target}×`, verdict])
   }
   lines.push(mdTable(['#', 'goal (time, ours ÷ peer)', 'ours ms', 'peer ms', 'ratio', 'goal', 'met?'], goalRows, ['l', 'l', 'r', 'r', 'r', 'r', 'c']))
   return lines.join('\n')
@@ -610,6 +693,14 @@ PY = ensurePython()
 const pyInfo = pythonInfo()
 const files = makeInputs()
 const ggmlFiles = only.has('dequant') || only.has('preset') ? makeGgmlInputs() : null
+let TORCH = { python: null, error: 'row 8 not selected' }
+let LLAMA_SRC = null
+let HF_DIR = null
+if (only.has('hf-gguf')) {
+  TORCH = ensureTorchPython()
+  LLAMA_SRC = ensureLlamaCppSources()
+  HF_DIR = makeHfLlamaDir()
+}
 const m = machine()
 const gs = groups(files, ggmlFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
@@ -630,7 +721,8 @@ for (const g of gs) {
       log(`  ${rounds > 1 ? `r${round + 1} ` : ''}${i.label.padEnd(70)} ${what}`)
     }
   }
-  checkGroup(g)
+  if (g.compareGguf) compareGgufOutputs(g)
+  else checkGroup(g)
   for (const i of g.impls) if (i.params.out) rmSync(i.params.out, { force: true }) // outputs: ~1.3 GiB for row 3
   const bad = g.impls.filter((i) => i.same === false)
   if (bad.length) log(`  ! outputs differ: ${bad.map((i) => `${i.key} ${JSON.stringify(i.result.check)}`).join('; ')} vs ${JSON.stringify(g.impls[0].result.check)}`)

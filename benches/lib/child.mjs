@@ -268,6 +268,15 @@ cases['quant-ours'] = {
   run: () => st.convert(P.path, P.out, { to: 'gguf', quantization: P.q }),
   check: (_, report) => ({ fileBytes: report.outputBytes }),
 }
+cases['llama-ours'] = {
+  setup: () => ({}),
+  before: () => {
+    rm(P.out)
+    syncDisks()
+  },
+  run: () => st.convert(P.dir, P.out, { to: 'gguf', quantization: P.q }),
+  check: (_, report) => ({ fileBytes: report.outputBytes, architecture: report.architecture }),
+}
 cases['quant-io'] = {
   // The file I/O inside convert, without the conversion: map the input and touch each page
   // (warm page cache), then write an output-sized buffer to a temp file and rename it (what
