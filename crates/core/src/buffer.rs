@@ -208,6 +208,22 @@ pub fn populate_read(bytes: &[u8]) {
     unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_READ) };
 }
 
+/// Drop this process's copies of the whole pages inside `bytes` (part of a private file
+/// mapping): the process's RSS falls by their size, and the pages come back from the file (or
+/// the page cache) if touched again. Pages modified through the mapping (copy-on-write)
+/// would revert to the file's contents: call it only on bytes nobody wrote. Advisory.
+pub fn release_pages(bytes: &[u8]) {
+    let page = 4096usize;
+    let start = (bytes.as_ptr() as usize).div_ceil(page) * page;
+    let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+    if end > start {
+        // SAFETY: the range lies within `bytes`, part of a live private file mapping; for
+        // such a mapping MADV_DONTNEED only drops page-table entries (contents refault from
+        // the file), so no memory this process relies on becomes invalid.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -515,6 +515,13 @@ impl ModelDir {
         self.source(name)?.view(name)
     }
 
+    /// Drop this process's resident pages of tensor `name` (see [`SafeTensors::release`]).
+    pub fn release(&self, name: &str) {
+        if let Ok(source) = self.source(name) {
+            source.release(name);
+        }
+    }
+
     /// Every tensor, borrowed from the mapped files.
     pub fn views(&self) -> Result<Vec<TensorView<'_>>> {
         self.order.iter().map(|(n, _)| self.view(n)).collect()

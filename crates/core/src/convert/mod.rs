@@ -616,12 +616,27 @@ pub fn convert_with(
                     .iter()
                     .map(|s| (s.name.as_str(), s.byte_len as u64))
                     .collect();
+                // The writer asks for each tensor after the previous one is written: its
+                // pages of the mapped input are released then, so the process holds one
+                // tensor of the input at a time (not the whole model, as a mapping would).
+                let release = |name: &str| {
+                    if let Opened::Dir(d) = &input.opened {
+                        d.release(name);
+                    }
+                };
+                let mut previous: Option<String> = None;
                 export.write(output, durability, |name| {
+                    if let Some(p) = previous.replace(name.to_string()) {
+                        release(&p);
+                    }
                     let view = input.fetch(gguf_ref, name)?;
                     done += sizes.get(name).copied().unwrap_or(0);
                     progress(done, total);
                     Ok(view)
                 })?;
+                if let Some(p) = previous {
+                    release(&p);
+                }
                 progress(total, total);
                 warnings.extend(export.warnings.iter().cloned());
                 architecture = Some(export.architecture.to_string());

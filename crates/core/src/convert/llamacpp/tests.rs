@@ -650,3 +650,76 @@ fn bad_llama_input_names_the_field_tensor_or_file() {
         "tokenizer",
     );
 }
+
+/// Resident bytes of the mapping that contains `addr` (from /proc/self/smaps).
+fn mapping_rss(addr: usize) -> usize {
+    let smaps = fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a <= addr && addr < b;
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(kb) = line.strip_prefix("Rss:") {
+                return kb
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .trim()
+                    .parse::<usize>()
+                    .unwrap()
+                    * 1024;
+            }
+        }
+    }
+    panic!("no mapping holds {addr:#x}")
+}
+
+#[test]
+fn a_released_tensor_leaves_the_process_rss() {
+    // The export loop releases each source tensor's pages once written, so a conversion's
+    // RSS holds one tensor of the input, not the whole mapped model.
+    use crate::format::safetensors::{Backend, SafeTensors};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    let n = 4 << 20; // 16 MiB of F32 per tensor
+    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let views = [
+        TensorView::from_f32("a", vec![n], &values).unwrap(),
+        TensorView::from_f32("b", vec![n], &values).unwrap(),
+    ];
+    crate::format::safetensors::save_file(&path, &views, None).unwrap();
+    let file = SafeTensors::open(&path, Backend::Mmap).unwrap();
+    let touch = |name: &str| {
+        let v = file.view(name).unwrap();
+        let sum: u64 = v
+            .data
+            .iter()
+            .step_by(4096)
+            .map(|&b| std::hint::black_box(b) as u64)
+            .sum();
+        (v.data.as_ptr() as usize, std::hint::black_box(sum))
+    };
+    let (addr, _) = touch("a");
+    touch("b");
+    let before = mapping_rss(addr);
+    assert!(
+        before >= 2 * n * 4 - (64 << 10),
+        "both tensors resident: {before}"
+    );
+    file.release("a");
+    let after = mapping_rss(addr);
+    assert!(
+        before - after >= n * 4 - 8192,
+        "a released: {before} → {after}"
+    );
+    assert!(after >= n * 4 - 8192, "b still resident: {after}");
+    // Released pages come back from the file, unchanged.
+    let v = file.view("a").unwrap();
+    assert_eq!(&v.data[4 * 12345..4 * 12346], &12345f32.to_le_bytes());
+}
