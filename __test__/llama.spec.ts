@@ -114,9 +114,9 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
     })
   }
 
-  it("the same tensors, bytes and key/values as llama.cpp's convert_hf_to_gguf.py (F32, F16, Q8_0)", async () => {
+  it("the same tensors, bytes and key/values as llama.cpp's convert_hf_to_gguf.py (F32, F16, BF16, Q8_0)", async () => {
     const converter = JSON.parse(readFileSync(join(FIXTURES, 'minilm.converter.json'), 'utf8'))
-    for (const q of ['F32', 'F16', 'Q8_0'] as const) {
+    for (const q of ['F32', 'F16', 'BF16', 'Q8_0'] as const) {
       const out = join(dir, `minilm-${q}.gguf`)
       await convert(modelDir, out, { to: 'gguf', quantization: q })
       expectSameAsConverter(summary(out), converter[q], {
@@ -226,8 +226,9 @@ describe('decoders: llama, qwen2, qwen3 in llama.cpp', () => {
         expect(referenceTokenize(join(dir, tokenizer), ref.prompts)).toEqual(ref.token_ids)
       })
 
-      it("the same tensors, bytes and key/values as llama.cpp's convert_hf_to_gguf.py (F32, F16, Q8_0)", () => {
-        for (const q of ['F32', 'F16', 'Q8_0']) expectSameAsConverter(summary(gguf(q)), converter[q])
+      it("the same tensors, bytes and key/values as llama.cpp's convert_hf_to_gguf.py (F32, F16, BF16, Q8_0)", async () => {
+        await convert(dir, gguf('BF16'), { to: 'gguf', quantization: 'BF16' })
+        for (const q of ['F32', 'F16', 'BF16', 'Q8_0']) expectSameAsConverter(summary(gguf(q)), converter[q])
       })
     })
   }

@@ -12,7 +12,9 @@
 
 use crate::error::{CoreError, Result};
 use crate::format::mlx;
-use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorBytes, TensorInfo};
+use crate::format::safetensors::{
+    self as st, Backend, Memory, SafeTensors, TensorBytes, TensorInfo,
+};
 use crate::fsutil;
 use crate::tensor::TensorView;
 use std::collections::{BTreeMap, HashMap};
@@ -515,10 +517,18 @@ impl ModelDir {
         self.source(name)?.view(name)
     }
 
-    /// Drop this process's resident pages of tensor `name` (see [`SafeTensors::release`]).
+    /// Drop this process's resident pages of tensor `name` when its file is mapped (see
+    /// [`crate::buffer::release_pages`]): for a conversion that opened the directory itself
+    /// and is done with the tensor, so its RSS holds one tensor, not the whole mapped model.
+    /// No view of the tensor may have been written to (none is handed to JS from here).
     pub fn release(&self, name: &str) {
-        if let Ok(source) = self.source(name) {
-            source.release(name);
+        let Ok((_, bytes)) = self.bytes(name) else {
+            return;
+        };
+        if let TensorBytes::Shared { memory, start, len } = bytes {
+            if let Memory::Mapped(_) = memory.as_ref() {
+                crate::buffer::release_pages(&memory[start..start + len]);
+            }
         }
     }
 

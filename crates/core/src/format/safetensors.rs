@@ -609,19 +609,6 @@ impl Memory {
     }
 }
 
-impl Memory {
-    /// Drop this process's resident pages of `start..start + len` of a mapping (see
-    /// [`crate::buffer::release_pages`]); nothing for owned memory. For a streaming reader
-    /// done with a tensor, so a conversion's RSS stays one tensor, not the whole input.
-    pub fn release(&self, start: usize, len: usize) {
-        if let (Memory::Mapped(mapping), Some(end)) = (self, start.checked_add(len)) {
-            if let Some(bytes) = mapping.map.get(start..end) {
-                crate::buffer::release_pages(bytes);
-            }
-        }
-    }
-}
-
 impl Deref for Memory {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -884,18 +871,6 @@ impl SafeTensors {
             shape: info.shape.clone(),
             data,
         })
-    }
-
-    /// Drop this process's resident pages of tensor `name` when the file is mapped (see
-    /// [`Memory::release`]): for a conversion that opened the file itself and is done with
-    /// the tensor. Views of it must not have been written to.
-    pub fn release(&self, name: &str) {
-        if let (Storage::Memory(memory), Some(info)) = (&self.storage, self.header.get(name)) {
-            memory.release(
-                self.header.data_start() + info.data_offsets.0,
-                info.byte_len(),
-            );
-        }
     }
 
     /// A sub-tensor selected along the leading dimensions (see [`SlicePlan`]). When the

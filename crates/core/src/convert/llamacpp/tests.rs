@@ -684,9 +684,10 @@ fn mapping_rss(addr: usize) -> usize {
 fn a_released_tensor_leaves_the_process_rss() {
     // The export loop releases each source tensor's pages once written, so a conversion's
     // RSS holds one tensor of the input, not the whole mapped model.
-    use crate::format::safetensors::{Backend, SafeTensors};
+    use crate::pretrained::ModelDir;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.safetensors");
+    let path = dir.path().join("model.safetensors");
+    fs::write(dir.path().join("config.json"), "{}").unwrap();
     let n = 4 << 20; // 16 MiB of F32 per tensor
     let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let views = [
@@ -694,7 +695,7 @@ fn a_released_tensor_leaves_the_process_rss() {
         TensorView::from_f32("b", vec![n], &values).unwrap(),
     ];
     crate::format::safetensors::save_file(&path, &views, None).unwrap();
-    let file = SafeTensors::open(&path, Backend::Mmap).unwrap();
+    let file = ModelDir::open(dir.path(), &mut |_| {}).unwrap();
     let touch = |name: &str| {
         let v = file.view(name).unwrap();
         let sum: u64 = v
