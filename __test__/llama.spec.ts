@@ -7,9 +7,9 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { convert } from '../index.js'
+import { convert, loadFile, saveFile } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 // @ts-expect-error: a plain ESM script without types
 import { llamaCpp } from '../scripts/peers/llama-cpp.mjs'
@@ -232,6 +232,79 @@ describe('decoders: llama, qwen2, qwen3 in llama.cpp', () => {
       })
     })
   }
+})
+
+// ---------------------------------------------------------------------------------------
+// Bad input: ERR_INVALID_MODEL naming the field, tensor or file, and nothing written.
+
+describe('bad model directories', () => {
+  const root = tempDir('llama-bad-')
+  const base = join(root, 'models', 'qwen3')
+  beforeAll(() => {
+    run(PYTHON, [join(SCRIPTS, 'decoder_fixtures.py'), 'make', LLAMA.src, join(root, 'models'), 'qwen3'])
+  }, 300_000)
+
+  /** A copy of the qwen3 fixture changed by `edit`, converted: the rejection. */
+  async function reject(edit: (dir: string) => void): Promise<{ code: string; message: string; tensor?: string; path?: string }> {
+    const dir = join(root, `case-${Math.random().toString(36).slice(2)}`)
+    cpSync(base, dir, { recursive: true })
+    edit(dir)
+    const out = join(dir, 'out.gguf')
+    const err = await convert(dir, out, { to: 'gguf', quantization: 'Q8_0' }).then(
+      () => expect.unreachable('accepted'),
+      (e: any) => e,
+    )
+    expect(err.code, err.message).toBe('ERR_INVALID_MODEL')
+    expect(readdirSync(dir).filter((f) => f.includes('gguf'))).toEqual([]) // not even a temporary file
+    return err
+  }
+  const editConfig = (dir: string, change: (c: any) => void) => {
+    const c = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))
+    change(c)
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(c))
+  }
+  const editTensors = (dir: string, change: (t: Record<string, any>) => void) => {
+    const path = join(dir, 'model.safetensors')
+    const t: Record<string, any> = loadFile(path, { as: 'raw' })
+    change(t)
+    saveFile(path, Object.fromEntries(Object.entries(t).map(([k, v]) => [k, { dtype: v.dtype, shape: v.shape, data: v.data }])))
+  }
+
+  it('head counts that do not divide', async () => {
+    const e = await reject((d) => editConfig(d, (c) => (c.num_key_value_heads = 3)))
+    expect(e.message).toContain("'num_key_value_heads' (3) does not divide num_attention_heads (4)")
+  })
+  it('a vocab_size that disagrees with the embedding rows', async () => {
+    const e = await reject((d) => editConfig(d, (c) => (c.vocab_size = 151000)))
+    expect(e.tensor).toBe('model.embed_tokens.weight')
+    expect(e.message).toContain('vocab_size')
+  })
+  it('a missing config field', async () => {
+    const e = await reject((d) => editConfig(d, (c) => delete c.intermediate_size))
+    expect(e.message).toContain("'intermediate_size' is missing")
+  })
+  it('a tensor missing from a layer', async () => {
+    const e = await reject((d) => editTensors(d, (t) => delete t['model.layers.1.self_attn.k_norm.weight']))
+    expect(e.tensor).toBe('model.layers.1.self_attn.k_norm.weight')
+  })
+  it('a tokenizer file that does not parse', async () => {
+    const e = await reject((d) => writeFileSync(join(d, 'tokenizer.json'), '{"model": {"type": "BPE", "vocab": '))
+    expect(e.path).toBe(join(e.path!.slice(0, e.path!.lastIndexOf('/')), 'tokenizer.json'))
+    expect(e.message).toContain('not valid JSON')
+  })
+
+  it('an architecture llama.cpp export does not know: the generic GGUF and a warning, in the report and on the CLI', async () => {
+    const dir = join(root, 'unknown')
+    cpSync(base, dir, { recursive: true })
+    editConfig(dir, (c) => (c.architectures = ['Qwen3MoeForCausalLM']))
+    const report = await convert(dir, join(root, 'unknown.gguf'), { to: 'gguf' })
+    expect(report.architecture).toBeUndefined()
+    expect(report.warnings).toEqual([expect.stringContaining("does not know architecture 'Qwen3MoeForCausalLM'")])
+    expect(summary(join(root, 'unknown.gguf')).tensors).toHaveProperty(['model.embed_tokens.weight'])
+    const cli = spawnSync(process.execPath, [resolve(__dirname, '../bin/safetensors-node.js'), 'convert', dir, join(root, 'unknown-cli.gguf'), '--to', 'gguf'], { encoding: 'utf8' })
+    expect(cli.status, cli.stderr).toBe(0)
+    expect(cli.stderr).toMatch(/warning: llama\.cpp export does not know architecture 'Qwen3MoeForCausalLM'/)
+  })
 })
 
 // ---------------------------------------------------------------------------------------
