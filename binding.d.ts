@@ -53,7 +53,7 @@ export interface ConvertOptions {
 export interface ConvertReport {
   input: string
   output: string
-  inputFormat: 'safetensors' | 'sharded-safetensors' | 'model-dir' | 'gguf' | 'mlx'
+  inputFormat: WeightsFormat | 'model-dir'
   outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
   tensors: number
   inputBytes: number
@@ -63,19 +63,23 @@ export interface ConvertReport {
   architecture?: string
   /** What you should know about the output, e.g. a model directory of an architecture llama.cpp export does not know (its GGUF holds the tensors under their Hugging Face names). Absent when there is nothing to say. */
   warnings?: string[]
+  /** Tensors not written because another name holds the same bytes (a PyTorch checkpoint's tied weights, written once as Hugging Face's convert.py does; each is named in the file's `__metadata__` as `name: keptAs`). Absent when none. */
+  dropped?: { name: string; keptAs: string }[]
+  /** The files written, relative to `output`, when the output is a directory (a PyTorch model directory or sharded index converted to SafeTensors). */
+  files?: string[]
 }
 
 export interface FileReport {
   path: string
-  /** 'safetensors' | 'sharded-safetensors' | 'gguf' | 'mlx' (a model directory reports the format of its weights, and its config). */
-  format: string
+  /** A model directory reports the format of its weights, and its config. */
+  format: WeightsFormat
   fileSize: number
   files: string[]
   numTensors: number
   numParameters: number
   metadata: Record<string, unknown> | null
   config?: Record<string, unknown>
-  /** GGUF tensors report their ggml type name (e.g. 'Q8_0') as dtype. */
+  /** `dtype` is the stored type as the format names it (GGUF: the ggml type, e.g. 'Q8_0'); `byteLength` the bytes stored. */
   tensors: Array<{ name: string; dtype: string; shape: number[]; byteLength: number; file?: string }>
 }
 
@@ -108,6 +112,9 @@ export type ErrorCode =
   | 'ERR_INVALID_GGUF'
   | 'ERR_INVALID_MLX'
   | 'ERR_UNSAFE_PICKLE'
+  | 'ERR_UNKNOWN_FORMAT'
+  | 'ERR_INTERNAL'
+  | 'ERR_CLOSED'
 
 /** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
 export interface SafeTensorsError extends Error {
@@ -118,11 +125,47 @@ export interface SafeTensorsError extends Error {
   tensor?: string
 }
 
+/** The formats `openWeights` reads (or recognises: 'pytorch' and 'numpy' are ERR_UNKNOWN_FORMAT until their readers land). */
+export type WeightsFormat = 'safetensors' | 'sharded-safetensors' | 'gguf' | 'pytorch' | 'numpy' | 'mlx'
+
+/** Options of `openWeights` / `openWeightsSync`. */
+export interface OpenWeightsOptions {
+  /** Read the input as this format instead of recognising it by its bytes. */
+  format?: WeightsFormat
+  /** 'mmap' (default) or 'read': plain reads (SafeTensors: per tensor; GGUF: the whole file, once). */
+  backend?: 'mmap' | 'read'
+}
+
 /** Options of `SafeTensorsFile.open` / `openAsync`. */
 export interface OpenOptions {
   /** 'mmap' (default): a private copy-on-write memory map; 'read': plain reads per tensor (network file systems). */
   backend?: 'mmap' | 'read'
 }
+
+/**
+ * A GGUF metadata value: UINT8…INT32, FLOAT32 and FLOAT64 as numbers, UINT64/INT64 as bigint,
+ * BOOL as boolean, STRING as string; an array of numbers as the typed array of its element
+ * type (ARRAY[FLOAT32] → Float32Array, ARRAY[UINT64] → BigUint64Array, …), an array of
+ * strings, booleans or arrays as a JS array.
+ */
+export type GgufValue =
+  | number
+  | bigint
+  | string
+  | boolean
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigUint64Array
+  | BigInt64Array
+  | string[]
+  | boolean[]
+  | GgufValue[]
 
 export type TypedArray =
   | Int8Array
@@ -144,6 +187,51 @@ export type TypedArray =
  * can point the loader at a WASI artifact this package does not build itself.
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
+
+/** A GGUF file (llama.cpp, ggml), validated at open and read lazily. */
+export declare class GgufFile {
+  /** Instances come from `open`, `openAsync` and `openUrl` (factories bypass this). */
+  constructor()
+  /**
+   * Open and validate a GGUF file. `backend: 'read'` uses plain reads instead of a memory
+   * map.
+   */
+  static open(path: string, options?: OpenOptions): GgufFile
+  /** `open` off the event loop. */
+  static openAsync(path: string, options?: OpenOptions): Promise<GgufFile>
+  get format(): 'gguf'
+  /** The file opened (the URL for `openUrl`). */
+  get path(): string | null
+  /** The GGUF version of the file (2 or 3). */
+  get version(): number
+  /** The alignment of the data section and of each tensor (`general.alignment`, default 32). */
+  get alignment(): number
+  /** Offset of the data section from the start of the file. */
+  get dataOffset(): number
+  /** Every key/value in file order, typed: see `GgufValue`. */
+  get metadata(): Record<string, GgufValue>
+  /**
+   * Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
+   * ('ARRAY[ARRAY]' for arrays of arrays).
+   */
+  get metadataTypes(): Record<string, string>
+  /** Always null (model directories have one). */
+  get config(): null
+  /** Tensor names in file order. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  /** Size of the whole file in bytes. */
+  get byteLength(): number
+  has(name: string): boolean
+  info(name: string): GgufTensorInfo
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in file order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
+  close(): void
+}
 
 /** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
 export declare class LinearRegression {
@@ -236,7 +324,8 @@ export declare class Model {
   get dir(): string
   /** config.json, parsed (keys as written). */
   get config(): Record<string, unknown>
-  get format(): 'safetensors' | 'sharded-safetensors' | 'mlx'
+  /** The format of the weights (each weight file is recognised by its bytes). */
+  get format(): WeightsFormat
   /** Weight files used, relative to `dir`. */
   get files(): Array<string>
   get tensorNames(): Array<string>
@@ -244,15 +333,40 @@ export declare class Model {
   has(name: string): boolean
   getTensor(name: string, options?: GetOptions | undefined | null): Tensor
   getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** The directory (as `dir`). */
+  get path(): string
+  /** The weights' key/values (a SafeTensors `__metadata__`, …), or null. */
+  get metadata(): Record<string, unknown> | null
+  info(name: string): WeightsTensorInfo
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  /**
+   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
+   * (which drops the dimension), or null for all of it. Negative values count from the end.
+   */
+  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
+  /** `getSlice` off the event loop. */
+  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
+  /**
+   * Release the weights now (see `SafeTensorsFile.close`); a `save` already started
+   * finishes. A second call does nothing.
+   */
+  close(): void
   /** Write config.json and the weights to `dir` (atomically per file). */
   save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<void>
   /**
    * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
-   * (config.json `model_type`): linear → one value per row; logistic → class
-   * probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
+   * (config.json `model_type`), as that class's `predict` gives them: linear → one value
+   * per row (Float32Array); logistic → one class label per row (Int32Array). Other
+   * models: ERR_INVALID_MODEL.
    */
-  predict(x: Matrix): Float32Array
+  predict(x: Matrix): Float32Array | Int32Array
+  /**
+   * Class probabilities of a classifier directory (`LogisticRegression.save`): rows ×
+   * classes, row-major, columns in the order of config.json's `classes`. A regression
+   * model has none: ERR_INVALID_ARGUMENT.
+   */
+  predictProba(x: Matrix): Float32Array
 }
 
 /**
@@ -277,6 +391,11 @@ export declare class SafeTensorsFile {
   /** Size of the whole file in bytes. */
   get byteLength(): number
   /**
+   * Release the file now: later calls throw ERR_CLOSED, and the mapping goes as soon as
+   * no array handed out before views it (those stay valid). A second call does nothing.
+   */
+  close(): void
+  /**
    * Whether the file on disk changed since it was opened (one `stat`): removed
    * (ERR_NOT_FOUND), replaced (ERR_IO; this object keeps reading the file it opened),
    * modified in place (ERR_IO), or resized in place (ERR_INCOMPLETE_FILE: reading a
@@ -300,6 +419,42 @@ export declare class SafeTensorsFile {
 }
 
 /**
+ * A weights file of any format this package reads (SafeTensors, a sharded index, a model
+ * directory, GGUF, weights.mlx), detected by its bytes. Tensors come back as typed arrays
+ * that view the file's mapping where the bytes allow, copies otherwise.
+ */
+export declare class WeightsFile {
+  /** Instances come from `openWeights` and `openWeightsSync`. */
+  constructor()
+  get format(): WeightsFormat
+  /** The file or directory opened (a URL for remote files), or null for bytes. */
+  get path(): string | null
+  /** The format's key/values (SafeTensors `__metadata__`, GGUF's pairs, …), or null. */
+  get metadata(): Record<string, unknown> | null
+  /** `config.json` of a model directory, or null. */
+  get config(): Record<string, unknown> | null
+  /** Tensor names in serving order (data order for SafeTensors, file order for GGUF). */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  info(name: string): WeightsTensorInfo
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in serving order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
+  close(): void
+}
+
+/**
+ * Check shards (opened in `parseShardIndex` order) against their index: none of another
+ * save than the index's, every tensor the index lists in the shard it names, and none in
+ * two shards.
+ */
+export declare function checkShards(index: Uint8Array, shards: Array<OpenedShard>): void
+
+/**
  * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
  * `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
  */
@@ -318,6 +473,19 @@ export interface GetOptions {
   copy?: boolean
 }
 
+/**
+ * A tensor of `file` from its stored bytes (fetched separately), as `getTensor` gives it.
+ * Internal (lib/remote-gguf.js).
+ */
+export declare function ggufDecodeTensor(file: GgufFile, name: string, bytes: Uint8Array, options?: GetOptions): Tensor
+
+/**
+ * The header of a remote GGUF file from its first bytes `head` (of a file of `fileLen`
+ * bytes): a `GgufFile` holding only the header, or the number of bytes the header needs
+ * when `head` is too short. Internal: lib/remote-gguf.js fetches by range requests.
+ */
+export declare function ggufFromHeader(head: Uint8Array, fileLen: number, url: string): GgufFile | number
+
 export interface GgufOptions {
   /**
    * The type of 2-D coefficient matrices: a llama-quantize preset's main type (Q4_K_M →
@@ -329,10 +497,48 @@ export interface GgufOptions {
 }
 
 /**
+ * The description of one tensor `GgufFile.info` returns: `WeightsFile`'s fields plus the
+ * ones GGUF has.
+ */
+export interface GgufTensorInfo {
+  name: string
+  /** What `getTensor` serves: F32 for block types, the stored type for plain ones. */
+  dtype: DType
+  /** The ggml type as stored ('Q4_K', 'F16', 'I32', …). */
+  ggmlType: string
+  /** Same as `ggmlType` (the `WeightsFile` name). */
+  storedType: string
+  /** Row-major (numpy order, outermost first): the reverse of the file's `ne`. */
+  shape: Array<number>
+  /** `[start, end)` of the stored bytes relative to the data section. */
+  dataOffsets: [number, number]
+  /** Offset of the stored bytes from the start of the file. */
+  offset: number
+  /** Bytes as stored (what `as: 'raw'` returns). */
+  byteLength: number
+  numel: number
+}
+
+/** `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js). */
+export declare function ggufTensorRange(file: GgufFile, name: string): [number, number]
+
+/**
  * `inspect`'s report as JSON text (index.js parses it: napi's object conversion caps the
  * number of values, and a file may list hundreds of thousands of tensors).
  */
 export declare function inspectJson(path: string): Promise<string>
+
+export interface LayoutCandidate {
+  file: string
+  layout: 'file' | 'sharded'
+}
+
+export interface LayoutCause {
+  code: string
+  /** The cause's message without its path and tensor prefix. */
+  detail: string
+  tensor?: string
+}
 
 /** Open a file and read every tensor. */
 export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
@@ -345,8 +551,32 @@ export declare function loadFileAsync(path: string, options?: GetOptions | undef
  */
 export declare function loadModelDir(dir: string, options?: LoadPretrainedOptions): Promise<Model>
 
-/** The SafeTensors bytes of a weights.mlx document (used for remote MLX directories). */
-export declare function mlxToSafetensors(bytes: Uint8Array): Buffer
+/** Where a Hugging Face model id stands in the local cache (from `resolveModelId`). */
+export interface ModelIdTarget {
+  id: string
+  revision: string
+  /** The cache directory looked in (null: no HF_HUB_CACHE / HF_HOME / home directory). */
+  cacheDir?: string
+  /** The commit the revision names in the cache, if the cache knows it. */
+  commit?: string
+  /** The cached snapshot directory holding config.json and weights, if any. */
+  snapshot?: string
+}
+
+/** The files of a model directory and their discovery order. */
+export declare function modelLayout(): ModelLayout
+
+export interface ModelLayout {
+  configFile: string
+  /** Weight files in discovery order: the first present wins. */
+  discovery: Array<LayoutCandidate>
+  /** The most of config.json read. */
+  configMaxBytes: number
+  /** The most of a sharded index read. */
+  indexMaxBytes: number
+  /** The metadata key naming the save a weight file belongs to. */
+  saveIdKey: string
+}
 
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
@@ -358,6 +588,32 @@ export interface ModelSaveOptions {
   durable?: boolean
 }
 
+export interface OpenedShard {
+  /** Where the shard was read from (a URL), named by errors about it. */
+  path: string
+  tensorNames: Array<string>
+  /** The save its metadata says it belongs to (`safetensors_node_save_id`), if any. */
+  saveId?: string
+}
+
+/**
+ * `openWeights` of a local path: open off the event loop. Internal (index.js routes URLs
+ * to lib/remote.js and paths here).
+ */
+export declare function openWeightsAsync(path: string, options?: OpenWeightsOptions): Promise<WeightsFile | GgufFile>
+
+/** `openWeightsSync`: open and validate a file or model directory on the calling thread. */
+export declare function openWeightsSync(path: string, options?: OpenWeightsOptions): WeightsFile | GgufFile
+
+/** `config.json`'s object (keys as written), or ERR_INVALID_MODEL. */
+export declare function parseModelConfig(bytes: Uint8Array): Record<string, unknown>
+
+/**
+ * The shard names of a sharded index, each once, in the order they are opened; a name that
+ * is not a plain relative path is ERR_UNSAFE_PATH.
+ */
+export declare function parseShardIndex(bytes: Uint8Array): Array<string>
+
 export interface ProgressEvent {
   /** The weight file, relative to the model directory. */
   file: string
@@ -366,11 +622,28 @@ export interface ProgressEvent {
 }
 
 /**
+ * `target` as a Hugging Face model id: null when it names an existing path or does not look
+ * like `org/name` (it is then a path); ERR_INVALID_ARGUMENT for an id (or revision) that
+ * breaks huggingface_hub's rules; else the id's place in the cache (`cacheDir`, else the one
+ * `vars` name: HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME / HOME, passed from `process.env`,
+ * which a worker thread keeps apart from the process's). Reads the filesystem, never the
+ * network.
+ */
+export declare function resolveModelId(target: string, revision: string | undefined | null, cacheDir: string | undefined | null, vars: Record<string, string>): ModelIdTarget | null
+
+/**
  * Validate a file from its first bytes (8-byte prefix + whole JSON header) and total length;
  * its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes). Used by
  * `openUrl`; internal, like the other free functions here (not exported by the package entry).
  */
 export declare function safetensorsFromHeader(head: Uint8Array, fileLength: number, origin: string): SafeTensorsFile
+
+/**
+ * Where the header of a SafeTensors file starting with `head` ends (8 + its length), when
+ * the length prefix is one the format allows and fits `fileLength`; otherwise null (opening
+ * then reports why).
+ */
+export declare function safetensorsHeaderEnd(head: Uint8Array, fileLength: number): number | null
 
 /** Write tensors to a SafeTensors file, atomically. */
 export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
@@ -402,6 +675,16 @@ export interface SliceSpans {
   spans: Array<[number, number]>
 }
 
+export interface SniffForeign {
+  foreign: string
+}
+
+/**
+ * What the first bytes of a file (and its total length) are: a format name, or
+ * `{ foreign }` describing a file this package does not read.
+ */
+export declare function sniffFormat(head: Uint8Array, fileLength: number): WeightsFormat | { foreign: string }
+
 export interface Tensor {
   name: string
   dtype: DType
@@ -424,8 +707,43 @@ export interface TensorInfo {
 /** The absolute byte spans a `getSlice` would read, and the result's shape. */
 export declare function tensorSliceSpans(file: SafeTensorsFile, name: string, ranges: Array<[number, number] | number | null>): SliceSpans
 
+/**
+ * Throw the model-directory error `kind` ('no-weights', 'shard-missing', 'shard-failed',
+ * the latter naming `shard` and its `cause`) with `path`: the same error a local directory
+ * gives.
+ */
+export declare function throwLayoutError(kind: string, path: string, shard?: string | undefined | null, cause?: LayoutCause | undefined | null): void
+
 /** Every problem found in a file or directory (not only the first), with codes. */
 export declare function validate(path: string): Promise<ValidationReport>
+
+/**
+ * A whole file held in memory (copied), recognised by its bytes or read as
+ * `options.format`; `options.path` names where it came from. Internal: lib/remote.js reads
+ * remote files fetched whole with it.
+ */
+export declare function weightsFromBytes(bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }): WeightsFile | GgufFile
+
+/** The per-tensor description `WeightsFile.info` returns. */
+export interface WeightsTensorInfo {
+  name: string
+  /**
+   * What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
+   * block types: F32).
+   */
+  dtype: DType
+  /** The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', … */
+  storedType: string
+  shape: Array<number>
+  /**
+   * Where the stored bytes lie in the format's data section, for formats that have one
+   * (SafeTensors, GGUF).
+   */
+  dataOffsets?: [number, number]
+  /** Bytes as stored (what `as: 'raw'` returns). */
+  byteLength: number
+  numel: number
+}
 
 /** Options of a model's `save` and `toOnnx`. */
 export interface WriteOptions {

@@ -9,15 +9,18 @@ import type {
   DType,
   FileReport,
   GgufOptions,
+  GgufValue,
   LoadPretrainedOptions,
   Matrix,
   ModelSaveOptions,
   OpenOptions,
+  OpenWeightsOptions,
   SaveOptions,
   TensorInfo,
   TensorInput,
   TypedArray,
   ValidationReport,
+  WeightsFormat,
   WriteOptions,
 } from './binding'
 
@@ -29,16 +32,19 @@ export type {
   ErrorCode,
   FileReport,
   GgufOptions,
+  GgufValue,
   LoadPretrainedOptions,
   Matrix,
   ModelSaveOptions,
   OpenOptions,
+  OpenWeightsOptions,
   SafeTensorsError,
   SaveOptions,
   TensorInfo,
   TensorInput,
   TypedArray,
   ValidationReport,
+  WeightsFormat,
   WriteOptions,
 } from './binding'
 
@@ -112,6 +118,13 @@ export declare class SafeTensorsFile {
   /** Every tensor, keyed by name in data-offset order. */
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
   tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /**
+   * Release the file now: later calls throw ERR_CLOSED, and its memory goes as soon as no
+   * array handed out before views it (those stay valid). A second call does nothing.
+   */
+  close(): void
+  /** `close()`, for `using file = …` (explicit resource management). */
+  [Symbol.dispose](): void
 }
 
 /**
@@ -121,32 +134,57 @@ export declare class SafeTensorsFile {
 export declare class Model {
   /** Instances come from `loadPretrained` and `loadPretrainedSync` (`new` throws ERR_INVALID_ARGUMENT). */
   private constructor()
-  /** Load a model directory: a local path, or an http(s):// URL (fetched lazily). */
+  /**
+   * Load a model directory: a local path, an http(s):// URL (fetched lazily), or a Hugging
+   * Face model id `org/name` (a local path of that name wins): its snapshot in the local
+   * Hugging Face cache, else, with `endpoint` or HF_ENDPOINT set, read lazily over HTTP (a
+   * `RemoteModel`; without `endpoint` in the options the result is typed `Model`, so with
+   * HF_ENDPOINT set check `instanceof Model`).
+   */
   static loadPretrained(dir: `http://${string}` | `https://${string}`, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<RemoteModel>
-  static loadPretrained(dir: string, options?: LoadPretrainedOptions): Promise<Model>
-  static loadPretrained(dir: string, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<Model | RemoteModel>
-  /** `loadPretrained` of a local directory, on the calling thread. */
-  static loadPretrainedSync(dir: string, options?: LoadPretrainedOptions): Model
+  static loadPretrained(dir: string, options?: LoadPretrainedOptions & CachedModelOptions): Promise<Model>
+  static loadPretrained(dir: string, options?: LoadPretrainedOptions & ModelIdOptions & OpenUrlOptions): Promise<Model | RemoteModel>
+  /** `loadPretrained` of a local directory or of a model id in the local cache, on the calling thread. */
+  static loadPretrainedSync(dir: string, options?: LoadPretrainedOptions & CachedModelOptions): Model
   get dir(): string
+  /** The directory (as `dir`). */
+  get path(): string
   /** config.json, parsed (keys as written). */
   get config(): Record<string, unknown>
-  get format(): 'safetensors' | 'sharded-safetensors' | 'mlx'
+  /** The format of the weights (each weight file is recognised by its bytes). */
+  get format(): WeightsFormat
   /** Weight files used, relative to `dir`. */
   get files(): string[]
+  /** The weights' key/values (a SafeTensors `__metadata__`, …), or null. */
+  get metadata(): Record<string, unknown> | null
   get tensorNames(): string[]
   get numParameters(): number
   has(name: string): boolean
+  info(name: string): WeightsTensorInfo
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
+  tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /** A sub-tensor along the leading dimensions (as `SafeTensorsFile.getSlice`); negative values count from the end. */
+  getSlice<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  getSliceAsync<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   /** Write config.json and the weights to `dir` (atomically per file). */
   save(dir: string, options?: ModelSaveOptions | null): Promise<void>
   /**
    * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
-   * (config.json `model_type`): linear → one value per row; logistic → class
-   * probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
+   * (config.json `model_type`), as that class's `predict` gives them: linear → one value per
+   * row (Float32Array); logistic → one class label per row (Int32Array). Other models:
+   * ERR_INVALID_MODEL.
    */
-  predict(x: Matrix): Float32Array
+  predict(x: Matrix): Float32Array | Int32Array
+  /**
+   * Class probabilities of a classifier directory (`LogisticRegression.save`): rows × classes,
+   * row-major, columns in `config.classes` order. A regression model: ERR_INVALID_ARGUMENT.
+   */
+  predictProba(x: Matrix): Float32Array
+  /** Release the weights now (see `SafeTensorsFile.close`); a `save` already started finishes. */
+  close(): void
+  [Symbol.dispose](): void
 }
 
 /** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
@@ -232,11 +270,147 @@ export declare function serialize(tensors: Record<string, TensorInput>, options?
  * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
  * `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
  */
-export declare function convert(input: string, output: string, options: ConvertOptions): Promise<ConvertReport>
-/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
-export declare function inspect(path: string): Promise<FileReport>
-/** Every problem found in a file or directory (not only the first), with codes. */
-export declare function validate(path: string): Promise<ValidationReport>
+export declare function convert(input: string, output: string, options: ConvertOptions & HttpOptions & ModelIdOptions): Promise<ConvertReport>
+/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory (a path, a model id, or an http(s):// URL of one). */
+export declare function inspect(path: string, options?: HttpOptions & ModelIdOptions): Promise<FileReport>
+/** Every problem found in a file or directory (not only the first), with codes (a path, a model id, or an http(s):// URL of one). */
+export declare function validate(path: string, options?: HttpOptions & ModelIdOptions): Promise<ValidationReport>
+/** How `convert`, `inspect` and `validate` fetch an http(s):// input (as `openUrl` does). */
+export type HttpOptions = Pick<OpenUrlOptions, 'headers' | 'timeoutMs' | 'retries' | 'retryDelayMs'>
+
+/** One tensor of a `WeightsFile`: what `getTensor` serves, and what is stored. */
+export interface WeightsTensorInfo {
+  name: string
+  /** What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF block types: F32). */
+  dtype: DType
+  /** The stored type as the format names it: 'BF16', 'Q4_K', … */
+  storedType: string
+  /** Row-major, outermost first. */
+  shape: number[]
+  /** Where the stored bytes lie in the format's data section, for formats that have one (SafeTensors, GGUF). */
+  dataOffsets?: [number, number]
+  /** Bytes as stored (what `as: 'raw'` returns). */
+  byteLength: number
+  numel: number
+}
+
+/**
+ * A weights file of any format this package reads, recognised by its bytes: SafeTensors, a
+ * sharded index, a model directory, GGUF, weights.mlx. Tensors are views of the file's
+ * mapping where the bytes allow (stored as served, aligned), copies otherwise.
+ */
+export interface WeightsFile {
+  readonly format: WeightsFormat
+  /** The file or directory opened (a URL for remote files). */
+  readonly path: string | null
+  /** The format's key/values (SafeTensors `__metadata__`, GGUF's pairs, …), or null. */
+  readonly metadata: Record<string, unknown> | null
+  /** config.json of a model directory, or null. */
+  readonly config: Record<string, unknown> | null
+  /** In serving order (data order for SafeTensors, file order for GGUF). */
+  readonly tensorNames: string[]
+  readonly numParameters: number
+  has(name: string): boolean
+  info(name: string): WeightsTensorInfo
+  /** Block types (GGUF Q8_0, Q4_K, …) decode to Float32Array; `as: 'raw'` gives the stored bytes. */
+  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
+  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
+  tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /** Release the file now (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
+  close(): void
+  [Symbol.dispose](): void
+}
+
+/** One tensor of a `GgufFile`: `WeightsTensorInfo` plus what the GGUF header says. */
+export interface GgufTensorInfo extends WeightsTensorInfo {
+  /** The ggml type as stored: 'Q4_K', 'F16', 'I32', … (the same as `storedType`). */
+  ggmlType: string
+  /** `[start, end)` of the stored bytes, relative to the data section. */
+  dataOffsets: [number, number]
+  /** Where the stored bytes start, from the start of the file. */
+  offset: number
+}
+
+/**
+ * A GGUF file (llama.cpp, ggml), validated at open and read lazily: the header as GGUF
+ * describes it (version, alignment, typed metadata, each tensor's ggml type and offset) and
+ * the tensors as `WeightsFile` serves them — block types (Q4_K, Q8_0, IQ2_XS, …) decoded to
+ * Float32Array bit-exactly as gguf-py's `dequantize`, plain types as their typed array
+ * (integers stay integers; F16/BF16 → Float32Array), `as: 'raw'` the stored bytes.
+ * `openWeights` of a GGUF file returns one.
+ */
+export declare class GgufFile implements WeightsFile {
+  /** Instances come from `open` and `openAsync` (and `openWeights`); `new` throws ERR_INVALID_ARGUMENT. */
+  private constructor()
+  /** Open and validate a GGUF file. `backend: 'read'` reads the whole file into memory instead of mapping it. */
+  static open(path: string, options?: OpenOptions | null): GgufFile
+  /** `open` off the event loop. */
+  static openAsync(path: string, options?: OpenOptions | null): Promise<GgufFile>
+  /** Open a GGUF file over HTTP(S): the header by range requests, tensors on demand. */
+  static openUrl(url: string, options?: OpenUrlOptions): Promise<RemoteGgufFile>
+  get format(): 'gguf'
+  get path(): string | null
+  /** The GGUF version (2 or 3). */
+  get version(): number
+  /** Alignment of the data section and of each tensor (`general.alignment`, default 32). */
+  get alignment(): number
+  /** Offset of the data section from the start of the file. */
+  get dataOffset(): number
+  /**
+   * Every key/value in file order, typed: 8–32-bit integers and floats as numbers, 64-bit
+   * integers as bigint, strings, booleans; numeric arrays as the typed array of their element
+   * type, arrays of strings/booleans/arrays as JS arrays. A new object on each access.
+   */
+  get metadata(): Record<string, GgufValue>
+  /** Each key's GGUF type: 'UINT32', 'FLOAT32', 'STRING', …, arrays as 'ARRAY[INT32]'. */
+  get metadataTypes(): Record<string, string>
+  /** Always null (a model directory's config.json). */
+  get config(): null
+  /** In file order. */
+  get tensorNames(): string[]
+  get numParameters(): number
+  /** Size of the whole file in bytes. */
+  get byteLength(): number
+  has(name: string): boolean
+  info(name: string): GgufTensorInfo
+  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
+  /** Every tensor, keyed by name in file order. */
+  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
+  tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /** Release the file now (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
+  close(): void
+  [Symbol.dispose](): void
+}
+
+/**
+ * Open a weights file of any format this package reads, recognised by its bytes (`options.format`
+ * forces one): SafeTensors, a sharded index, a model directory, GGUF, weights.mlx. An input of
+ * another kind is ERR_UNKNOWN_FORMAT naming what it looks like; a GGUF file is a `GgufFile`. An
+ * http(s) URL reads SafeTensors and GGUF lazily (a `WeightsFile` whose sync tensor accessors
+ * need the whole file; GGUF a `RemoteGgufFile`) and weights.mlx whole; other remote formats are
+ * ERR_INVALID_ARGUMENT for now.
+ */
+export declare function openWeights(pathOrUrl: string, options?: (OpenWeightsOptions & OpenUrlOptions & CachedModelOptions) | null): Promise<WeightsFile>
+/** `openWeights` of a local path, on the calling thread (a URL is ERR_INVALID_ARGUMENT). */
+export declare function openWeightsSync(path: string, options?: (OpenWeightsOptions & CachedModelOptions) | null): WeightsFile
+
+/** Where `loadPretrained` looks up a Hugging Face model id in the local cache. */
+export interface CachedModelOptions {
+  /** A branch, tag or commit hash (default 'main'). */
+  revision?: string
+  /** The cache directory (default: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub). */
+  cacheDir?: string
+}
+
+/** `loadPretrained` of a Hugging Face model id: the cache, else HTTP. */
+export interface ModelIdOptions extends CachedModelOptions {
+  /** Read a model id the cache lacks from `{endpoint}/{id}/resolve/{revision}/{file}` (default: HF_ENDPOINT; neither set: no network). */
+  endpoint?: string
+  /** Sent as `Authorization: Bearer` to the endpoint's origin only (default: HF_TOKEN). */
+  token?: string
+}
 
 export interface OpenUrlOptions {
   /** Extra request headers (e.g. Authorization). */
@@ -272,13 +446,41 @@ export interface RemoteSafeTensorsFile {
   getSliceAsync<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
   tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /** Release the file now (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
+  close(): void
+  [Symbol.dispose](): void
+}
+
+/**
+ * A GGUF file behind a URL (from `GgufFile.openUrl` or `openWeights(url)`): its header read by
+ * range requests and validated at open as a local file's; each tensor one range request for
+ * its stored bytes, decoded as `GgufFile` decodes them.
+ */
+export interface RemoteGgufFile extends WeightsFile {
+  readonly format: 'gguf'
+  readonly url: string
+  readonly path: string
+  readonly version: number
+  readonly alignment: number
+  readonly dataOffset: number
+  readonly metadata: Record<string, GgufValue>
+  readonly metadataTypes: Record<string, string>
+  readonly config: null
+  readonly byteLength: number
+  /** Bytes transferred so far (header and tensors). */
+  readonly bytesFetched: number
+  info(name: string): GgufTensorInfo
+  /** Throws ERR_INVALID_ARGUMENT (use getTensorAsync) unless the server sent the whole file. */
+  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  /** Throws ERR_INVALID_ARGUMENT (use tensorsAsync) unless the server sent the whole file. */
+  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
 }
 
 /** A model directory behind a URL (from `Model.loadPretrained(url)`; same discovery order and path rules as a local one). */
 export interface RemoteModel {
   readonly dir: string
   readonly config: Record<string, unknown>
-  readonly format: 'safetensors' | 'sharded-safetensors' | 'mlx'
+  readonly format: WeightsFormat
   readonly files: string[]
   readonly tensorNames: string[]
   readonly numParameters: number
@@ -288,4 +490,7 @@ export interface RemoteModel {
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
   tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
+  /** Close every weight file (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
+  close(): void
+  [Symbol.dispose](): void
 }

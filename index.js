@@ -9,7 +9,8 @@ try {
 } catch (e) {
   throw require('./lib/missing-binary.js').missingBinaryError(e, __dirname)
 }
-const { RemoteSafeTensorsFile, loadPretrainedUrl, isUrl } = require('./lib/remote.js')
+const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeights, isUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
+const { RemoteGgufFile } = require('./lib/remote-gguf.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
 // our code runs, with its own status as `code`; callers get API.md's code for that case.
@@ -65,18 +66,62 @@ for (const [name, value] of Object.entries(binding)) {
   if (typeof value === 'function' && !/^[A-Z]/.test(name)) binding[name] = withArgumentErrors(value, isAsync(name, PROMISE_FUNCTIONS))
 }
 
-const { SafeTensorsFile, Model, LinearRegression, LogisticRegression, inspectJson, loadModelDir } = binding
+const { SafeTensorsFile, GgufFile, Model, LinearRegression, LogisticRegression, inspectJson, loadModelDir, openWeightsAsync } = binding
+
+// Explicit resource management: `using file = SafeTensorsFile.open(path)` closes it at the end
+// of the block. Every class with a native close() (SafeTensorsFile, WeightsFile, Model, …).
+const DISPOSE = Symbol.dispose ?? Symbol.for('nodejs.dispose')
+const INSPECT = Symbol.for('nodejs.util.inspect.custom')
+for (const value of Object.values(binding)) {
+  if (typeof value !== 'function' || typeof value.prototype?.close !== 'function') continue
+  Object.defineProperty(value.prototype, DISPOSE, { value: function dispose() { this.close() }, writable: true, configurable: true })
+  Object.defineProperty(value.prototype, INSPECT, { value: inspectWeights, writable: true, configurable: true })
+}
+
+/** What `console.log(file)` shows: path, format, tensor count, stored types, parameters. */
+function inspectWeights(depth, options, inspect) {
+  const name = this.constructor.name
+  let summary
+  try {
+    const names = this.tensorNames
+    const types = {}
+    for (const n of names) {
+      const info = this.info(n)
+      const type = info.storedType ?? info.dtype
+      types[type] = (types[type] ?? 0) + 1
+    }
+    summary = { path: this.path, format: this.format ?? 'safetensors', tensors: names.length, types, parameters: this.numParameters }
+  } catch (e) {
+    if (e?.code !== 'ERR_CLOSED') throw e
+    return `${name} <closed>`
+  }
+  return depth < 0 ? `[${name}]` : `${name} ${(inspect ?? require('node:util').inspect)(summary, { ...options, depth: options?.depth == null ? null : options.depth - 1 })}`
+}
 
 /** Open a SafeTensors file over HTTP(S): header by range request, tensors on demand. */
 SafeTensorsFile.openUrl = (url, options) => RemoteSafeTensorsFile.open(url, options)
 
-/** A local directory, or an http(s):// URL of one (fetched lazily with range requests). */
-Model.loadPretrained = (dir, options) => (isUrl(dir) ? loadPretrainedUrl(dir, options) : loadModelDir(dir, options))
+/** Open a GGUF file over HTTP(S): header by range requests, tensors on demand. */
+GgufFile.openUrl = (url, options) => RemoteGgufFile.open(url, options)
+
+/**
+ * A local directory, an http(s):// URL of one (fetched lazily with range requests), or a
+ * Hugging Face model id `org/name`: its snapshot in the local Hugging Face cache, else (with
+ * options.endpoint or HF_ENDPOINT) `{endpoint}/{id}/resolve/{revision}/` over HTTP.
+ */
+Model.loadPretrained = async (dir, options) => (isUrl(dir) ? loadPretrainedUrl(dir, options) : loadPretrained(dir, options, loadModelDir))
+/** `loadPretrained` of a local directory or a cached model id, on the calling thread. */
+const loadPretrainedSync = Model.loadPretrainedSync
+Model.loadPretrainedSync = withArgumentErrors(function loadPretrainedSync_(dir, options) {
+  return loadPretrainedSync.call(Model, resolveTarget(dir, options, 'loadPretrainedSync').dir, options)
+}, false)
+Object.defineProperty(Model.loadPretrainedSync, 'name', { value: 'loadPretrainedSync' })
 
 // The public API: README's "API" section lists exactly these (index.mjs re-exports them by
 // name, index.d.ts declares them; __test__/exports.spec.ts checks the four agree).
 module.exports = {
   SafeTensorsFile,
+  GgufFile,
   Model,
   LinearRegression,
   LogisticRegression,
@@ -85,8 +130,38 @@ module.exports = {
   saveFile: binding.saveFile,
   saveFileAsync: binding.saveFileAsync,
   serialize: binding.serialize,
-  convert: binding.convert,
-  /** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory. */
-  inspect: async (path) => JSON.parse(await inspectJson(path)),
-  validate: binding.validate,
+  /**
+   * Convert a local path, a model id (as loadPretrained resolves it), or an http(s):// URL of
+   * a file or directory (copied to a temporary directory first).
+   */
+  convert: async (input, output, options) =>
+    isUrl(input)
+      ? withLocalCopy(input, true, options, (local) => binding.convert(local, output, options))
+      : withTarget(input, options, 'convert', true, (local) => binding.convert(local, output, options)),
+  /** Describe a weights file of any format, a sharded index or a model directory (a path, a model id, or a URL: SafeTensors headers only). */
+  inspect: async (path, options) =>
+    JSON.parse(await (isUrl(path) ? withLocalCopy(path, false, options, (local) => inspectJson(local)) : withTarget(path, options, 'inspect', false, (local) => inspectJson(local)))),
+  /** Every problem of a file or model directory (a path, a model id, or a URL: SafeTensors headers only). */
+  validate: async (path, options) => {
+    // What cannot be read is a problem in the report, as a missing local path is.
+    const asReport = (e) => ({ path, format: null, ok: false, errors: [{ code: e.code, message: e.message }], omittedErrors: 0 })
+    if (isUrl(path)) return withLocalCopy(path, false, options, (local) => binding.validate(local), asReport)
+    try {
+      return await withTarget(path, options, 'validate', false, (local) => binding.validate(local), asReport)
+    } catch (e) {
+      if (typeof e?.code === 'string' && e.code !== 'ERR_INVALID_ARGUMENT') return asReport(e)
+      throw e
+    }
+  },
+  /**
+   * Any weights file (SafeTensors, a sharded index, a model directory, GGUF, weights.mlx),
+   * recognised by its bytes (a GGUF file is a `GgufFile`); or an http(s):// URL of one
+   * (SafeTensors and GGUF lazily, weights.mlx whole).
+   */
+  openWeights: async (pathOrUrl, options) =>
+    isUrl(pathOrUrl) ? openRemoteWeights(pathOrUrl, options) : openWeightsAsync(resolveTarget(pathOrUrl, options, 'openWeights').dir, options),
+  /** `openWeights` of a local path (or a model id in the Hugging Face cache), on the calling thread. */
+  openWeightsSync: withArgumentErrors(function openWeightsSync(path, options) {
+    return binding.openWeightsSync(resolveTarget(path, options, 'openWeightsSync').dir, options)
+  }, false),
 }

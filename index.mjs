@@ -5,6 +5,7 @@ import api from './index.js'
 
 export const {
   SafeTensorsFile,
+  GgufFile,
   Model,
   LinearRegression,
   LogisticRegression,
@@ -16,5 +17,7 @@ export const {
   convert,
   inspect,
   validate,
+  openWeights,
+  openWeightsSync,
 } = api
 export default api

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import * as lib from '../index.js'
-import { LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
+import { GgufFile, LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
 import { rawFile, tempDir } from './helpers'
 
 const ok = { a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } }
@@ -210,7 +210,10 @@ describe('arguments of the wrong type', () => {
     const lin = new LinearRegression().fit([[1], [2], [3]], [1, 2, 3])
     const log = new LogisticRegression().fit([[0], [1], [2], [3]], [0, 0, 1, 1])
     await lin.save(dir) // a Model that can predict, so that predict reaches its argument
+    const gguf = join(tempDir(), 'linear.gguf')
+    lin.toGguf(gguf)
     const receivers: Record<string, any> = {
+      GgufFile: GgufFile.open(gguf),
       function: lib,
       SafeTensorsFile: SafeTensorsFile.fromBytes(serialize({ w: { shape: [2], data: new Float32Array([1, 2]) } })),
       Model: Model.loadPretrainedSync(dir),

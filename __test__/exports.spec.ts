@@ -41,8 +41,8 @@ const PUBLIC = [...Object.keys(classes), ...functions].sort()
 describe('the public surface', () => {
   it('index.d.ts declares the documented API: every README API name, nothing internal', () => {
     expect(PUBLIC).toEqual([
-      'LinearRegression', 'LogisticRegression', 'Model', 'SafeTensorsFile',
-      'convert', 'inspect', 'loadFile', 'loadFileAsync', 'saveFile', 'saveFileAsync', 'serialize', 'validate',
+      'GgufFile', 'LinearRegression', 'LogisticRegression', 'Model', 'SafeTensorsFile',
+      'convert', 'inspect', 'loadFile', 'loadFileAsync', 'openWeights', 'openWeightsSync', 'saveFile', 'saveFileAsync', 'serialize', 'validate',
     ])
     const readme = read('README.md')
     const api = readme.slice(readme.indexOf('## API'), readme.indexOf('\n## ', readme.indexOf('## API') + 1))
@@ -55,7 +55,7 @@ describe('the public surface', () => {
     expect(cjs.keys).toEqual(PUBLIC)
     const internals = cjs.binding.filter((k: string) => !PUBLIC.includes(k))
     // The list, among others: these are plumbing of lib/remote.js and index.js.
-    for (const name of ['decodeTensor', 'mlxToSafetensors', 'inspectJson', '__napiBindingTarget', 'loadModelDir', 'safetensorsFromHeader', 'tensorFileRange', 'tensorSliceSpans']) {
+    for (const name of ['decodeTensor', 'weightsFromBytes', 'openWeightsAsync', 'parseShardIndex', 'checkShards', 'inspectJson', '__napiBindingTarget', 'loadModelDir', 'safetensorsFromHeader', 'tensorFileRange', 'tensorSliceSpans']) {
       expect(internals).toContain(name)
     }
     for (const name of internals) expect((lib as any)[name], name).toBeUndefined()

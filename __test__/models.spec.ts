@@ -814,6 +814,11 @@ describe('save(dir) → Model.loadPretrained(dir) → predict', () => {
       expectSame(loaded.predict(diabetes.rows), model.predict(diabetes.rows))
       expectSame(loaded.predict(flat32(diabetes)), model.predict(flat32(diabetes)))
       expectCode(() => loaded.predict([[1, 2]]), 'ERR_INVALID_ARGUMENT')
+      expect(loaded.predict(diabetes.rows)).toBeInstanceOf(Float32Array)
+      // A regression has no class probabilities.
+      const e = expectCode(() => loaded.predictProba(diabetes.rows), 'ERR_INVALID_ARGUMENT')
+      expect(e.message).toContain('predictProba needs a classifier; this directory holds a linear_regression')
+      expect(e.path).toBe(dir)
     }
     // The weights file is a model file too.
     expectSame(LinearRegression.loadSafetensors(join(dir, 'weights.safetensors')).coefficients, model.coefficients)
@@ -823,16 +828,24 @@ describe('save(dir) → Model.loadPretrained(dir) → predict', () => {
     ['binary (breast_cancer)', breastCancer, (y: number[]) => y],
     ['binary with labels 2/5', breastCancer, (y: number[]) => y.map((v) => (v ? 5 : 2))],
     ['3 classes (wine)', wine, (y: number[]) => y],
-  ])('logistic %s: Model.predict equals predictProba', async (_name, d, labels) => {
+  ])('logistic %s: Model.predict gives the labels predict gives, Model.predictProba the probabilities', async (_name, d, labels) => {
     const dir = join(tempDir(), 'logistic')
     const model = new LogisticRegression().fit(d.rows, labels(d.y))
     await model.save(dir)
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))
     expect(config).toMatchObject({ model_type: 'logistic_regression', n_features: d.nCols, classes: Array.from(model.classes) })
-    const loaded = await Model.loadPretrained(dir)
-    const p = loaded.predict(d.rows)
-    expect(p.length).toBe(d.nRows * model.classes.length)
-    expectSame(p, model.predictProba(d.rows))
+    for (const loaded of [await Model.loadPretrained(dir), Model.loadPretrainedSync(dir)]) {
+      const predicted = loaded.predict(d.rows)
+      expect(predicted).toBeInstanceOf(Int32Array)
+      expect(Array.from(predicted)).toEqual(Array.from(model.predict(d.rows)))
+      // The labels are the caller's own (2/5 stay 2/5), not column indices.
+      expect(new Set(predicted)).toEqual(new Set(labels(d.y)))
+      const p = loaded.predictProba(d.rows)
+      expect(p).toBeInstanceOf(Float32Array)
+      expect(p.length).toBe(d.nRows * model.classes.length)
+      expectSame(p, model.predictProba(d.rows))
+      expectCode(() => loaded.predictProba([[1, 2]]), 'ERR_INVALID_ARGUMENT')
+    }
   })
 
   it('a directory whose config has an unknown (or no) model_type → predict throws ERR_INVALID_MODEL', async () => {
@@ -850,6 +863,7 @@ describe('save(dir) → Model.loadPretrained(dir) → predict', () => {
       const model = await Model.loadPretrained(dir)
       expect(model.tensorNames.sort()).toEqual(['coefficients', 'intercept'])
       expectCode(() => model.predict([[1, 1]]), 'ERR_INVALID_MODEL')
+      expectCode(() => model.predictProba([[1, 1]]), 'ERR_INVALID_MODEL')
     }
   })
 

@@ -107,6 +107,29 @@ describe('Model.loadPretrained', () => {
     expect(model.tensors()['w.i32'].data).toBeInstanceOf(Float32Array)
   })
 
+  it('tensorsAsync: every tensor off the event loop, as tensors() gives them; options.as applies', async () => {
+    const model = await Model.loadPretrained(mlxDir('string'), { as: 'F32' })
+    const all = await model.tensorsAsync()
+    expect(Object.keys(all)).toEqual(model.tensorNames)
+    expect(Array.from(all['w.bf16'].data as Float32Array)).toEqual([0.10009765625, -3])
+    expect(all['w.i32'].data).toBeInstanceOf(Float32Array)
+    expect((await model.tensorsAsync({ as: 'native' }))['w.i32'].data).toBeInstanceOf(Int32Array)
+    const sync = model.tensors()
+    for (const [name, t] of Object.entries(all)) {
+      expect(t.dtype).toBe(sync[name].dtype)
+      expect(t.shape).toEqual(sync[name].shape)
+      expect(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)).toEqual(
+        Buffer.from(sync[name].data.buffer, sync[name].data.byteOffset, sync[name].data.byteLength),
+      )
+    }
+    const { dir } = shardedDir()
+    const sharded = await Model.loadPretrained(dir)
+    const fromShards = await sharded.tensorsAsync()
+    expect(Object.keys(fromShards)).toEqual(sharded.tensorNames)
+    for (const name of sharded.tensorNames) expect(fromShards[name]).toEqual(sharded.getTensor(name))
+    await expect(model.tensorsAsync({ as: 'F8' as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+
   it('discovery order: weights.safetensors, model.safetensors, index, weights.mlx', async () => {
     const dir = mlxDir('string')
     expect((await Model.loadPretrained(dir)).format).toBe('mlx')
@@ -237,5 +260,55 @@ describe('Model errors', () => {
     await expect(Model.loadPretrained(dir, { as: 'F64' as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
     await expect(Model.loadPretrained(dir, { onProgress: 5 as any })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
     mkdirSync(join(dir, 'sub'))
+  })
+})
+
+describe('Model has the accessors SafeTensorsFile has', () => {
+  it('getSlice / getSliceAsync / info / getTensorAsync / tensorsAsync agree with each shard read as a SafeTensorsFile', async () => {
+    const { dir } = shardedDir()
+    const model = Model.loadPretrainedSync(dir)
+    const f32 = Model.loadPretrainedSync(dir, { as: 'F32' })
+    for (let l = 0; l < 3; l++) {
+      const shard = SafeTensorsFile.open(join(dir, `model-0000${l + 1}-of-00003.safetensors`))
+      const name = `layers.${l}.w`
+      const ranges: Array<Array<[number, number] | number | null>> = [[[1, 3]], [2], [null, [2, 5]], [[-2, 4], -1], [[3, 3]], []]
+      for (const r of ranges) {
+        const want = shard.getSlice(name, r as any)
+        for (const got of [model.getSlice(name, r as any), await model.getSliceAsync(name, r as any)]) {
+          expect(got.shape, `${name} ${JSON.stringify(r)}`).toEqual(want.shape)
+          expect(got.dtype).toBe('BF16')
+          // BF16 comes back as its stored 16-bit words ('native'), bit for bit.
+          expect(Array.from(got.data as Uint16Array)).toEqual(Array.from(want.data as Uint16Array))
+        }
+        // The directory's default `as: 'F32'` applies to slices too.
+        expect(Array.from(f32.getSlice(name, r as any).data as Float32Array)).toEqual(Array.from(shard.getSlice(name, r as any, { as: 'F32' }).data as Float32Array))
+      }
+      expect(model.info(name)).toMatchObject({ ...shard.info(name), storedType: 'BF16' })
+      expect(Array.from((await model.getTensorAsync(name)).data as Uint16Array)).toEqual(Array.from(shard.getTensor(name).data as Uint16Array))
+      shard.close()
+    }
+    const all = await model.tensorsAsync({ as: 'F32' })
+    expect(Object.keys(all)).toEqual(model.tensorNames)
+    expect(all['layers.2.norm'].data).toEqual(new Float32Array(8).fill(3))
+    // Bad ranges and names: the same codes as SafeTensorsFile.
+    expect(() => model.getSlice('layers.0.w', [[0, 9]])).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', tensor: 'layers.0.w' }))
+    expect(() => model.getSlice('layers.0.w', [0, 0, 0])).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    expect(() => model.getSlice('nope', [0])).toThrow(expect.objectContaining({ code: 'ERR_NOT_FOUND', tensor: 'nope' }))
+    await expect(model.getSliceAsync('nope', [0])).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+  })
+
+  it('a contiguous slice of an aligned F32 tensor is a view of the mapping, as SafeTensorsFile gives', () => {
+    const dir = tempDir()
+    saveFile(join(dir, 'model.safetensors'), { w: { shape: [4, 4], data: Float32Array.from({ length: 16 }, (_, i) => i) } })
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
+    const model = Model.loadPretrainedSync(dir)
+    const rows = model.getSlice('w', [[1, 3]]).data as Float32Array
+    expect(Array.from(rows)).toEqual([4, 5, 6, 7, 8, 9, 10, 11])
+    // A view: writing through one array shows in another view of the same mapping.
+    const whole = model.getTensor('w').data as Float32Array
+    rows[0] = 42
+    expect(whole[4]).toBe(42)
+    const gathered = model.getSlice('w', [null, [0, 1]]).data as Float32Array
+    expect(Array.from(gathered)).toEqual([0, 42, 8, 12])
   })
 })

@@ -83,10 +83,17 @@ function handle(req: IncomingMessage, res: ServerResponse) {
       }
       return res.writeHead(404).end()
     case 'bigindex': // a directory whose index declares 100 MiB, or whose weights.mlx declares 2 GiB
-    case 'bigmlx': {
+    case 'bigmlx': // (served by range: what a weights.mlx starts with; whole, it is 2 GiB of zeros)
+    case 'bigmlx200': { // (the server ignores Range)
       if (name.endsWith('config.json')) return res.writeHead(200, { 'Content-Length': 2 }).end('{}')
       const huge = mode === 'bigindex' ? name.endsWith('model.safetensors.index.json') && 100 * MiB : name.endsWith('weights.mlx') && 2048 * MiB
       if (!huge) return res.writeHead(404).end()
+      if (mode === 'bigmlx' && range) {
+        const n = range[1] - range[0] + 1
+        const head = Buffer.from('{"version": "1", "weights": {"w": {"shape": [1], "dtype": "float32", "data": [')
+        res.writeHead(206, { 'Content-Range': `${asked}/${huge}`, 'Content-Length': n })
+        return res.end(Buffer.concat([head, Buffer.alloc(n - head.length)]))
+      }
       res.writeHead(200, { 'Content-Length': huge })
       return streamZeros(res, Math.min(huge, HUGE))
     }
@@ -176,6 +183,8 @@ describe('remote reads hold only what they asked for (peak RSS of the client < 1
     ['a 256 MiB config.json with its Content-Length', 'load', '/bigconfigcl/dir/', 'ERR_INVALID_MODEL', /config.json is larger than 16 MiB \(268435456 bytes/],
     ['a sharded index declaring 100 MiB', 'load', '/bigindex/dir/', 'ERR_INVALID_MODEL', /model.safetensors.index.json is larger than 64 MiB \(104857600 bytes/],
     ['a weights.mlx declaring 2 GiB', 'load', '/bigmlx/dir/', 'ERR_INVALID_MLX', /weights.mlx is larger than 1024 MiB \(2147483648 bytes/],
+    // Files are recognised by their first range, so a server that ignores Range gets the cap of any whole answer.
+    ['a weights.mlx of 2 GiB from a server that ignores Range', 'load', '/bigmlx200/dir/', 'ERR_IO', /ignores Range requests and the file is larger than 16 MiB \(2147483648 bytes/],
   ]
   for (const [what, how, path, code, message] of cases) {
     it(what, async () => {

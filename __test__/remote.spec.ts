@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http'
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
-import { Model, SafeTensorsFile, saveFile, type TensorInput } from '../index.js'
+import { Model, SafeTensorsFile, convert, openWeights, openWeightsSync, saveFile, type TensorInput } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -195,5 +195,90 @@ describe('Model.loadPretrained(url)', () => {
     await expect(Model.loadPretrained(`${base}/ok/nothing/`)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
     await expect(Model.loadPretrained(`${base}/500/sharded/`, fast)).rejects.toMatchObject({ code: 'ERR_IO' })
     expect(() => Model.loadPretrainedSync(`${base}/ok/single`)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+  })
+})
+
+/**
+ * One table of directory listings, loaded from disk and over HTTP: the core's rules decide
+ * both (discovery, shard names, index and config parsing, shard checks), so the verdict, the
+ * code and the message (less its path, which is a file there and a URL here) are the same.
+ */
+describe('model directories: the same verdict locally and remotely', () => {
+  const tensor = (name: string, n: number) => ({ [name]: { shape: [n], data: new Float32Array(n).fill(n) } })
+  const st = (tensors: Record<string, TensorInput>) => {
+    const p = join(root, 'tmp.safetensors')
+    saveFile(p, tensors)
+    return readFileSync(p)
+  }
+  const index = (weightMap: Record<string, string>) => JSON.stringify({ metadata: { total_size: 0 }, weight_map: weightMap })
+  const ok = '{"model_type": "x"}'
+  const cases: Array<[string, Record<string, string | Buffer>, string | null]> = [
+    ['single file', { 'config.json': ok, 'model.safetensors': st(tensor('w', 2)) }, null],
+    ['weights.safetensors first', { 'config.json': ok, 'model.safetensors': st(tensor('m', 1)), 'weights.safetensors': st(tensor('w', 1)) }, null],
+    ['shards in name order, one in a subdirectory', { 'config.json': ok, 'model.safetensors.index.json': index({ a: 'sub/s2.safetensors', b: 's1.safetensors' }), 'sub/s2.safetensors': st(tensor('a', 2)), 's1.safetensors': st({ ...tensor('b', 3), ...tensor('extra', 1) }) }, null],
+    ['weights.mlx', { 'config.json': ok, 'weights.mlx': JSON.stringify({ weights: { w: { shape: [1], dtype: 'float32', data: [1] } } }) }, null],
+    ['config.json not JSON', { 'config.json': '{"a":', 'model.safetensors': st(tensor('w', 1)) }, 'ERR_INVALID_MODEL'],
+    ['config.json an array', { 'config.json': '[1]', 'model.safetensors': st(tensor('w', 1)) }, 'ERR_INVALID_MODEL'],
+    ['no weights', { 'config.json': ok, 'pytorch_model.bin.txt': 'x' }, 'ERR_NO_WEIGHTS'],
+    ['index not JSON', { 'config.json': ok, 'model.safetensors.index.json': '{' }, 'ERR_INVALID_MODEL'],
+    ['index without weight_map', { 'config.json': ok, 'model.safetensors.index.json': '{"metadata": {}}' }, 'ERR_INVALID_MODEL'],
+    ...['../up.safetensors', '/abs.safetensors', 'a/./b.safetensors', 'a//b.safetensors', './b.safetensors', 'a\\b.safetensors', '%2e%2e/x.safetensors', 'https:x.safetensors'].map(
+      (name): [string, Record<string, string | Buffer>, string] => [`shard name ${name}`, { 'config.json': ok, 'model.safetensors.index.json': index({ w: name }), 'a/b.safetensors': st(tensor('w', 1)), 'b.safetensors': st(tensor('w', 1)) }, 'ERR_UNSAFE_PATH'],
+    ),
+    ['a missing shard', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 'gone.safetensors' }) }, 'ERR_INVALID_MODEL'],
+    ['a shard that fails validation', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 's.safetensors' }), 's.safetensors': st(tensor('w', 4)).subarray(0, -3) }, 'ERR_INVALID_MODEL'],
+    ['a header length past the end', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 's.safetensors' }), 's.safetensors': Buffer.from([200, 0, 0, 0, 0, 0, 0, 0, 123]) }, 'ERR_INVALID_MODEL'],
+    ['the index places a tensor in a shard without it', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 's1.safetensors', v: 's1.safetensors' }), 's1.safetensors': st(tensor('w', 1)) }, 'ERR_INVALID_MODEL'],
+    ['a tensor in two shards', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 's1.safetensors', v: 's2.safetensors' }), 's1.safetensors': st({ ...tensor('w', 1), ...tensor('v', 1) }), 's2.safetensors': st(tensor('v', 1)) }, 'ERR_INVALID_MODEL'],
+    ['a broken single file', { 'config.json': ok, 'model.safetensors': Buffer.from([2, 0, 0, 0, 0, 0, 0, 0, 123, 125, 0]) }, 'ERR_INCOMPLETE_FILE'],
+  ]
+
+  /** The error's message without its path prefix, and where it points relative to the directory. */
+  const verdict = (e: any, base: string) => {
+    if (!e) return null
+    const path = String(e.path ?? '')
+    const message = String(e.message).startsWith(`${path}: `) ? String(e.message).slice(path.length + 2) : String(e.message)
+    return { code: e.code, message, tensor: e.tensor, at: path.startsWith(base) ? path.slice(base.length).replace(/^\//, '') : path }
+  }
+
+  it.each(cases)('%s', async (name, files, code) => {
+    const dir = join(root, 'layout', name.replace(/[^a-z0-9]+/gi, '-'))
+    for (const [file, body] of Object.entries(files)) {
+      mkdirSync(join(dir, file, '..'), { recursive: true })
+      writeFileSync(join(dir, file), body)
+    }
+    const url = `${base}/ok/layout/${name.replace(/[^a-z0-9]+/gi, '-')}/`
+    const local = await Model.loadPretrained(dir).then((m) => ({ m, e: null }), (e) => ({ m: null, e }))
+    const remote = await Model.loadPretrained(url).then((m) => ({ m, e: null }), (e) => ({ m: null, e }))
+    expect(local.e?.code ?? null, String(local.e)).toBe(code)
+    expect(verdict(remote.e, url)).toEqual(verdict(local.e, dir))
+    if (local.m && remote.m) {
+      expect(remote.m.tensorNames).toEqual(local.m.tensorNames)
+      expect(remote.m.files).toEqual(local.m.files)
+      expect(remote.m.format).toBe(local.m.format)
+    }
+  })
+})
+
+describe('openWeights(url)', () => {
+  it('SafeTensors and GGUF lazily, weights.mlx whole, recognised by their bytes; other formats are ERR_INVALID_ARGUMENT for now', async () => {
+    const st = await openWeights(`${base}/ok/single/model.safetensors`)
+    expect(st.format).toBe('safetensors')
+    expect(st.path).toBe(`${base}/ok/single/model.safetensors`)
+    expect(st.info('w')).toMatchObject({ storedType: 'F32', dtype: 'F32', shape: [3], byteLength: 12 })
+    expect(Array.from((await st.getTensorAsync('w')).data as Float32Array)).toEqual([1, 2, 3])
+    const mlx = await openWeights(`${base}/ok/mlx/weights.mlx`)
+    expect(mlx.format).toBe('mlx')
+    expect(mlx.path).toBe(`${base}/ok/mlx/weights.mlx`)
+    expect(Array.from(mlx.getTensor('a').data as Float32Array)).toEqual([0.5, 2])
+    await convert(join(root, 'single', 'model.safetensors'), join(root, 'single.gguf'), { to: 'gguf' })
+    // GGUF lazily too (range requests: __test__/gguf-file.spec.ts).
+    const gguf = await openWeights(`${base}/ok/single.gguf`)
+    expect(gguf.format).toBe('gguf')
+    expect(Array.from((await gguf.getTensorAsync('w')).data as Float32Array)).toEqual([1, 2, 3])
+    writeFileSync(join(root, 'archive.zip'), Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(60)]))
+    await expect(openWeights(`${base}/ok/archive.zip`)).rejects.toMatchObject({ code: 'ERR_UNKNOWN_FORMAT', message: expect.stringContaining('a zip archive') })
+    await expect(openWeights(`${base}/ok/nope.safetensors`)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    expect(() => openWeightsSync(`${base}/ok/single/model.safetensors`)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
   })
 })

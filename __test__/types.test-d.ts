@@ -3,6 +3,7 @@
 // side of the same promises (the arrays each `as` gives, DataView refused, the error codes).
 import { describe, expectTypeOf, test } from 'vitest'
 import {
+  GgufFile,
   LinearRegression,
   LogisticRegression,
   Model,
@@ -15,6 +16,8 @@ import {
   validate,
   type ErrorCode,
   type FileReport,
+  type GgufTensorInfo,
+  type GgufValue,
   type LoadPretrainedOptions,
   type OpenUrlOptions,
   type RemoteModel,
@@ -25,6 +28,7 @@ import {
   type TensorInput,
   type TypedArray,
   type ValidationReport,
+  type WeightsFile,
 } from '../index.js'
 
 declare const file: SafeTensorsFile
@@ -77,6 +81,7 @@ describe('errors', () => {
   test('ErrorCode is the union of codes; SafeTensorsError has code, path and tensor', () => {
     expectTypeOf<'ERR_NOT_FOUND'>().toExtend<ErrorCode>()
     expectTypeOf<'ERR_INVALID_ARGUMENT'>().toExtend<ErrorCode>()
+    expectTypeOf<'ERR_CLOSED'>().toExtend<ErrorCode>()
     expectTypeOf<'ERR_NOPE'>().not.toExtend<ErrorCode>()
     expectTypeOf<string>().not.toExtend<ErrorCode>()
     expectTypeOf<SafeTensorsError>().toExtend<Error>()
@@ -110,6 +115,15 @@ describe('inputs and callbacks match what the run time does', () => {
     expectTypeOf(SafeTensorsFile.openUrl('https://host/a.safetensors')).toEqualTypeOf<Promise<RemoteSafeTensorsFile>>()
   })
 
+  test('model ids: the cache gives a Model; an endpoint may give a RemoteModel', () => {
+    expectTypeOf(Model.loadPretrained('org/name', { revision: 'v1', cacheDir: '/c' })).toEqualTypeOf<Promise<Model>>()
+    expectTypeOf(Model.loadPretrained('org/name', { endpoint: 'https://huggingface.co', token: 't' })).toEqualTypeOf<Promise<Model | RemoteModel>>()
+    expectTypeOf(Model.loadPretrainedSync('org/name', { revision: 'main' })).toEqualTypeOf<Model>()
+    // @ts-expect-error the sync form reads the cache only: no endpoint
+    Model.loadPretrainedSync('org/name', { endpoint: 'https://huggingface.co' })
+    expectTypeOf(inspect('https://host/m.safetensors', { timeoutMs: 5000 })).toEqualTypeOf<Promise<FileReport>>()
+  })
+
   test('reports and models', () => {
     expectTypeOf(inspect('a')).toEqualTypeOf<Promise<FileReport>>()
     expectTypeOf(validate('a')).toEqualTypeOf<Promise<ValidationReport>>()
@@ -119,12 +133,60 @@ describe('inputs and callbacks match what the run time does', () => {
   })
 })
 
+describe('GgufFile', () => {
+  test('a WeightsFile with its header typed; getTensor typed by `as`', () => {
+    const g = GgufFile.open('m.gguf')
+    expectTypeOf(g).toMatchTypeOf<WeightsFile>()
+    expectTypeOf(GgufFile.openAsync('m.gguf')).toEqualTypeOf<Promise<GgufFile>>()
+    expectTypeOf(g.format).toEqualTypeOf<'gguf'>()
+    expectTypeOf(g.version).toEqualTypeOf<number>()
+    expectTypeOf(g.metadata).toEqualTypeOf<Record<string, GgufValue>>()
+    expectTypeOf(g.info('w')).toEqualTypeOf<GgufTensorInfo>()
+    expectTypeOf(g.info('w').ggmlType).toEqualTypeOf<string>()
+    expectTypeOf(g.info('w').offset).toEqualTypeOf<number>()
+    expectTypeOf(g.getTensor('w', { as: 'raw' })).toEqualTypeOf<Tensor<Uint8Array>>()
+    expectTypeOf(g.getTensorAsync('w', { as: 'F32' })).toEqualTypeOf<Promise<Tensor<Float32Array>>>()
+    expectTypeOf<bigint>().toMatchTypeOf<GgufValue>()
+    expectTypeOf<Float32Array>().toMatchTypeOf<GgufValue>()
+    expectTypeOf<string[]>().toMatchTypeOf<GgufValue>()
+  })
+})
+
+describe('closing', () => {
+  test('every weights class has close() and [Symbol.dispose]() (so `using` works)', async () => {
+    expectTypeOf(file.close).toEqualTypeOf<() => void>()
+    expectTypeOf(file[Symbol.dispose]).toEqualTypeOf<() => void>()
+    const model = await Model.loadPretrained('dir')
+    expectTypeOf(model.close).toEqualTypeOf<() => void>()
+    expectTypeOf(model[Symbol.dispose]).toEqualTypeOf<() => void>()
+    const remote = await SafeTensorsFile.openUrl('https://x/y.safetensors')
+    expectTypeOf(remote[Symbol.dispose]).toEqualTypeOf<() => void>()
+    const remoteModel: RemoteModel = await Model.loadPretrained('https://x/dir')
+    expectTypeOf(remoteModel.close).toEqualTypeOf<() => void>()
+    // @ts-expect-error close takes no argument
+    file.close(true)
+  })
+})
+
+describe('Model', () => {
+  test('predict gives values or labels, predictProba probabilities; getSlice typed by `as`', async () => {
+    const model = await Model.loadPretrained('dir')
+    const x = { rows: 1, cols: 2, data: new Float32Array(2) }
+    expectTypeOf(model.predict(x)).toEqualTypeOf<Float32Array | Int32Array>()
+    expectTypeOf(model.predictProba(x)).toEqualTypeOf<Float32Array>()
+    expectTypeOf(model.getSlice('w', [[0, 1]], { as: 'F32' })).toEqualTypeOf<Tensor<Float32Array>>()
+    expectTypeOf(model.getSliceAsync('w', [0])).toEqualTypeOf<Promise<Tensor<TypedArray>>>()
+  })
+})
+
 describe('what is not public', () => {
   test('no constructor for the classes made by factories; no internals', () => {
     // @ts-expect-error instances come from open / openAsync / fromBytes / openUrl
     new SafeTensorsFile()
     // @ts-expect-error instances come from loadPretrained / loadPretrainedSync
     new Model()
+    // @ts-expect-error instances come from open / openAsync / openWeights
+    new GgufFile()
     // @ts-expect-error internal to the HTTP layer
     SafeTensorsFile.fromHeader
     // @ts-expect-error internal to index.js

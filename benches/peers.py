@@ -264,6 +264,178 @@ class LlamaConverter:
         return {"fileBytes": os.path.getsize(c["P"]["out"])}
 
 
+class SliceNumpy:
+    """Columns [0, cols) of every row of a BF16/F16 matrix, as float32."""
+
+    def setup(self, P):
+        ctx = UpcastNumpy().setup(P)
+        ctx["cols"] = P["cols"]
+        return ctx
+
+    def run(self, c):
+        return c["x"][:, : c["cols"]].astype(np.float32)
+
+    def check(self, c, out):
+        return {"n": int(out.size), "sum": stride_sum(out)}
+
+
+def checkpoint_files(d):
+    """The weight files of a model directory: the index's shards in order, or the one file."""
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(d, s) for s in shards]
+    return [os.path.join(d, "model.safetensors")]
+
+
+def checkpoint_check(arrays):
+    n, s = 0, 0.0
+    for a in arrays:
+        n += int(a.size)
+        s += stride_sum(a)
+    return {"n": n, "sum": s}
+
+
+class CheckpointNumpy:
+    """safetensors.numpy.load_file of each file, then astype(float32) of every tensor."""
+
+    def setup(self, P):
+        import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+        from safetensors.numpy import load_file
+
+        return {"files": checkpoint_files(P["dir"]), "load": load_file}
+
+    def run(self, c):
+        out = {}
+        for f in c["files"]:
+            out.update({k: v.astype(np.float32) for k, v in c["load"](f).items()})
+        return out
+
+    def check(self, c, out):
+        return checkpoint_check(out.values())
+
+
+class CheckpointMlx:
+    """mx.load of each file, astype(mx.float32) of every tensor, mx.eval."""
+
+    def setup(self, P):
+        import mlx.core as mx
+
+        return {"files": checkpoint_files(P["dir"]), "mx": mx}
+
+    def run(self, c):
+        mx = c["mx"]
+        out = {}
+        for f in c["files"]:
+            out.update({k: v.astype(mx.float32) for k, v in mx.load(f).items()})
+            mx.eval(list(out.values()))
+        return out
+
+    def check(self, c, out):
+        return checkpoint_check(np.array(v) for v in out.values())
+
+
+class FreshCopy:
+    """The physical bound of producing outputs: for each size, fresh anonymous memory (transparent
+    huge pages asked for, or refused), then a copy of that many resident bytes into it on two
+    threads (ctypes.memmove releases the GIL). Outputs are kept until the repetition ends."""
+
+    def setup(self, P):
+        import ctypes
+        import mmap
+
+        src = mmap.mmap(-1, max(P["sizes"]), flags=mmap.MAP_PRIVATE)
+        src.write(b"\x01" * len(src))  # resident, so only the destination is fresh
+        return {"src": src, "sizes": P["sizes"], "huge": P["huge"], "ctypes": ctypes, "mmap": mmap,
+                "src_addr": ctypes.addressof(ctypes.c_char.from_buffer(src))}
+
+    def run(self, c):
+        import threading
+
+        ctypes, mmap = c["ctypes"], c["mmap"]
+        advice = mmap.MADV_HUGEPAGE if c["huge"] else mmap.MADV_NOHUGEPAGE
+        outs = []
+        for size in c["sizes"]:
+            # Private, like malloc's (a shared anonymous mapping is shmem, with its own THP policy).
+            m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+            m.madvise(advice)
+            dst = ctypes.addressof(ctypes.c_char.from_buffer(m))
+            half = size // 2 // 4096 * 4096
+            if size >= (1 << 20):
+                t = threading.Thread(target=ctypes.memmove, args=(dst + half, c["src_addr"] + half, size - half))
+                t.start()
+                ctypes.memmove(dst, c["src_addr"], half)
+                t.join()
+            else:
+                ctypes.memmove(dst, c["src_addr"], size)
+            outs.append(m)
+        return outs
+
+    def check(self, c, out):
+        return {"bytes": sum(len(m) for m in out)}
+
+
+def make_checkpoint(d, shards, cfg):
+    """A Qwen3-shaped BF16 model directory written by the reference writer (safetensors.numpy),
+    one file or `shards` shards with an index, plus config.json. Deterministic."""
+    import ml_dtypes
+    from safetensors.numpy import save_file
+
+    V, H, I, L = cfg["vocab"], cfg["hidden"], cfg["inter"], cfg["layers"]
+    nh, nkv, hd = cfg["heads"], cfg["kv"], cfg["head_dim"]
+    names = [("model.embed_tokens.weight", (V, H))]
+    for i in range(L):
+        p = f"model.layers.{i}."
+        names += [
+            (p + "input_layernorm.weight", (H,)),
+            (p + "self_attn.q_proj.weight", (nh * hd, H)),
+            (p + "self_attn.k_proj.weight", (nkv * hd, H)),
+            (p + "self_attn.v_proj.weight", (nkv * hd, H)),
+            (p + "self_attn.o_proj.weight", (H, nh * hd)),
+            (p + "self_attn.q_norm.weight", (hd,)),
+            (p + "self_attn.k_norm.weight", (hd,)),
+            (p + "post_attention_layernorm.weight", (H,)),
+            (p + "mlp.gate_proj.weight", (I, H)),
+            (p + "mlp.up_proj.weight", (I, H)),
+            (p + "mlp.down_proj.weight", (H, I)),
+        ]
+    names.append(("model.norm.weight", (H,)))
+    rng = np.random.default_rng(20)
+
+    def make(shape):
+        std, mean = (0.05, 1.0) if len(shape) == 1 else (0.02, 0.0)
+        x = rng.standard_normal(int(np.prod(shape)), dtype=np.float32) * std + mean
+        return x.astype(ml_dtypes.bfloat16).reshape(shape)
+
+    os.makedirs(d, exist_ok=True)
+    total = sum(int(np.prod(s)) for _, s in names)
+    if shards == 1:
+        save_file({n: make(s) for n, s in names}, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        groups, acc, per = [[]], 0, total / shards
+        for n, s in names:
+            if acc >= per * len(groups) and len(groups) < shards:
+                groups.append([])
+            groups[-1].append((n, s))
+            acc += int(np.prod(s))
+        weight_map = {}
+        for k, g in enumerate(groups):
+            fn = f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors"
+            save_file({n: make(s) for n, s in g}, os.path.join(d, fn), metadata={"format": "pt"})
+            weight_map.update({n: fn for n, _ in g})
+        with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": total * 2}, "weight_map": weight_map}, f, indent=2)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": H, "intermediate_size": I,
+        "num_hidden_layers": L, "num_attention_heads": nh, "num_key_value_heads": nkv, "head_dim": hd,
+        "vocab_size": V, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    }
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    return {"tensors": len(names), "params": total}
+
+
 CASES = {
     "llama-converter": LlamaConverter,
     "upcast-numpy": UpcastNumpy,
@@ -273,12 +445,20 @@ CASES = {
     "save-st-numpy": SaveSafetensorsNumpy,
     "quant-ggufpy": QuantGgufPy,
     "dequant-ggufpy": DequantGgufPy,
+    "slice-numpy": SliceNumpy,
+    "ckpt-numpy": CheckpointNumpy,
+    "ckpt-mlx": CheckpointMlx,
+    "fresh-copy": FreshCopy,
 }
 
 
 def main():
     if sys.argv[1] == "--info":
         print("RESULT " + json.dumps({"versions": versions(), "blas": blas_info()}))
+        return
+    if sys.argv[1] == "--make-checkpoint":
+        made = make_checkpoint(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]))
+        print("RESULT " + json.dumps(made))
         return
     case, reps, params = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     spec = CASES[case]()

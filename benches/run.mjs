@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf] [-- --reps N]
+// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf,checkpoint] [-- --reps N]
 //               [-- --update-docs]
 //
 // Side-by-side benchmark of safetensors-node against the peers a user would otherwise pick
@@ -17,14 +17,14 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import { join } from 'node:path'
 import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
-import { ensureLlamaCppSources } from '../scripts/peers/llama-cpp.mjs'
+import { ensureLlamaCpp, ensureLlamaCppSources, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
 
 const require = createRequire(import.meta.url)
 
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -56,14 +56,18 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^[1-8]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^[1-9]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-8)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-9)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
-  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024], dequant: [256, 1024], preset: { vocab: 2000, hidden: 256, ffn: 768, layers: 4, heads: 4, kv: 2 } }
-  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192], dequant: [4096, 4096], preset: { vocab: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kv: 8 } }
+  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024], dequant: [256, 1024], preset: { vocab: 2000, hidden: 256, ffn: 768, layers: 4, heads: 4, kv: 2 }, checkpoint: { vocab: 8192, hidden: 256, inter: 768, layers: 4, heads: 4, kv: 2, head_dim: 64 } }
+  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192], dequant: [4096, 4096], preset: { vocab: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kv: 8 }, checkpoint: { vocab: 151936, hidden: 1024, inter: 3072, layers: 28, heads: 16, kv: 8, head_dim: 128 } }
+// Calls per repetition of the "sync loop" / "async" lines (the time shown is per call).
+const LOOP = 10
+// Repetitions of row 9 (a whole checkpoint each) in every child process.
+const CHECKPOINT_REPS = Math.min(3, opt.reps ?? 3)
 
 const log = (...a) => console.error(...a)
 
@@ -177,6 +181,10 @@ function pythonEnv() {
 // Inputs, generated once into bench-data/ (regenerated when the sizes change).
 
 function warm(path) {
+  if (statSync(path).isDirectory()) {
+    for (const f of readdirSync(path).filter((n) => n.endsWith('.safetensors'))) warm(join(path, f))
+    return
+  }
   // Read the file once so the page cache holds it (the timed runs are warm-cache runs).
   const fd = openSync(path, 'r')
   const buf = Buffer.allocUnsafe(16 * MiB)
@@ -268,12 +276,55 @@ function makeHfLlamaDir() {
   return dir
 }
 
-/** llama-quantize of the llama.cpp build the tests use (scripts/peers/llama-cpp.mjs), if built. */
+/**
+ * Row 9's inputs: a Qwen3-0.6B-shaped BF16 model directory written by the reference writer
+ * (safetensors.numpy.save_file, in the bench venv), as one file and as two shards.
+ */
+function makeCheckpoints() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'checkpoint')
+  const dirs = { single: join(dir, 'qwen3-bf16'), sharded: join(dir, 'qwen3-bf16-2-shards') }
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 1, checkpoint: SIZE.checkpoint })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return { ...dirs, ...JSON.parse(readFileSync(join(dir, 'made.json'), 'utf8')) }
+  if (!PY.python) return null
+  log(`generating the checkpoints in ${dir} ...`)
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  let made = null
+  for (const [d, shards] of [[dirs.single, 1], [dirs.sharded, 2]]) {
+    const out = execFileSync(PY.python, [join(ROOT, 'benches', 'peers.py'), '--make-checkpoint', d, String(shards), JSON.stringify(SIZE.checkpoint)], { env: pythonEnv(), encoding: 'utf8' })
+    made = JSON.parse(out.split('\n').find((l) => l.startsWith('RESULT ')).slice(7))
+  }
+  writeFileSync(join(dir, 'made.json'), JSON.stringify(made))
+  writeFileSync(stampPath, want)
+  return { ...dirs, ...made }
+}
+
+/** Byte sizes of a checkpoint's tensors as F32 (the outputs of row 9), in file order. */
+function checkpointF32Sizes(c) {
+  const { vocab: V, hidden: H, inter: I, layers: L, heads: nh, kv, head_dim: hd } = c
+  const sizes = [V * H]
+  for (let i = 0; i < L; i++) sizes.push(H, nh * hd * H, kv * hd * H, kv * hd * H, H * nh * hd, hd, hd, H, I * H, I * H, H * I)
+  sizes.push(H)
+  return sizes.map((n) => n * 4)
+}
+
+/**
+ * Row 7's llama-quantize: STN_LLAMA_QUANTIZE, else the llama.cpp build the tests use
+ * (scripts/peers/llama-cpp.mjs: same cache, same version), built there once if missing.
+ */
 function llamaQuantize() {
-  if (process.env.STN_LLAMA_QUANTIZE) return process.env.STN_LLAMA_QUANTIZE
-  const cache = process.env.STN_CACHE_DIR ?? join(os.homedir(), '.cache', 'safetensors-node')
-  const exe = join(cache, 'llama.cpp-src-0.3.36', 'build', 'bin', 'llama-quantize')
-  return existsSync(exe) ? exe : null
+  if (process.env.STN_LLAMA_QUANTIZE) return { exe: process.env.STN_LLAMA_QUANTIZE }
+  const exe = llamaCpp().tool('llama-quantize')
+  if (!existsSync(exe)) {
+    log('building llama.cpp for row 7 (once; scripts/peers/llama-cpp.mjs, ~15-25 min on 2 cores) ...')
+    try {
+      ensureLlamaCpp()
+    } catch (e) {
+      return { error: `llama.cpp build failed: ${e.message.split('\n')[0]}` }
+    }
+  }
+  return existsSync(exe) ? { exe } : { error: `no ${exe} after the llama.cpp build` }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -326,6 +377,7 @@ function merge(prev, r) {
     min: Math.min(...times),
     max: Math.max(...times),
     max_rss_kib: Math.max(prev.max_rss_kib, r.max_rss_kib),
+    warmups_ms: [...(prev.warmups_ms ?? [prev.warmup_ms]), r.warmup_ms],
     wall_s: prev.wall_s + r.wall_s,
     rounds: (prev.rounds ?? 1) + 1,
   }
@@ -335,10 +387,16 @@ function merge(prev, r) {
 // The rows. Each group is one piece of work; its first implementation is "ours" (the one the
 // ratios are computed from); `goals` compare one of ours with one peer.
 
-function groups(f, ggml) {
+function groups(f, ggml, ckpt) {
   const [ur, uc] = SIZE.upcast
   const nUp = ur * uc
   const upM = `${Math.round(nUp / 2 ** 20)}M`
+  // The same call repeated LOOP times per repetition: in a loop that never yields, and awaited
+  // (the async twin, so the event loop turns between calls). Time per call.
+  const loops = (syncCall, asyncCall, kase, params) => [
+    { key: 'sync', label: `ours: ${syncCall} × ${LOOP} in a synchronous loop (per call)`, lang: 'node', case: kase, params: { ...params, loop: LOOP, loopMode: 'sync' } },
+    { key: 'async', label: `ours: \`await\` ${asyncCall} × ${LOOP} (per call)`, lang: 'node', case: kase, params: { ...params, loop: LOOP, loopMode: 'async' } },
+  ]
   const upcast = (dtype, path) => ({
     row: 'upcast',
     id: dtype === 'BF16' ? '1a' : '1b',
@@ -351,6 +409,7 @@ function groups(f, ggml) {
       { key: 'numpy', label: dtype === 'BF16' ? 'numpy: ml_dtypes bfloat16 `.astype(np.float32)`' : 'numpy: float16 `.astype(np.float32)`', lang: 'py', case: 'upcast-numpy', params: { path, name: 'weight' } },
       { key: 'mlx', label: 'MLX (CPU): `astype(mx.float32)` + `mx.eval`', lang: 'py', case: 'upcast-mlx', requires: 'mlx', params: { path, name: 'weight' } },
       { key: 'js', label: dtype === 'BF16' ? 'pure JS: `Uint16Array` → `Float32Array` (`<< 16`)' : 'pure JS: 65,536-entry table lookup', lang: 'node', case: 'upcast-js', params: { path, name: 'weight' } },
+      ...loops('`getTensor`', '`getTensorAsync`', 'upcast-ours-file', { path, name: 'weight' }),
     ],
   })
   const { vocab, hidden, inter, layers } = SIZE.llama
@@ -366,6 +425,7 @@ function groups(f, ggml) {
       { key: 'ours-get', label: 'ours: `SafeTensorsFile.open` + `getTensor` each', lang: 'node', case: 'load-ours-open-get', params: { path: f.llama, touch } },
       { key: 'st-numpy', label: 'Python: `safetensors.numpy.load_file`', lang: 'py', case: 'load-st-numpy', params: { path: f.llama, touch } },
       { key: 'js', label: 'pure JS: `readFileSync` + JSON header + `Float32Array` views', lang: 'node', case: 'load-js', params: { path: f.llama, touch } },
+      ...(touch ? [] : loops('`loadFile`', '`loadFileAsync`', 'load-ours-loadfile', { path: f.llama, touch })),
     ],
   })
   const [sn, sr, sc] = SIZE.save
@@ -401,6 +461,7 @@ function groups(f, ggml) {
         { key: 'ours-async', label: `ours: \`${fn}Async\``, lang: 'node', case: 'predict-ours', params: { ...p, async: true } },
         { key: 'ort', label: 'onnxruntime-node: our `toOnnx` export, `session.run`', lang: 'node', case: 'predict-ort', params: p },
         { key: 'js', label: 'pure JS loop (f64 accumulation)', lang: 'node', case: 'predict-js', params: p },
+        ...loops(`\`${fn}\``, `\`${fn}Async\``, 'predict-ours', p),
       ],
     }
   }
@@ -434,6 +495,12 @@ function groups(f, ggml) {
       { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0` (llama-cpp-python 0.3.36 sources)", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir: hfDir, out: join(DATA, 'out', 'hf-converter.gguf'), outtype: 'q8_0' } },
     ].map((i) => (hfDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
   }
+  // The physical bound of producing outputs: fresh memory (huge pages asked for, or refused)
+  // filled by a copy on two threads, one allocation per output.
+  const freshCopy = (sizes) => [
+    { key: 'fresh-huge', label: 'bound: fresh memory (huge pages) + copy, 2 threads (ctypes)', lang: 'py', case: 'fresh-copy', params: { sizes, huge: true } },
+    { key: 'fresh-4k', label: 'bound: fresh memory (4 KiB pages) + copy, 2 threads (ctypes)', lang: 'py', case: 'fresh-copy', params: { sizes, huge: false } },
+  ]
   const memcpy = {
     row: 'upcast',
     id: '1c',
@@ -442,6 +509,18 @@ function groups(f, ggml) {
     impls: [
       { key: 'js', label: 'JS: `new Float32Array(n).set(src)`', lang: 'node', case: 'memcpy-js', params: { n: nUp } },
       { key: 'numpy', label: 'numpy: `src.copy()`', lang: 'py', case: 'memcpy-numpy', params: { n: nUp } },
+      ...freshCopy([nUp * 4]),
+    ],
+  }
+  const slice = {
+    row: 'upcast',
+    id: '1d',
+    work: `\`getSlice\` gather: columns [0, ${uc / 2}) of every row of the ${upM}-element BF16 matrix, as F32 (${ur} runs → ${nUp * 2 / MiB} MiB)`,
+    warm: [f.bf16],
+    impls: [
+      { key: 'ours', label: "ours: `getSlice(name, [null, [0, cols / 2]], { as: 'F32' })`", lang: 'node', case: 'slice-ours', params: { path: f.bf16, name: 'weight', cols: uc / 2 } },
+      { key: 'numpy', label: 'numpy: `x[:, :cols / 2].astype(np.float32)`', lang: 'py', case: 'slice-numpy', params: { path: f.bf16, name: 'weight', cols: uc / 2 } },
+      ...loops('`getSlice`', '`getSliceAsync`', 'slice-ours', { path: f.bf16, name: 'weight', cols: uc / 2 }),
     ],
   }
   const [dr, dc] = SIZE.dequant
@@ -463,23 +542,65 @@ function groups(f, ggml) {
       ],
     }
   }
+  // GGUF block tensors read from JS (openWeights): decoded to F32 by getTensor.
+  const hasWeights = typeof require(ROOT).openWeightsSync === 'function'
+  const dequantGet = (type) => {
+    const path = ggml?.dequant[type]
+    const skip = !path ? { skipped: 'no bench inputs (Python peers unavailable)' } : hasWeights ? {} : { skipped: 'openWeights is not in this build' }
+    return {
+      row: 'dequant',
+      id: `6-get-${type}`,
+      work: `\`openWeights\` + \`getTensor\` of a ${type} GGUF tensor → F32, ${nDq / 2 ** 20}M elements (${nDq * 4 / MiB} MiB)`,
+      warm: path ? [path] : [],
+      impls: [
+        { key: 'ours', label: '`getTensor`', lang: 'node', case: 'weights-get', params: { path, name: 'weight' }, ...skip },
+        { key: 'gguf-py', label: `gguf-py: \`gguf.quants.dequantize(blocks, ${type})\` (in memory)`, lang: 'py', case: 'dequant-ggufpy', params: { path }, ...(path ? {} : skip) },
+        ...loops('`getTensor`', '`getTensorAsync`', 'weights-get', { path, name: 'weight' }).map((i) => ({ ...i, ...skip })),
+      ],
+    }
+  }
+  // Row 9: a whole Qwen3-0.6B-shaped BF16 checkpoint, every tensor as F32.
+  const checkpoint = (id, dir, what) => {
+    const skip = ckpt ? {} : { skipped: 'no bench inputs (Python peers unavailable)' }
+    const sizes = checkpointF32Sizes(SIZE.checkpoint)
+    const f32 = sizes.reduce((a, b) => a + b, 0)
+    const r = CHECKPOINT_REPS
+    return {
+      row: 'checkpoint',
+      id,
+      work: `a Qwen3-0.6B-shaped BF16 checkpoint (${ckpt?.tensors ?? '?'} tensors, ${((ckpt?.params ?? 0) * 2 / 1e9).toFixed(2)} GB; ${what}) loaded with every tensor as F32 (${(f32 / 1e9).toFixed(2)} GB)`,
+      f32Bytes: f32,
+      showFirst: true,
+      warm: ckpt ? [dir] : [],
+      impls: [
+        { key: 'sync', label: "ours: `await Model.loadPretrained(dir, { as: 'F32' })`, then `getTensor` of each in a synchronous loop", lang: 'node', case: 'ckpt-ours-sync', params: { dir }, reps: r, ...skip },
+        { key: 'async', label: "ours: `await Model.loadPretrained(dir, { as: 'F32' })`, then `await tensorsAsync()`", lang: 'node', case: 'ckpt-ours-async', params: { dir }, reps: r, ...skip },
+        { key: 'numpy', label: '`safetensors.numpy.load_file` + ml_dtypes `astype(np.float32)` of each', lang: 'py', case: 'ckpt-numpy', params: { dir }, reps: r, ...skip },
+        { key: 'mlx', label: 'MLX (CPU): `mx.load` + `astype(mx.float32)` of each, `mx.eval`', lang: 'py', case: 'ckpt-mlx', requires: 'mlx', params: { dir }, reps: r, ...skip },
+        { key: 'open', label: "ours: the lazy open alone, `await Model.loadPretrained(dir, { as: 'F32' })` (MLX-Node publishes 2–3 s / 2.4 GB for its load)", lang: 'node', case: 'ckpt-ours-open', params: { dir }, ...skip },
+        ...freshCopy(sizes).map((i) => ({ ...i, reps: r })),
+      ],
+    }
+  }
   const p = SIZE.preset
   const threads = os.availableParallelism()
-  const exe = llamaQuantize()
+  const { exe, error: noExe } = LLAMA_QUANTIZE
   const preset = {
     row: 'preset',
     id: '7',
     work: `GGUF Q4_K_M of a Llama-shaped F16 model, ${((p.vocab * p.hidden * 2 + p.layers * (2 * p.hidden * p.hidden + 2 * p.hidden * (p.hidden / p.heads) * p.kv + 3 * p.hidden * p.ffn)) / 1e9).toFixed(2)}B parameters (${p.layers} layers, hidden ${p.hidden}, ffn ${p.ffn}, vocab ${p.vocab}), ${threads} threads each`,
     warm: ggml ? [ggml.model] : [],
+    compareGguf: true,
     impls: [
-      { key: 'ours', label: 'ours: `convert(f16.gguf, q.gguf, {to: \'gguf\', quantization: \'Q4_K_M\'})`', lang: 'node', case: 'preset-ours', params: { path: ggml?.model, out: join(DATA, 'out', 'ours-Q4_K_M.gguf'), preset: 'Q4_K_M' }, ...(ggml ? {} : { skipped: 'no bench inputs' }) },
-      { key: 'llama-quantize', label: `llama.cpp: \`llama-quantize f16.gguf q.gguf Q4_K_M ${threads}\``, lang: 'node', case: 'preset-llama', params: { path: ggml?.model, out: join(DATA, 'out', 'llama-Q4_K_M.gguf'), preset: 'Q4_K_M', exe, threads }, ...(exe && ggml ? {} : { skipped: 'llama-quantize not built (node scripts/peers/llama-cpp.mjs)' }) },
+      { key: 'ours', label: 'ours: `convert(f16.gguf, q.gguf, {to: \'gguf\', quantization: \'Q4_K_M\'})`', lang: 'node', case: 'preset-ours', reps: Math.min(reps, 2), params: { path: ggml?.model, out: join(DATA, 'out', 'ours-Q4_K_M.gguf'), preset: 'Q4_K_M' }, ...(ggml ? {} : { skipped: 'no bench inputs' }) },
+      { key: 'llama-quantize', label: `llama.cpp: \`llama-quantize f16.gguf q.gguf Q4_K_M ${threads}\``, lang: 'node', case: 'preset-llama', reps: Math.min(reps, 2), params: { path: ggml?.model, out: join(DATA, 'out', 'llama-Q4_K_M.gguf'), preset: 'Q4_K_M', exe, threads }, ...(!ggml ? { skipped: 'no bench inputs' } : exe ? {} : { skipped: noExe }) },
     ],
   }
   return [
     upcast('BF16', f.bf16),
     upcast('F16', f.f16),
     memcpy,
+    slice,
     load(false),
     load(true),
     save,
@@ -489,8 +610,11 @@ function groups(f, ggml) {
     quant('Q8_0', '5a'),
     quant('Q4_0', '5b'),
     ...Object.keys(DEQUANT_TYPES).map((t) => dequant(t, `6-${t}`)),
+    dequantGet('Q4_K'),
     preset,
     ...(only.has('hf-gguf') ? [hfGguf] : []),
+    checkpoint('9a', ckpt?.single, 'one file'),
+    checkpoint('9b', ckpt?.sharded, 'two shards + index'),
   ].filter((g) => only.has(g.row))
 }
 
@@ -515,6 +639,18 @@ const GOALS = [
   { id: '7', label: 'Q4_K_M of a 0.6B model vs llama-quantize (same threads)', ours: 'ours', peer: 'llama-quantize', target: 1.0 },
   { id: '8', label: "0.6B BF16 model dir → Q8_0 GGUF vs llama.cpp's convert_hf_to_gguf.py", ours: 'ours', peer: 'converter', target: 0.2 },
   { id: '8', label: '0.6B BF16 model dir → Q8_0 GGUF: peak RSS vs convert_hf_to_gguf.py', ours: 'ours', peer: 'converter', target: 0.3, rss: true },
+  // Issue 20: a synchronous loop costs what the async calls cost; whole checkpoints.
+  { id: '1a', label: 'BF16 upcast in a synchronous loop vs numpy', ours: 'sync', peer: 'numpy', target: 1.0 },
+  ...['1a', '1b', '1d', '2a', '4a', '4b', '4c', '6-get-Q4_K'].map((id) => ({ id, label: 'synchronous loop vs `await …Async` (per call)', ours: 'sync', peer: 'async', target: 1.2 })),
+  ...['9a', '9b'].flatMap((id) => [
+    { id, label: 'whole checkpoint as F32, sync `getTensor` loop vs numpy + ml_dtypes', ours: 'sync', peer: 'numpy', target: 0.5 },
+    { id, label: 'the same vs MLX', ours: 'sync', peer: 'mlx', target: 0.5 },
+    { id, label: '`tensorsAsync` vs numpy + ml_dtypes', ours: 'async', peer: 'numpy', target: 0.4 },
+    { id, label: 'peak RSS of the sync load ≤ 1.05 × F32 bytes + 100 MiB (MiB)', ours: 'sync', rssLimit: true, target: 1.0 },
+    { id, label: 'peak RSS of `tensorsAsync` ≤ 1.05 × F32 bytes + 100 MiB (MiB)', ours: 'async', rssLimit: true, target: 1.0 },
+    { id, label: '(info) sync load vs the bound: fresh memory (huge pages) + copy', ours: 'sync', peer: 'fresh-huge', target: 1.0, info: true },
+    { id, label: '(info) sync load vs the bound: fresh memory (4 KiB pages) + copy', ours: 'sync', peer: 'fresh-4k', target: 1.0, info: true },
+  ]),
 ]
 
 // ---------------------------------------------------------------------------------------
@@ -524,6 +660,7 @@ function checkGroup(g) {
   const done = g.impls.filter((i) => i.result?.check)
   const ref = done[0]?.result.check
   for (const i of done) {
+    if (i.key.startsWith('fresh-')) continue // a bound: no output to compare
     const c = i.result.check
     let ok = true
     if (c.n != null && ref.n != null) ok &&= c.n === ref.n
@@ -537,7 +674,7 @@ function checkGroup(g) {
   }
 }
 
-/** Row 8: both GGUFs hold the same tensors — names, types, shapes and bytes (Q8_0 blocks
+/** Rows 7 and 8: both GGUFs hold the same tensors — names, types, shapes and bytes (blocks
  * included; both implement ggml's reference quantizer) — read by scripts/llama/gguf_summary.py. */
 function compareGgufOutputs(g) {
   const summary = (path) => {
@@ -659,6 +796,14 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
         i.same === undefined ? '' : i.same ? '✓' : '✗',
       ])
     }
+    if (g.showFirst) {
+      // What a user meets once per process: the first load (the untimed warm-up of each child).
+      for (const i of g.impls) {
+        const w = i.result?.warmups_ms ?? (i.result?.warmup_ms != null ? [i.result.warmup_ms] : null)
+        if (!w || i.key === 'open') continue
+        rows.push(['', '', `${i.label} — *first load in a fresh process* (the warm-ups)`, fmtMs(median(w)), `${fmtMs(Math.min(...w))}–${fmtMs(Math.max(...w))}`, '', '', ''])
+      }
+    }
   }
   lines.push(mdTable(['#', 'work', 'implementation', 'median ms', 'min–max ms', 'ours ÷ this', 'peak RSS MiB', 'same output'], rows, ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'c']))
   lines.push('')
@@ -667,6 +812,17 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
     const g = gs.find((x) => x.id === goal.id)
     if (!g) continue
     const o = g.impls.find((i) => i.key === goal.ours)?.result
+    if (goal.rssLimit) {
+      // Peak RSS against a limit in MiB (the whole child process, runtime included).
+      const limit = (1.05 * g.f32Bytes) / MiB + 100
+      const ours = o?.max_rss_kib ? o.max_rss_kib / 1024 : null
+      goal.oursMiB = ours
+      goal.limitMiB = limit
+      goal.ratio = ours == null ? null : ours / limit
+      goal.met = goal.ratio == null ? null : goal.ratio <= goal.target
+      goalRows.push([goal.id, goal.label, ours == null ? '—' : `${ours.toFixed(0)} MiB`, `${limit.toFixed(0)} MiB`, fmtRatio(goal.ratio), `≤ ${goal.target}×`, goal.met == null ? 'n/a' : goal.met ? '**met**' : '**missed**'])
+      continue
+    }
     const p = g.impls.find((i) => i.key === goal.peer)?.result
     const less = goal.minus ? g.impls.find((i) => i.key === goal.minus)?.result?.median : 0
     // An RSS goal compares peak RSS (MiB, in the ms columns' place).
@@ -693,6 +849,7 @@ PY = ensurePython()
 const pyInfo = pythonInfo()
 const files = makeInputs()
 const ggmlFiles = only.has('dequant') || only.has('preset') ? makeGgmlInputs() : null
+const LLAMA_QUANTIZE = only.has('preset') ? llamaQuantize() : { error: 'row 7 not selected' }
 let TORCH = { python: null, error: 'row 8 not selected' }
 let LLAMA_SRC = null
 let HF_DIR = null
@@ -701,8 +858,9 @@ if (only.has('hf-gguf')) {
   LLAMA_SRC = ensureLlamaCppSources()
   HF_DIR = makeHfLlamaDir()
 }
+const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const m = machine()
-const gs = groups(files, ggmlFiles)
+const gs = groups(files, ggmlFiles, checkpoints)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
 for (const g of gs) {
   log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)

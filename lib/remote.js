@@ -9,15 +9,17 @@
 const binding = require('../binding.js')
 
 const FIRST_REQUEST_BYTES = 100 * 1024
-const MAX_HEADER_SIZE = 100_000_000
 const MiB = 1024 * 1024
 /**
  * Size caps of what is read whole (the body is streamed and dropped at the cap + 1 byte;
- * a larger declared Content-Length is refused before the body is read):
- * - config.json: 16 MiB; a sharded index: 64 MiB; weights.mlx: 1 GiB;
- * - a file whose server ignores Range (200 to a range request), served from memory: 16 MiB.
+ * a larger declared Content-Length is refused before the body is read): weights.mlx 1 GiB; a
+ * file whose server ignores Range (200 to a range request), served from memory: 16 MiB.
+ * (config.json and a sharded index: the core's caps, binding.modelLayout().)
  */
-const CAPS = { config: 16 * MiB, index: 64 * MiB, mlx: 1024 * MiB, unranged: 16 * MiB }
+const CAPS = { mlx: 1024 * MiB, unranged: 16 * MiB }
+const MAX_REDIRECTS = 10
+/** Request headers not carried to another origin on a redirect (the Fetch standard's rule for Authorization, and cookies). */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie'])
 const DEFAULTS = { timeoutMs: 30_000, retries: 2, retryDelayMs: 200, concurrency: 8 }
 
 function codedError(code, message, extra = {}) {
@@ -35,6 +37,9 @@ function isCoded(e) {
 function isUrl(s) {
   return typeof s === 'string' && /^https?:\/\//i.test(s)
 }
+
+/** Internal option key: the Hugging Face context of a model id read over HTTP (see hubOptions). */
+const HUB = Symbol('hub')
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v))
 
@@ -58,6 +63,7 @@ function settings(options) {
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw bad('options.onProgress must be a function')
   o.onProgress = options.onProgress
+  o.hub = options[HUB] ?? null
   return o
 }
 
@@ -139,8 +145,43 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         const validator = strongEtag(seen?.etag) ?? seen?.lastModified
         if (validator) headers['If-Range'] = validator
       }
-      res = await fetch(url, { headers, signal: AbortSignal.timeout(opts.timeoutMs), redirect: 'follow' })
       const fail = (code, message, retry) => codedError(code, message, { path: url, retry })
+      const hub = opts.hub
+      const signal = AbortSignal.timeout(opts.timeoutMs)
+      // A model id's files: redirects are followed here, so that the token goes only to the
+      // endpoint's own origin (the Hub sends the data from another one), and the Hub's
+      // headers on the way (X-Repo-Commit, X-Linked-Size) are seen.
+      let target = url
+      let repoCommit = null
+      let linkedSize = null
+      for (let hop = 0; ; hop++) {
+        const sent = { ...headers }
+        const sameOrigin = new URL(target).origin === new URL(url).origin
+        // As fetch does on a redirect to another origin: credentials stay behind.
+        if (!sameOrigin) for (const k of Object.keys(sent)) if (CREDENTIAL_HEADERS.has(k.toLowerCase())) delete sent[k]
+        if (hub?.token && new URL(target).origin === hub.origin) sent.Authorization = `Bearer ${hub.token}`
+        res = await fetch(target, { headers: sent, signal, redirect: hub ? 'manual' : 'follow' })
+        if (!hub) break
+        repoCommit ??= res.headers.get('x-repo-commit')
+        linkedSize ??= res.headers.get('x-linked-size')
+        if (![301, 302, 303, 307, 308].includes(res.status)) break
+        const location = res.headers.get('location')
+        await res.body?.cancel().catch(() => {})
+        if (location === null) throw fail('ERR_IO', `HTTP ${res.status} without a Location header`, false)
+        if (hop >= MAX_REDIRECTS) throw fail('ERR_IO', `more than ${MAX_REDIRECTS} redirects`, false)
+        target = new URL(location, target).href
+        if (!isUrl(target)) throw fail('ERR_IO', `redirected to a URL that is not http(s)`, false)
+      }
+      if (hub && (res.status === 401 || res.status === 403)) {
+        // The Hub answers 401 for a model that does not exist as for a private one.
+        throw res.status === 401
+          ? fail('ERR_NOT_FOUND', 'HTTP 401: no such model, or a private or gated one that needs a token (options.token or HF_TOKEN)', false)
+          : fail('ERR_IO', 'HTTP 403: access denied (a gated model needs its conditions accepted, and a token allowed to read it)', false)
+      }
+      const linked = linkedSize === null || !/^\d+$/.test(linkedSize) ? null : Number(linkedSize)
+      const checkLinked = (total) => {
+        if (linked !== null && total !== null && total !== linked) throw fail('ERR_IO', `the Hub announced ${linked} bytes (X-Linked-Size) but the data is ${total} bytes`, false)
+      }
       if (res.status === 404 || res.status === 410) throw fail('ERR_NOT_FOUND', `HTTP ${res.status}`, false)
       if (res.status === 416 && seen) throw changedError(url, `HTTP 416: now shorter than byte ${range?.[0]}`)
       if (res.status === 416) throw fail('ERR_INCOMPLETE_FILE', `HTTP 416: the file is shorter than byte ${range?.[0]}`, false)
@@ -165,13 +206,14 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         }
         const validators = validatorsOf(res, total)
         checkSameFile(url, seen, validators)
+        checkLinked(total)
         if (declaredLength !== null && declaredLength > want) {
           throw fail('ERR_IO', `the server declares ${declared} bytes for a range of ${want}; it is not read`, false)
         }
         const bytes = await readBody(res, want, (n) => fail('ERR_IO', `the server sent more than the ${want} bytes asked for (${n} so far); stopped reading`, false))
         stats.bytesFetched += bytes.length
         if (bytes.length !== want) throw fail('ERR_INCOMPLETE_FILE', `short response: asked for ${want} bytes from ${range[0]}, got ${bytes.length}`, true)
-        return { bytes, total, ranged, validators }
+        return { bytes, total, ranged, validators, repoCommit }
       }
       // A whole body: the file asked for, or a server that ignored Range.
       if (range && seen) {
@@ -189,7 +231,8 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
       if (encoding === 'identity' && declaredLength !== null && declaredLength !== bytes.length) {
         throw fail('ERR_INCOMPLETE_FILE', `short response: ${bytes.length} of ${declared} bytes`, true)
       }
-      return { bytes, total: bytes.length, ranged, validators: validatorsOf(res, bytes.length) }
+      checkLinked(bytes.length)
+      return { bytes, total: bytes.length, ranged, validators: validatorsOf(res, bytes.length), repoCommit }
     } catch (e) {
       // Whatever failed, the rest of the body is not wanted.
       await res?.body?.cancel().catch(() => {})
@@ -233,17 +276,20 @@ class RemoteSafeTensorsFile {
       return new RemoteSafeTensorsFile(url, wrapLocal(url, first.bytes), opts, stats, true)
     }
     if (total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
+    return RemoteSafeTensorsFile._fromFirst(url, first, opts, stats, report)
+  }
+
+  /** Open from the first response of `open` (a range of the file's start, its size known). */
+  static async _fromFirst(url, first, opts, stats, report) {
     let head = first.bytes
-    if (head.length >= 8) {
-      const n = Number(Buffer.from(head.buffer, head.byteOffset, 8).readBigUInt64LE(0))
-      const need = 8 + n
-      if (n <= MAX_HEADER_SIZE && need <= total && need > head.length) {
-        const rest = await httpGet(url, opts, stats, { range: [head.length, need - 1], seen: first.validators })
-        head = Buffer.concat([head, rest.bytes])
-      }
+    // The core decides whether the length prefix is one to follow (the format's limit).
+    const need = binding.safetensorsHeaderEnd(head, first.total)
+    if (need !== null && need > head.length) {
+      const rest = await httpGet(url, opts, stats, { range: [head.length, need - 1], seen: first.validators })
+      head = Buffer.concat([head, rest.bytes])
     }
     report()
-    const file = rethrowWithPath(url, () => binding.safetensorsFromHeader(head, total, url))
+    const file = rethrowWithPath(url, () => binding.safetensorsFromHeader(head, first.total, url))
     return new RemoteSafeTensorsFile(url, file, opts, stats, false, first.validators)
   }
 
@@ -258,17 +304,17 @@ class RemoteSafeTensorsFile {
   info(name) { return this._file.info(name) }
 
   getTensor(name, options) {
-    if (this._local) return this._file.getTensor(name, options)
+    if (this._open()._local) return this._file.getTensor(name, options)
     throw codedError('ERR_INVALID_ARGUMENT', 'reading a remote tensor needs the network: use getTensorAsync', { path: this.url, tensor: name })
   }
 
   getSlice(name, ranges, options) {
-    if (this._local) return this._file.getSlice(name, ranges, options)
+    if (this._open()._local) return this._file.getSlice(name, ranges, options)
     throw codedError('ERR_INVALID_ARGUMENT', 'reading a remote tensor needs the network: use getSliceAsync', { path: this.url, tensor: name })
   }
 
   tensors(options) {
-    if (this._local) return this._file.tensors(options)
+    if (this._open()._local) return this._file.tensors(options)
     throw codedError('ERR_INVALID_ARGUMENT', 'reading remote tensors needs the network: use tensorsAsync', { path: this.url })
   }
 
@@ -299,6 +345,17 @@ class RemoteSafeTensorsFile {
     names.forEach((n, i) => (out[n] = results[i]))
     return out
   }
+
+  /** Release the header (later calls throw ERR_CLOSED); tensors handed out stay valid. */
+  close() {
+    this._closed = true
+    this._file.close()
+  }
+  _open() {
+    if (this._closed) throw codedError('ERR_CLOSED', 'this SafeTensorsFile was closed: open it again to read it', { path: this.url })
+    return this
+  }
+  [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
 }
 
 function wrapLocal(url, bytes) {
@@ -333,27 +390,106 @@ async function mapLimit(items, limit, fn) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Remote model directories.
+// Any weights file behind a URL.
 
-const SINGLE_FILES = ['weights.safetensors', 'model.safetensors']
-const INDEX_FILE = 'model.safetensors.index.json'
-const MLX_FILE = 'weights.mlx'
-
-/** Resolve a shard name under `base`, refusing anything that could leave it. */
-function safeShardUrl(base, name) {
-  const bad =
-    typeof name !== 'string' ||
-    name === '' ||
-    name.startsWith('/') ||
-    name.includes('\\') ||
-    name.includes('\0') ||
-    /^[a-z][a-z0-9+.-]*:/i.test(name) ||
-    name.split('/').some((part) => part === '..' || part === '.' || part === '' || /%2e%2e|%2f/i.test(part))
-  const resolved = bad ? null : new URL(name, base).href
-  if (!resolved || !resolved.startsWith(base)) {
-    throw codedError('ERR_UNSAFE_PATH', `'${name}' is not a plain path inside the model directory`, { path: base })
+/** `RemoteSafeTensorsFile` with the `WeightsFile` additions (`format`, `info().storedType`). */
+class RemoteWeightsFile {
+  constructor(file) {
+    this._file = file
   }
-  return resolved
+  get format() { return 'safetensors' }
+  get url() { return this._file.url }
+  get path() { return this._file.path }
+  get metadata() { return this._file.metadata }
+  get config() { return null }
+  get tensorNames() { return this._file.tensorNames }
+  get numParameters() { return this._file.numParameters }
+  get byteLength() { return this._file.byteLength }
+  /** Bytes transferred so far (header and tensors). */
+  get bytesFetched() { return this._file.bytesFetched }
+  get _opts() { return this._file._opts }
+  has(name) { return this._file.has(name) }
+  info(name) {
+    const i = this._file.info(name)
+    return { name: i.name, dtype: i.dtype, storedType: i.dtype, shape: i.shape, dataOffsets: i.dataOffsets, byteLength: i.byteLength, numel: i.numel }
+  }
+  getTensor(name, options) { return this._file.getTensor(name, options) }
+  getTensorAsync(name, options) { return this._file.getTensorAsync(name, options) }
+  tensors(options) { return this._file.tensors(options) }
+  tensorsAsync(options) { return this._file.tensorsAsync(options) }
+  close() { this._file.close() }
+  [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
+}
+
+/** A native `WeightsFile` of a whole file fetched from `url`, reporting what it cost. */
+function wholeFile(url, bytes, format, opts) {
+  const file = rethrowWithPath(url, () => binding.weightsFromBytes(bytes, { format, path: url }))
+  Object.defineProperties(file, { bytesFetched: { value: bytes.length }, _opts: { value: opts } })
+  return file
+}
+
+/**
+ * Open a weights file behind a URL, recognised by its first bytes as a local file is (or
+ * read as `options.format`): SafeTensors lazily (header by range request, tensors on
+ * demand), weights.mlx whole (at most CAPS.mlx). Other formats are not read remotely yet.
+ */
+async function openRemoteWeights(url, options) {
+  if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openWeights needs a path or an http:// or https:// URL, got ${typeof url}`)
+  const { format: forced, backend: _backend, ...rest } = options ?? {}
+  const opts = settings(rest)
+  const stats = { bytesFetched: 0 }
+  const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
+  let format = forced
+  if (format === undefined) {
+    const sniffed = binding.sniffFormat(first.bytes, first.total ?? first.bytes.length)
+    if (typeof sniffed !== 'string') throw codedError('ERR_UNKNOWN_FORMAT', `this is ${sniffed.foreign}, not a weights format this package reads`, { path: url })
+    format = sniffed
+  }
+  if (format === 'safetensors') {
+    const report = () => opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: first.total })
+    if (!first.ranged) return new RemoteWeightsFile(new RemoteSafeTensorsFile(url, wrapLocal(url, first.bytes), opts, stats, true))
+    if (first.total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
+    return new RemoteWeightsFile(await RemoteSafeTensorsFile._fromFirst(url, first, opts, stats, report))
+  }
+  if (format === 'mlx') {
+    let bytes = first.bytes
+    if (first.ranged && first.total > bytes.length) {
+      const name = new URL(url).pathname.split('/').pop() || 'the file'
+      if (first.total > CAPS.mlx) throw codedError('ERR_INVALID_MLX', `${name} is larger than ${CAPS.mlx / MiB} MiB (${first.total} bytes or more), the most read`, { path: url })
+      bytes = Buffer.concat([bytes, (await httpGet(url, opts, stats, { range: [bytes.length, first.total - 1], seen: first.validators })).bytes])
+    }
+    opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: bytes.length })
+    return wholeFile(url, bytes, 'mlx', opts)
+  }
+  if (format === 'gguf') return require('./remote-gguf.js').RemoteGgufFile._fromFirst(url, first, opts, stats)
+  throw codedError('ERR_INVALID_ARGUMENT', `remote ${format} files are not read yet (SafeTensors, GGUF and weights.mlx are): download the file and open it with openWeights(path)`, { path: url })
+}
+
+// ---------------------------------------------------------------------------------------
+// Remote model directories: the core's rules (binding.modelLayout, parseModelConfig,
+// parseShardIndex, checkShards, throwLayoutError), applied to what HTTP fetches.
+
+/** The coded error the core raises for `kind` (the same a local directory gives). */
+function layoutError(kind, path, shard, cause) {
+  try {
+    binding.throwLayoutError(kind, path, shard, cause)
+  } catch (e) {
+    return e
+  }
+  return codedError('ERR_IO', `no error for ${kind}`, { path })
+}
+
+/** An error's message without the `path: ` and `tensor '…': ` prefixes. */
+function detailOf(e) {
+  let m = String(e?.message ?? e)
+  if (e?.path && m.startsWith(`${e.path}: `)) m = m.slice(e.path.length + 2)
+  if (e?.tensor && m.startsWith(`tensor '${e.tensor}': `)) m = m.slice(e.tensor.length + 10)
+  return m
+}
+
+/** A shard's URL: the core has checked its name is a plain relative path. */
+function shardUrl(base, name) {
+  return new URL(name, base).href
 }
 
 class RemoteModel {
@@ -362,28 +498,23 @@ class RemoteModel {
     this.config = config
     this.format = format
     this.files = files
-    this._sources = sources // [{ name, file: RemoteSafeTensorsFile }]
+    this._sources = sources // [{ name, file }]: checked against each other by the core
     this._lookup = new Map()
     this._defaultAs = defaultAs
     this._concurrency = sources[0]?.file._opts.concurrency ?? DEFAULTS.concurrency
     for (const { name, file } of sources) {
-      for (const t of file.tensorNames) {
-        if (this._lookup.has(t)) {
-          throw codedError('ERR_INVALID_MODEL', `tensor is stored in two shards: '${this._lookup.get(t).name}' and '${name}'`, { path: file.url, tensor: t })
-        }
-        this._lookup.set(t, { name, file })
-      }
+      for (const t of file.tensorNames) this._lookup.set(t, { name, file })
     }
   }
 
-  get tensorNames() { return [...this._lookup.keys()] }
+  get tensorNames() { return [...this._open()._lookup.keys()] }
   get numParameters() { return this._sources.reduce((n, s) => n + s.file.numParameters, 0) }
   /** Bytes transferred so far for this model. */
   get bytesFetched() { return this._sources.reduce((n, s) => n + s.file.bytesFetched, 0) }
-  has(name) { return this._lookup.has(name) }
+  has(name) { return this._open()._lookup.has(name) }
 
   _source(name) {
-    const s = this._lookup.get(name)
+    const s = this._open()._lookup.get(name)
     if (!s) throw codedError('ERR_NOT_FOUND', 'no such tensor in the model', { path: this.dir, tensor: name })
     return s.file
   }
@@ -412,6 +543,16 @@ class RemoteModel {
   predict() {
     throw codedError('ERR_INVALID_ARGUMENT', 'predict needs the weights locally: save() the model to a directory and load that', { path: this.dir })
   }
+  /** Close every weight file (later tensor reads throw ERR_CLOSED). */
+  close() {
+    this._closed = true
+    for (const { file } of this._sources) file.close()
+  }
+  _open() {
+    if (this._closed) throw codedError('ERR_CLOSED', 'this Model was closed: load it again to read it', { path: this.dir })
+    return this
+  }
+  [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
 }
 
 async function loadPretrainedUrl(url, options) {
@@ -420,91 +561,306 @@ async function loadPretrainedUrl(url, options) {
   if (options.as !== undefined && options.as !== 'native' && options.as !== 'F32') {
     throw codedError('ERR_INVALID_ARGUMENT', `options.as must be 'native' or 'F32', not '${options.as}'`)
   }
-  const base = url.endsWith('/') ? url : `${url}/`
+  let base = url.endsWith('/') ? url : `${url}/`
   const stats = { bytesFetched: 0 }
   const progress = (file, loaded, total) => options.onProgress?.({ file, loadedBytes: loaded, totalBytes: total })
-  const fileOpts = { ...opts, onProgress: undefined }
+  const fileOpts = { ...opts, onProgress: undefined, [HUB]: opts.hub }
 
-  const configUrl = base + 'config.json'
-  const configBody = await httpGet(configUrl, opts, stats, { limit: CAPS.config, what: 'config.json', code: 'ERR_INVALID_MODEL' })
-  let config
-  try {
-    config = JSON.parse(Buffer.from(configBody.bytes).toString('utf8'))
-  } catch (e) {
-    throw codedError('ERR_INVALID_MODEL', `config.json is not valid JSON: ${e.message}`, { path: configUrl })
-  }
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw codedError('ERR_INVALID_MODEL', 'config.json must hold a JSON object', { path: configUrl })
-  }
+  const layout = binding.modelLayout()
+  const configUrl = base + layout.configFile
+  const configBody = await httpGet(configUrl, opts, stats, { limit: layout.configMaxBytes, what: layout.configFile, code: 'ERR_INVALID_MODEL' })
+  const config = rethrowWithPath(configUrl, () => binding.parseModelConfig(configBody.bytes))
+  // A model id at a branch or tag: the rest is read at the commit config.json came from
+  // (the Hub's X-Repo-Commit), so a push in between cannot mix two versions.
+  if (opts.hub && COMMIT.test(configBody.repoCommit ?? '')) base = `${opts.hub.resolve}${configBody.repoCommit}/`
 
-  const tryOpen = async (name) => {
+  for (const { file: name, layout: kind } of layout.discovery) {
+    if (kind === 'file') {
+      let file
+      try {
+        file = await openRemoteWeights(base + name, fileOpts)
+      } catch (e) {
+        if (e.code === 'ERR_NOT_FOUND') continue
+        throw e
+      }
+      progress(name, file.bytesFetched, file.bytesFetched)
+      return new RemoteModel(base, config, file.format, [name], [{ name, file }], options.as)
+    }
+    let index
     try {
-      return await RemoteSafeTensorsFile.open(base + name, fileOpts)
+      index = await httpGet(base + name, opts, stats, { limit: layout.indexMaxBytes, what: name, code: 'ERR_INVALID_MODEL' })
     } catch (e) {
-      if (e.code === 'ERR_NOT_FOUND') return null
+      if (e.code === 'ERR_NOT_FOUND') continue
+      throw e
+    }
+    const indexUrl = base + name
+    const shardNames = rethrowWithPath(indexUrl, () => binding.parseShardIndex(index.bytes))
+    const sources = []
+    let loaded = 0
+    for (const shard of shardNames) {
+      const at = shardUrl(base, shard)
+      let file
+      try {
+        file = await RemoteSafeTensorsFile.open(at, fileOpts)
+      } catch (e) {
+        if (e.code === 'ERR_NOT_FOUND') throw layoutError('shard-missing', at)
+        if (e.code === 'ERR_UNKNOWN_FORMAT') throw e
+        throw layoutError('shard-failed', e.path ?? at, shard, { code: String(e.code ?? 'ERR_IO'), detail: detailOf(e), tensor: e.tensor })
+      }
+      loaded += file.bytesFetched
+      progress(shard, loaded, null)
+      sources.push({ name: shard, file })
+    }
+    binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames, saveId: file.metadata?.[layout.saveIdKey] })))
+    return new RemoteModel(base, config, 'sharded-safetensors', shardNames, sources, options.as)
+  }
+  throw layoutError('no-weights', base)
+}
+
+// ---------------------------------------------------------------------------------------
+// inspect / validate / convert of a URL: the native functions take paths, so a URL's
+// file (or directory) is copied into a private temporary directory, the function runs on
+// the copy, and every path of the copy in its result or error is replaced by the URL. A
+// SafeTensors file is copied as its header only, in a sparse file of its full length, when
+// `data` is false (inspect, validate: they read nothing else, so the verdict is the local one).
+
+/** Bytes fetched per range request when copying a file. */
+const COPY_CHUNK = 16 * MiB
+
+/** Write `bytes` at `position` of the open file `fd`. */
+function writeAt(fd, bytes, position) {
+  let done = 0
+  while (done < bytes.length) done += fs().writeSync(fd, bytes, done, bytes.length - done, position + done)
+}
+
+const fs = () => require('node:fs')
+
+/**
+ * Copy the file at `url` to `dest` (a new file): whole, by ranges of COPY_CHUNK (each checked
+ * against the first response's validators), or, when `data` is false and it is SafeTensors,
+ * its header only in a sparse file of the same length; at most `limit` + 1 bytes of it (the
+ * rest sparse). A missing file is ERR_NOT_FOUND.
+ */
+async function copyFile(url, dest, data, opts, stats, limit = Infinity) {
+  const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
+  if (first.ranged && first.total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
+  fs().mkdirSync(require('node:path').dirname(dest), { recursive: true })
+  const fd = fs().openSync(dest, 'wx', 0o600)
+  try {
+    writeAt(fd, first.bytes, 0)
+    if (!first.ranged) return first.repoCommit
+    const total = first.total
+    let end = total
+    if (!data && binding.sniffFormat(first.bytes, total) === 'safetensors') {
+      const need = binding.safetensorsHeaderEnd(first.bytes, total)
+      end = need === null ? first.bytes.length : Math.min(total, Math.max(need, first.bytes.length))
+    }
+    // A file read whole under a cap (config.json, an index): past the cap the reader refuses
+    // it from its length, so the copy needs no more than the cap + 1 bytes.
+    end = Math.min(end, limit + 1)
+    for (let at = first.bytes.length; at < end; at += COPY_CHUNK) {
+      const part = await httpGet(url, opts, stats, { range: [at, Math.min(end, at + COPY_CHUNK) - 1], seen: first.validators })
+      writeAt(fd, part.bytes, at)
+    }
+    fs().ftruncateSync(fd, total)
+    return first.repoCommit
+  } finally {
+    fs().closeSync(fd)
+  }
+}
+
+/**
+ * A local copy of what `url` names in `root`: a file, or (a URL ending in `/`, or one whose
+ * file is not found but whose `config.json` is) a model directory: config.json, the weight
+ * files of the discovery order that exist, an index and its shards (names checked by the
+ * core first). Files the server lacks are left out, so the native call reports them as it
+ * would locally. Resolves to the local path standing for `url`.
+ */
+async function copyTarget(url, root, data, opts, stats) {
+  const path = require('node:path')
+  /** Copy one file of the directory: its X-Repo-Commit (or null), or false when it is missing. */
+  const tryCopy = async (u, dest, limit) => {
+    try {
+      return (await copyFile(u, dest, data, opts, stats, limit)) ?? null
+    } catch (e) {
+      if (e.code === 'ERR_NOT_FOUND') return false
       throw e
     }
   }
-  for (const name of SINGLE_FILES) {
-    const file = await tryOpen(name)
-    if (file) {
-      progress(name, file.bytesFetched, file.bytesFetched)
-      return new RemoteModel(base, config, 'safetensors', [name], [{ name, file }], options.as)
-    }
-  }
-  let index = null
-  try {
-    index = await httpGet(base + INDEX_FILE, opts, stats, { limit: CAPS.index, what: INDEX_FILE, code: 'ERR_INVALID_MODEL' })
-  } catch (e) {
-    if (e.code !== 'ERR_NOT_FOUND') throw e
-  }
-  if (index) {
-    let parsed
+  const layout = binding.modelLayout()
+  let base = url
+  if (!url.endsWith('/')) {
+    // The copy keeps the URL's file name where it is a plain one (reports name the URL anyway).
+    const last = new URL(url).pathname.split('/').pop() ?? ''
+    const name = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$/.test(last) ? last : 'file'
+    const dest = path.join(root, name)
     try {
-      parsed = JSON.parse(Buffer.from(index.bytes).toString('utf8'))
+      await copyFile(url, dest, data, opts, stats)
+      return dest
     } catch (e) {
-      throw codedError('ERR_INVALID_MODEL', `not a valid sharded index: ${e.message}`, { path: base + INDEX_FILE })
+      if (e.code !== 'ERR_NOT_FOUND') throw e
+      // Perhaps a directory written without its trailing slash.
+      const config = await httpGet(`${url}/${layout.configFile}`, opts, stats, { limit: layout.configMaxBytes, what: layout.configFile, code: 'ERR_INVALID_MODEL' }).catch(() => null)
+      if (config === null) throw e
+      base = `${url}/`
     }
-    const weightMap = parsed?.weight_map
-    if (!weightMap || typeof weightMap !== 'object') {
-      throw codedError('ERR_INVALID_MODEL', 'not a valid sharded index ({"weight_map": {tensor: file}})', { path: base + INDEX_FILE })
-    }
-    const shardNames = [...new Set(Object.values(weightMap))].sort()
-    const shardUrls = shardNames.map((n) => safeShardUrl(base, n))
-    const sources = []
-    let loaded = 0
-    for (let i = 0; i < shardNames.length; i++) {
-      let file
-      try {
-        file = await RemoteSafeTensorsFile.open(shardUrls[i], fileOpts)
-      } catch (e) {
-        throw codedError('ERR_INVALID_MODEL', `shard '${shardNames[i]}' failed: [${e.code ?? 'ERR_IO'}] ${e.message}`, { path: shardUrls[i], tensor: e.tensor })
-      }
-      loaded += file.bytesFetched
-      progress(shardNames[i], loaded, null)
-      sources.push({ name: shardNames[i], file })
-    }
-    for (const [tensor, shard] of Object.entries(weightMap)) {
-      const source = sources.find((s) => s.name === shard)
-      if (!source || !source.file.has(tensor)) {
-        throw codedError('ERR_INVALID_MODEL', `${INDEX_FILE} places this tensor in '${shard}', which does not hold it`, { path: base + shard, tensor })
-      }
-    }
-    return new RemoteModel(base, config, 'sharded-safetensors', shardNames, sources, options.as)
   }
-  let mlx = null
-  try {
-    mlx = await httpGet(base + MLX_FILE, opts, stats, { limit: CAPS.mlx, what: MLX_FILE, code: 'ERR_INVALID_MLX' })
-  } catch (e) {
-    if (e.code !== 'ERR_NOT_FOUND') throw e
+  const dir = path.join(root, 'model')
+  fs().mkdirSync(dir)
+  // A model id without config.json is a model the endpoint does not have (its error says so).
+  const configDest = path.join(dir, layout.configFile)
+  const commit = opts.hub ? await copyFile(base + layout.configFile, configDest, data, opts, stats, layout.configMaxBytes) : await tryCopy(base + layout.configFile, configDest, layout.configMaxBytes)
+  // A model id: the rest at config.json's commit, as loadPretrainedUrl reads it.
+  if (opts.hub && COMMIT.test(commit || '')) base = `${opts.hub.resolve}${commit}/`
+  for (const { file: name, layout: kind } of layout.discovery) {
+    if ((await tryCopy(base + name, path.join(dir, name), kind === 'sharded' ? layout.indexMaxBytes : Infinity)) === false) continue
+    // An index past its cap is left for the native call to refuse (from its length).
+    if (kind === 'sharded' && fs().statSync(path.join(dir, name)).size <= layout.indexMaxBytes) {
+      const shards = rethrowWithPath(base + name, () => binding.parseShardIndex(fs().readFileSync(path.join(dir, name))))
+      for (const shard of shards) await tryCopy(shardUrl(base, shard), path.join(dir, ...shard.split('/')))
+    }
+    break
   }
-  if (mlx) {
-    progress(MLX_FILE, mlx.bytes.length, mlx.bytes.length)
-    const bytes = rethrowWithPath(base + MLX_FILE, () => binding.mlxToSafetensors(mlx.bytes))
-    const file = new RemoteSafeTensorsFile(base + MLX_FILE, wrapLocal(base + MLX_FILE, bytes), opts, { bytesFetched: mlx.bytes.length }, true)
-    return new RemoteModel(base, config, 'mlx', [MLX_FILE], [{ name: MLX_FILE, file }], options.as)
-  }
-  throw codedError('ERR_NO_WEIGHTS', `no weight file found; looked for ${SINGLE_FILES.join(', ')}, ${INDEX_FILE} and ${MLX_FILE}`, { path: base })
+  return dir
 }
 
-module.exports = { RemoteSafeTensorsFile, RemoteModel, loadPretrainedUrl, isUrl, codedError }
+/** `value` with every string's `from` replaced by `to` (reports, errors). */
+function relabel(value, from, to) {
+  if (typeof value === 'string') return value.split(from).join(to)
+  if (Array.isArray(value)) return value.map((v) => relabel(v, from, to))
+  if (value !== null && typeof value === 'object') {
+    for (const key of Object.keys(value)) value[key] = relabel(value[key], from, to)
+  }
+  return value
+}
+
+/**
+ * Run `fn(localPath)` on a temporary copy of `url` (see copyTarget) and give its result with
+ * the copy's paths named by the URL; the copy is removed whatever happens.
+ */
+async function withLocalCopy(url, data, options, fn, onCopyError) {
+  const opts = settings(httpOptionsOf(options))
+  const root = fs().mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'safetensors-node-url-'))
+  let local
+  try {
+    try {
+      local = await copyTarget(url, root, data, opts, { bytesFetched: 0 })
+    } catch (e) {
+      if (onCopyError && isCoded(e) && e.code !== 'ERR_INVALID_ARGUMENT') return onCopyError(e)
+      throw e
+    }
+    const shown = local.endsWith(`${require('node:path').sep}model`) ? url.replace(/\/?$/, '') : url
+    try {
+      return relabel(await fn(local), local, shown)
+    } catch (e) {
+      if (e && typeof e === 'object') {
+        if (typeof e.path === 'string') e.path = relabel(e.path, local, shown)
+        if (typeof e.message === 'string') e.message = relabel(e.message, local, shown)
+      }
+      throw e
+    }
+  } finally {
+    fs().rmSync(root, { recursive: true, force: true })
+  }
+}
+
+/** The HTTP options (openUrl's) among a call's options. */
+function httpOptionsOf(options) {
+  const out = {}
+  if (options === null || typeof options !== 'object') return options
+  for (const key of ['headers', 'timeoutMs', 'retries', 'retryDelayMs', 'concurrency']) if (options[key] !== undefined) out[key] = options[key]
+  out[HUB] = options[HUB]
+  return out
+}
+
+// ---------------------------------------------------------------------------------------
+// Hugging Face model ids (`org/name`): the local cache first (the core's rules,
+// binding.resolveModelId), else `{endpoint}/{id}/resolve/{revision}/{file}` over HTTP.
+
+const COMMIT = /^[0-9a-f]{40}$/
+const DEFAULT_ENDPOINT_HINT = 'https://huggingface.co'
+
+/** A non-empty environment variable, or undefined. */
+const env = (name) => (process.env[name] ? process.env[name] : undefined)
+
+/**
+ * The Hugging Face options of a call (types, and `endpoint` / `token` as given): checked at
+ * every call. The variables (HF_ENDPOINT, HF_TOKEN) are read and checked only when a model id
+ * is read over HTTP, so a stray one never breaks a local path.
+ */
+function hubOptions(options) {
+  const bad = (message) => codedError('ERR_INVALID_ARGUMENT', message)
+  const o = options ?? {}
+  if (typeof o !== 'object' || Array.isArray(o)) throw bad(`options must be an object, got ${typeof o}`)
+  for (const key of ['revision', 'cacheDir', 'endpoint', 'token']) {
+    if (o[key] !== undefined && typeof o[key] !== 'string') throw bad(`options.${key} must be a string, got ${typeof o[key]}`)
+  }
+  if (o.endpoint !== undefined && !isUrl(o.endpoint)) throw bad(`options.endpoint must be an http:// or https:// URL, got ${JSON.stringify(o.endpoint)}`)
+  // Never echo the token: it would land in logs.
+  if (o.token !== undefined && !TOKEN_CHARS.test(o.token)) throw bad('options.token must be printable ASCII without spaces')
+  return o
+}
+const TOKEN_CHARS = /^[\x21-\x7e]+$/
+
+/** Where an id not in the cache is read from: `{ endpoint, token }`, or `{ why }` it is not. */
+function hubNetwork(o) {
+  if (/^(1|true|yes|on)$/i.test(env('HF_HUB_OFFLINE') ?? '')) return { why: 'HF_HUB_OFFLINE is set, so it is not read over HTTP' }
+  const endpoint = o.endpoint ?? env('HF_ENDPOINT')
+  if (endpoint === undefined) return { why: `to read it over HTTP pass options.endpoint (e.g. '${DEFAULT_ENDPOINT_HINT}') or set HF_ENDPOINT` }
+  if (!isUrl(endpoint)) throw codedError('ERR_INVALID_ARGUMENT', `HF_ENDPOINT must be an http:// or https:// URL, got ${JSON.stringify(endpoint)}`)
+  const token = o.token ?? env('HF_TOKEN') ?? env('HUGGING_FACE_HUB_TOKEN')
+  if (token !== undefined && !TOKEN_CHARS.test(token)) throw codedError('ERR_INVALID_ARGUMENT', 'HF_TOKEN must be printable ASCII without spaces')
+  return { endpoint: endpoint.replace(/\/+$/, ''), token }
+}
+
+/** ERR_NOT_FOUND for a model id neither in a directory, the cache nor (allowed) over HTTP. */
+function notCached(found, why) {
+  const where = found.cacheDir == null ? 'no Hugging Face cache directory is set (HF_HUB_CACHE, HF_HOME or HOME)' : `it is not in the Hugging Face cache at ${found.cacheDir}${found.commit ? ` (revision '${found.revision}' is commit ${found.commit}, whose snapshot lacks config.json or weights)` : ` (revision '${found.revision}')`}`
+  return codedError('ERR_NOT_FOUND', `there is no file or directory '${found.id}', and ${where}; ${why}`, { path: found.id })
+}
+
+/**
+ * `target` as a path-taking call gets it (not a URL): a path, else a model id resolved to its
+ * cached snapshot directory. Returns `{ dir }` to read locally, or (only for `caller`
+ * 'loadPretrained', with an endpoint set) `{ url, hub }` to read over HTTP.
+ */
+function resolveTarget(target, options, caller) {
+  const o = hubOptions(options)
+  if (typeof target !== 'string') return { dir: target } // the native call names the type error
+  // HOME as huggingface_hub's expanduser('~') reads it (USERPROFILE on Windows): a variable,
+  // so Deno needs only --allow-env, not --allow-sys for os.homedir().
+  const vars = {}
+  for (const k of ['HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_HOME', 'XDG_CACHE_HOME']) if (env(k) !== undefined) vars[k] = env(k)
+  if (process.platform === 'win32' && env('USERPROFILE') !== undefined) vars.HOME = env('USERPROFILE')
+  const found = binding.resolveModelId(target, o.revision, o.cacheDir, vars)
+  if (found == null) return { dir: target }
+  if (found.snapshot != null) return { dir: found.snapshot }
+  if (!HTTP_CALLERS.has(caller)) throw notCached(found, `${caller} reads model ids from the cache only: Model.loadPretrained with options.endpoint or HF_ENDPOINT reads them over HTTP`)
+  const net = hubNetwork(o)
+  if (net.why) throw notCached(found, net.why)
+  const resolve = `${net.endpoint}/${found.id}/resolve/`
+  return { url: `${resolve}${encodeURIComponent(found.revision)}/`, hub: { origin: new URL(net.endpoint).origin, token: net.token, resolve } }
+}
+
+/** The calls that read a model id the cache lacks over HTTP (the async ones; openWeights gives no RemoteModel). */
+const HTTP_CALLERS = new Set(['loadPretrained', 'inspect', 'validate', 'convert'])
+
+/**
+ * `fn(localPath)` for what a path-taking async call got (not a URL): a path, a cached model
+ * id's snapshot, or a temporary copy of a model id read over HTTP (see withLocalCopy; `data`:
+ * whether tensor data is needed).
+ */
+async function withTarget(target, options, caller, data, fn, onCopyError) {
+  const where = resolveTarget(target, options, caller)
+  if (where.dir !== undefined) return fn(where.dir)
+  return withLocalCopy(where.url, data, { ...(options ?? {}), [HUB]: where.hub }, fn, onCopyError)
+}
+
+/** Model.loadPretrained of anything but a URL: a local directory, else a model id. */
+async function loadPretrained(target, options, loadDir) {
+  const where = resolveTarget(target, options, 'loadPretrained')
+  if (where.dir !== undefined) return loadDir(where.dir, options)
+  return loadPretrainedUrl(where.url, { ...(options ?? {}), [HUB]: where.hub })
+}
+
+module.exports = { withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, FIRST_REQUEST_BYTES }

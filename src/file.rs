@@ -1,8 +1,10 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
 use crate::error::{invalid_argument, option, CoreResult, OrThrow};
+use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
 use crate::typed::{to_typed_array, ReadAs, ReadMode, TypedArrayOut};
+use crate::weights::read_source_all;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -154,7 +156,7 @@ impl ToNapiValue for StringRecord {
     }
 }
 
-fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
+pub(crate) fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
     match option::<String>(options, "backend")?.as_deref() {
         None | Some("mmap") => Ok(Backend::Mmap),
         Some("read") => Ok(Backend::Read),
@@ -166,37 +168,23 @@ fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
 
 fn open_file(path: &str, backend: CoreResult<Backend>) -> CoreResult<SafeTensorsFile> {
     let inner = SafeTensors::open(Path::new(path), backend?)?;
-    Ok(SafeTensorsFile {
-        inner: Arc::new(inner),
-    })
-}
-
-/// Read one tensor in the requested form.
-pub fn read_tensor(st: &SafeTensors, name: &str, mode: ReadMode) -> CoreResult<Tensor> {
-    let info = st.info(name)?;
-    let bytes = st.bytes(info)?;
-    let data = to_typed_array(info.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
-    Ok(Tensor {
-        name: info.name.clone(),
-        dtype: info.dtype.name().to_string(),
-        shape: shape_to_js(&info.shape),
-        data,
-    })
-}
-
-pub fn read_all(st: &SafeTensors, mode: ReadMode) -> CoreResult<TensorRecord> {
-    st.tensors()
-        .iter()
-        .map(|t| read_tensor(st, &t.name, mode))
-        .collect::<CoreResult<Vec<_>>>()
-        .map(TensorRecord)
+    Ok(SafeTensorsFile::wrap(inner))
 }
 
 /// A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
 /// that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
 #[napi]
 pub struct SafeTensorsFile {
-    pub(crate) inner: Arc<SafeTensors>,
+    pub(crate) inner: SourceHandle<SafeTensors>,
+}
+
+impl SafeTensorsFile {
+    pub(crate) fn wrap(inner: SafeTensors) -> SafeTensorsFile {
+        let path = inner.path().map(|p| p.display().to_string());
+        SafeTensorsFile {
+            inner: SourceHandle::new("SafeTensorsFile", path, Arc::new(inner)),
+        }
+    }
 }
 
 #[napi]
@@ -243,44 +231,48 @@ impl SafeTensorsFile {
         crate::args::bytes_arg(&bytes, "bytes")
             .and_then(|view| crate::args::with_view(&view, |b| Ok(b.to_vec())))
             .and_then(SafeTensors::from_bytes)
-            .map(|inner| SafeTensorsFile {
-                inner: Arc::new(inner),
-            })
+            .map(SafeTensorsFile::wrap)
             .or_throw(&env)
     }
 
     #[napi(getter)]
-    pub fn path(&self) -> Option<String> {
-        self.inner.path().map(|p| p.display().to_string())
+    pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
+        let inner = self.inner.get().or_throw(&env)?;
+        Ok(inner.path().map(|p| p.display().to_string()))
     }
 
     /// The `__metadata__` map, or null.
     #[napi(getter, ts_return_type = "Record<string, string> | null")]
-    pub fn metadata(&self) -> Option<StringRecord> {
-        self.inner
+    pub fn metadata(&self, env: Env) -> napi::Result<Option<StringRecord>> {
+        let inner = self.inner.get().or_throw(&env)?;
+        Ok(inner
             .metadata()
-            .map(|m| StringRecord(m.clone().into_iter().collect()))
+            .map(|m| StringRecord(m.clone().into_iter().collect())))
     }
 
     /// Tensor names in data-offset order.
     #[napi(getter)]
-    pub fn tensor_names(&self) -> Vec<String> {
-        self.inner
-            .tensors()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect()
+    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
+        self.inner.tensor_names(&env)
     }
 
     #[napi(getter)]
-    pub fn num_parameters(&self) -> f64 {
-        self.inner.header().num_parameters() as f64
+    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
+        self.inner.num_parameters(&env)
     }
 
     /// Size of the whole file in bytes.
     #[napi(getter)]
-    pub fn byte_length(&self) -> f64 {
-        self.inner.file_len() as f64
+    pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
+        let inner = self.inner.get().or_throw(&env)?;
+        Ok(inner.file_len() as f64)
+    }
+
+    /// Release the file now: later calls throw ERR_CLOSED, and the mapping goes as soon as
+    /// no array handed out before views it (those stay valid). A second call does nothing.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close()
     }
 
     /// Whether the file on disk changed since it was opened (one `stat`): removed
@@ -289,17 +281,22 @@ impl SafeTensorsFile {
     /// memory map past the new end would fault). Always ok for `fromBytes`.
     #[napi(strict, ts_return_type = "ValidationReport")]
     pub fn validate(&self, env: Env) -> napi::Result<crate::convert::Json> {
-        crate::convert::json(stcore::convert::validate_open(&self.inner)).or_throw(&env)
+        let inner = self.inner.get().or_throw(&env)?;
+        crate::convert::json(stcore::convert::validate_open(&inner)).or_throw(&env)
     }
 
     #[napi(strict)]
-    pub fn has(&self, name: String) -> bool {
-        self.inner.header().get(&name).is_some()
+    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
+        self.inner.has(&env, &name)
     }
 
     #[napi(strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
-        self.inner.info(&name).map(TensorInfo::from).or_throw(&env)
+        self.inner
+            .get()
+            .and_then(|inner| inner.info(&name))
+            .map(|i| TensorInfo::from(&i))
+            .or_throw(&env)
     }
 
     #[napi(strict)]
@@ -309,9 +306,7 @@ impl SafeTensorsFile {
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        GetOptions::mode(&options, ReadAs::Native)
-            .and_then(|mode| read_tensor(&self.inner, &name, mode))
-            .or_throw(&env)
+        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
     }
 
     #[napi(strict, ts_return_type = "Promise<Tensor>")]
@@ -320,9 +315,7 @@ impl SafeTensorsFile {
         name: String,
         options: Option<GetOptions>,
     ) -> AsyncTask<CoreTask<Tensor>> {
-        let st = Arc::clone(&self.inner);
-        let mode = GetOptions::mode(&options, ReadAs::Native);
-        CoreTask::new(move || read_tensor(&st, &name, mode?))
+        self.inner.get_tensor_async(name, &options, ReadAs::Native)
     }
 
     /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
@@ -344,8 +337,9 @@ impl SafeTensorsFile {
                 .iter()
                 .map(slice_arg)
                 .collect::<CoreResult<Vec<_>>>()?;
-            let (shape, bytes) = self.inner.slice(&name, &args)?;
-            let info = self.inner.info(&name)?;
+            let inner = self.inner.get()?;
+            let (shape, bytes) = inner.slice(&name, &args)?;
+            let info = inner.info(&name)?;
             let data = to_typed_array(info.dtype, bytes, mode)?;
             Ok(Tensor {
                 name: name.clone(),
@@ -360,16 +354,12 @@ impl SafeTensorsFile {
     /// Every tensor, keyed by name in data-offset order.
     #[napi(strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        GetOptions::mode(&options, ReadAs::Native)
-            .and_then(|mode| read_all(&self.inner, mode))
-            .or_throw(&env)
+        self.inner.tensors(&env, &options, ReadAs::Native)
     }
 
     #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
     pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
-        let st = Arc::clone(&self.inner);
-        let mode = GetOptions::mode(&options, ReadAs::Native);
-        CoreTask::new(move || read_all(&st, mode?))
+        self.inner.tensors_async(&options, ReadAs::Native)
     }
 }
 
@@ -396,7 +386,7 @@ pub fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
 
 fn load_all(path: &str, mode: CoreResult<ReadMode>) -> CoreResult<TensorRecord> {
     let st = SafeTensors::open(Path::new(path), Backend::Mmap)?;
-    read_all(&st, mode?)
+    read_source_all(&st, mode?)
 }
 
 /// Open a file and read every tensor.

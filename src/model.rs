@@ -1,15 +1,19 @@
 //! `Model`: pretrained model directories (config.json + weights) from JavaScript.
 
+use crate::convert::Json;
 use crate::error::{invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::models::{parse_matrix, with_matrix};
+use crate::handle::{Held, JsRanges, SourceHandle};
+use crate::models::{parse_matrix, with_matrix, MatrixArg};
 use crate::tasks::{CoreTask, ProgressSink};
-use crate::typed::{new_array, to_typed_array, JsArray, ReadAs, ReadMode};
+use crate::typed::{new_array, JsArray, ReadAs};
+use crate::weights::WeightsTensorInfo;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use stcore::models::AnyModel;
 use stcore::pretrained::{LoadProgress, ModelDir, SaveOptions};
+use stcore::TensorSource;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -104,10 +108,30 @@ fn progress_callback<'a>(options: &Option<Object<'a>>) -> CoreResult<Option<Prog
 /// `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
 #[napi]
 pub struct Model {
-    inner: Arc<ModelDir>,
+    inner: SourceHandle<Loaded>,
     default_as: ReadAs,
+}
+
+/// What a `Model` holds until `close()`.
+struct Loaded {
+    dir: ModelDir,
     /// The classical model the directory holds, built on first `predict`.
     predictor: OnceLock<CoreResult<AnyModel>>,
+}
+
+impl Held for Loaded {
+    fn source(&self) -> &dyn TensorSource {
+        &self.dir
+    }
+}
+
+impl Loaded {
+    fn predictor(&self) -> CoreResult<&AnyModel> {
+        self.predictor
+            .get_or_init(|| AnyModel::from_source(&self.dir))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 #[napi]
@@ -159,43 +183,45 @@ impl Model {
     }
 
     #[napi(getter)]
-    pub fn dir(&self) -> String {
-        self.inner.dir().display().to_string()
+    pub fn dir(&self, env: Env) -> napi::Result<String> {
+        let m = self.inner.get().or_throw(&env)?;
+        Ok(m.dir.dir().display().to_string())
     }
 
     /// config.json, parsed (keys as written).
     #[napi(getter, ts_return_type = "Record<string, unknown>")]
-    pub fn config(&self) -> crate::convert::Json {
-        crate::convert::Json(self.inner.config().clone())
+    pub fn config(&self, env: Env) -> napi::Result<Json> {
+        let m = self.inner.get().or_throw(&env)?;
+        Ok(Json(m.dir.config().clone()))
     }
 
-    #[napi(
-        getter,
-        ts_return_type = "'safetensors' | 'sharded-safetensors' | 'mlx'"
-    )]
-    pub fn format(&self) -> String {
-        self.inner.format().name().to_string()
+    /// The format of the weights (each weight file is recognised by its bytes).
+    #[napi(getter, ts_return_type = "WeightsFormat")]
+    pub fn format(&self, env: Env) -> napi::Result<String> {
+        let m = self.inner.get().or_throw(&env)?;
+        Ok(m.dir.format().name().to_string())
     }
 
     /// Weight files used, relative to `dir`.
     #[napi(getter)]
-    pub fn files(&self) -> Vec<String> {
-        self.inner.files().to_vec()
+    pub fn files(&self, env: Env) -> napi::Result<Vec<String>> {
+        let m = self.inner.get().or_throw(&env)?;
+        Ok(m.dir.files().to_vec())
     }
 
     #[napi(getter)]
-    pub fn tensor_names(&self) -> Vec<String> {
-        self.inner.tensor_names().map(str::to_string).collect()
+    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
+        self.inner.tensor_names(&env)
     }
 
     #[napi(getter)]
-    pub fn num_parameters(&self) -> f64 {
-        self.inner.num_parameters() as f64
+    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
+        self.inner.num_parameters(&env)
     }
 
     #[napi(strict)]
-    pub fn has(&self, name: String) -> bool {
-        self.inner.source(&name).is_ok()
+    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
+        self.inner.has(&env, &name)
     }
 
     #[napi(strict)]
@@ -205,11 +231,8 @@ impl Model {
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        let run = || {
-            let mode = GetOptions::mode(&options, self.default_as)?;
-            read_model_tensor(&self.inner, &name, mode)
-        };
-        run().or_throw(&env)
+        self.inner
+            .get_tensor(&env, &name, &options, self.default_as)
     }
 
     #[napi(strict, ts_return_type = "Promise<Tensor>")]
@@ -218,39 +241,95 @@ impl Model {
         name: String,
         options: Option<GetOptions>,
     ) -> AsyncTask<CoreTask<Tensor>> {
-        let inner = Arc::clone(&self.inner);
-        let mode = GetOptions::mode(&options, self.default_as);
-        CoreTask::new(move || read_model_tensor(&inner, &name, mode?))
+        self.inner.get_tensor_async(name, &options, self.default_as)
+    }
+
+    /// The directory (as `dir`).
+    #[napi(getter)]
+    pub fn path(&self, env: Env) -> napi::Result<String> {
+        self.dir(env)
+    }
+
+    /// The weights' key/values (a SafeTensors `__metadata__`, …), or null.
+    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    pub fn metadata(&self, env: Env) -> napi::Result<Option<Json>> {
+        self.inner.metadata(&env)
+    }
+
+    #[napi(strict)]
+    pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
+        self.inner.info(&env, &name)
+    }
+
+    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
+    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
+        self.inner.tensors_async(&options, self.default_as)
     }
 
     #[napi(strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        let run = || {
-            let mode = GetOptions::mode(&options, self.default_as)?;
-            self.inner
-                .tensor_names()
-                .map(|n| read_model_tensor(&self.inner, n, mode))
-                .collect::<CoreResult<Vec<_>>>()
-                .map(TensorRecord)
-        };
-        run().or_throw(&env)
+        self.inner.tensors(&env, &options, self.default_as)
+    }
+
+    /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
+    /// (which drops the dimension), or null for all of it. Negative values count from the end.
+    #[napi(
+        strict,
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
+    )]
+    pub fn get_slice(
+        &self,
+        env: Env,
+        name: String,
+        ranges: JsRanges,
+        options: Option<GetOptions>,
+    ) -> napi::Result<Tensor> {
+        self.inner
+            .get_slice(&env, &name, &ranges, &options, self.default_as)
+    }
+
+    /// `getSlice` off the event loop.
+    #[napi(
+        strict,
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
+        ts_return_type = "Promise<Tensor>"
+    )]
+    pub fn get_slice_async(
+        &self,
+        name: String,
+        ranges: JsRanges,
+        options: Option<GetOptions>,
+    ) -> AsyncTask<CoreTask<Tensor>> {
+        self.inner
+            .get_slice_async(name, &ranges, &options, self.default_as)
+    }
+
+    /// Release the weights now (see `SafeTensorsFile.close`); a `save` already started
+    /// finishes. A second call does nothing.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close()
     }
 
     /// Write config.json and the weights to `dir` (atomically per file).
     #[napi(strict, ts_return_type = "Promise<void>")]
     pub fn save(&self, dir: String, options: Option<ModelSaveOptions>) -> AsyncTask<CoreTask<()>> {
-        let inner = Arc::clone(&self.inner);
+        let m = self.inner.get();
         let options = save_options(&options);
-        CoreTask::new(move || inner.save(Path::new(&dir), &options?).map(|_| ()))
+        CoreTask::new(move || m?.dir.save(Path::new(&dir), &options?).map(|_| ()))
     }
 }
 
 impl Model {
-    fn new(inner: ModelDir, default_as: ReadAs) -> Model {
-        Model {
-            inner: Arc::new(inner),
-            default_as,
+    fn new(dir: ModelDir, default_as: ReadAs) -> Model {
+        let path = Some(dir.dir().display().to_string());
+        let loaded = Loaded {
+            dir,
             predictor: OnceLock::new(),
+        };
+        Model {
+            inner: SourceHandle::new("Model", path, Arc::new(loaded)),
+            default_as,
         }
     }
 }
@@ -258,35 +337,59 @@ impl Model {
 #[napi]
 impl Model {
     /// Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
-    /// (config.json `model_type`): linear → one value per row; logistic → class
-    /// probabilities, rows × classes. Other models: ERR_INVALID_MODEL.
-    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    /// (config.json `model_type`), as that class's `predict` gives them: linear → one value
+    /// per row (Float32Array); logistic → one class label per row (Int32Array). Other
+    /// models: ERR_INVALID_MODEL.
+    #[napi(
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Float32Array | Int32Array"
+    )]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let run = || {
-            let model = self
-                .predictor
-                .get_or_init(|| AnyModel::from_model_dir(&self.inner))
-                .as_ref()
-                .map_err(Clone::clone)?;
-            Ok((model, parse_matrix(&x)?))
-        };
-        let (model, x) = run().or_throw(&env)?;
-        let len = x.rows().saturating_mul(model.output_width());
-        new_array(&env, TypedArrayType::Float32, len, |out| {
-            with_matrix(&x, |x| model.predict_into(x, out))
-        })
+        let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
+        match loaded.predictor().or_throw(&env)? {
+            AnyModel::Linear(model) => new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
+                with_matrix(&x, |x| model.predict_into(x, out))
+            }),
+            AnyModel::Logistic(model) => new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
+                with_matrix(&x, |x| model.predict_into(x, out))
+            }),
+        }
+    }
+
+    /// Class probabilities of a classifier directory (`LogisticRegression.save`): rows ×
+    /// classes, row-major, columns in the order of config.json's `classes`. A regression
+    /// model has none: ERR_INVALID_ARGUMENT.
+    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
+        let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
+        match loaded.predictor().or_throw(&env)? {
+            AnyModel::Logistic(model) => {
+                let len = x.rows().saturating_mul(model.classes().len());
+                new_array(&env, TypedArrayType::Float32, len, |out| {
+                    with_matrix(&x, |x| model.predict_proba_into(x, out))
+                })
+            }
+            other => Err(crate::error::to_js(
+                &env,
+                &invalid_argument(format!(
+                    "predictProba needs a classifier; this directory holds a {} (use predict)",
+                    other.model_type()
+                ))
+                .with_path(loaded.dir.dir()),
+            )),
+        }
     }
 }
 
-fn read_model_tensor(model: &ModelDir, name: &str, mode: ReadMode) -> CoreResult<Tensor> {
-    let (info, bytes) = model.bytes(name)?;
-    let data = to_typed_array(info.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
-    Ok(Tensor {
-        name: info.name.clone(),
-        dtype: info.dtype.name().to_string(),
-        shape: crate::file::shape_to_js(&info.shape),
-        data,
-    })
+impl Model {
+    /// The loaded weights with their model built (ERR_CLOSED, ERR_INVALID_MODEL first), then
+    /// the matrix (whose getters may run JS: the call keeps its own `Arc`).
+    fn model_and_matrix<'x>(&self, x: &Unknown<'x>) -> CoreResult<(Arc<Loaded>, MatrixArg<'x>)> {
+        let loaded = self.inner.get()?;
+        loaded.predictor()?;
+        Ok((loaded, parse_matrix(x)?))
+    }
 }
 
 /// Load a local model directory off the event loop (index.js's `Model.loadPretrained` calls

@@ -10,10 +10,9 @@ use crate::typed::{to_typed_array, ReadAs};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::format::safetensors::{self as st, SafeTensors, TensorBytes};
+use stcore::format::safetensors::{SafeTensors, TensorBytes};
 use stcore::tensor::checked_numel;
 use stcore::DType;
-use std::sync::Arc;
 
 #[napi(object, object_from_js = false)]
 pub struct SliceSpans {
@@ -42,18 +41,15 @@ pub fn safetensors_from_header(
             SafeTensors::from_header(head, file_length as u64, &origin)
         })
     };
-    run()
-        .map(|inner| SafeTensorsFile {
-            inner: Arc::new(inner),
-        })
-        .or_throw(&env)
+    run().map(SafeTensorsFile::wrap).or_throw(&env)
 }
 
 /// Absolute byte range `[start, end)` of a tensor within the file.
 #[napi(strict, ts_return_type = "[number, number]")]
 pub fn tensor_file_range(env: Env, file: &SafeTensorsFile, name: String) -> napi::Result<Vec<f64>> {
-    let info = file.inner.info(&name).or_throw(&env)?;
-    let (s, e) = file.inner.file_range(info);
+    let inner = file.inner.get().or_throw(&env)?;
+    let info = inner.info(&name).or_throw(&env)?;
+    let (s, e) = inner.file_range(&info);
     Ok(vec![s as f64, e as f64])
 }
 
@@ -73,7 +69,7 @@ pub fn tensor_slice_spans(
             .iter()
             .map(slice_arg)
             .collect::<CoreResult<Vec<_>>>()?;
-        let (shape, spans) = file.inner.slice_spans(&name, &args)?;
+        let (shape, spans) = file.inner.get()?.slice_spans(&name, &args)?;
         Ok(SliceSpans {
             shape: shape_to_js(&shape),
             spans: spans
@@ -106,8 +102,9 @@ impl SafeTensorsFile {
             .collect::<CoreResult<Vec<_>>>()
             .or_throw(&env)?;
         let mode = GetOptions::mode(&options, ReadAs::Native);
-        let st = Arc::clone(&self.inner);
+        let st = self.inner.get();
         Ok(CoreTask::new(move || {
+            let st = st?;
             let (shape, bytes) = st.slice(&name, &args)?;
             let dtype = st.info(&name)?.dtype;
             Ok(Tensor {
@@ -170,17 +167,4 @@ pub fn decode_tensor(
         })
     };
     run().or_throw(&env)
-}
-
-/// The SafeTensors bytes of a weights.mlx document (used for remote MLX directories).
-#[napi(strict, ts_args_type = "bytes: Uint8Array")]
-pub fn mlx_to_safetensors(env: Env, bytes: Unknown) -> napi::Result<Buffer> {
-    let run = || {
-        let bytes = bytes_arg(&bytes, "bytes")?;
-        with_view(&bytes, |bytes| {
-            let weights = stcore::format::mlx::parse_mlx(bytes)?;
-            st::serialize(&weights.tensors, weights.metadata.as_ref())
-        })
-    };
-    run().map(Buffer::from).or_throw(&env)
 }

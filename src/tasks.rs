@@ -58,11 +58,8 @@ impl<T: Send + ToNapiValue + TypeName + 'static> Task for CoreTask<T> {
                 self.failure = Some(e);
                 Err(napi::Error::from_reason(reason))
             }
-            Err(_) => {
-                let e = CoreError::new(
-                    stcore::ErrorKind::Io,
-                    "internal error (panic) in safetensors-node",
-                );
+            Err(payload) => {
+                let e = CoreError::panicked("an asynchronous task", payload.as_ref());
                 self.failure = Some(e);
                 Err(napi::Error::from_reason("panic"))
             }

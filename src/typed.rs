@@ -108,7 +108,7 @@ unsafe fn v8_array<T: Element>(
                 "an ArrayBuffer is not aligned for its elements",
             )));
         } else {
-            stcore::buffer::advise_huge_pages(data.cast(), bytes);
+            stcore::buffer::prepare_output(data.cast(), bytes);
             std::slice::from_raw_parts_mut(data.cast::<T>(), len)
         };
         write(dst).map_err(throw)?;

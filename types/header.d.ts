@@ -53,7 +53,7 @@ export interface ConvertOptions {
 export interface ConvertReport {
   input: string
   output: string
-  inputFormat: 'safetensors' | 'sharded-safetensors' | 'model-dir' | 'gguf' | 'mlx'
+  inputFormat: WeightsFormat | 'model-dir'
   outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
   tensors: number
   inputBytes: number
@@ -63,19 +63,23 @@ export interface ConvertReport {
   architecture?: string
   /** What you should know about the output, e.g. a model directory of an architecture llama.cpp export does not know (its GGUF holds the tensors under their Hugging Face names). Absent when there is nothing to say. */
   warnings?: string[]
+  /** Tensors not written because another name holds the same bytes (a PyTorch checkpoint's tied weights, written once as Hugging Face's convert.py does; each is named in the file's `__metadata__` as `name: keptAs`). Absent when none. */
+  dropped?: { name: string; keptAs: string }[]
+  /** The files written, relative to `output`, when the output is a directory (a PyTorch model directory or sharded index converted to SafeTensors). */
+  files?: string[]
 }
 
 export interface FileReport {
   path: string
-  /** 'safetensors' | 'sharded-safetensors' | 'gguf' | 'mlx' (a model directory reports the format of its weights, and its config). */
-  format: string
+  /** A model directory reports the format of its weights, and its config. */
+  format: WeightsFormat
   fileSize: number
   files: string[]
   numTensors: number
   numParameters: number
   metadata: Record<string, unknown> | null
   config?: Record<string, unknown>
-  /** GGUF tensors report their ggml type name (e.g. 'Q8_0') as dtype. */
+  /** `dtype` is the stored type as the format names it (GGUF: the ggml type, e.g. 'Q8_0'); `byteLength` the bytes stored. */
   tensors: Array<{ name: string; dtype: string; shape: number[]; byteLength: number; file?: string }>
 }
 
@@ -108,6 +112,9 @@ export type ErrorCode =
   | 'ERR_INVALID_GGUF'
   | 'ERR_INVALID_MLX'
   | 'ERR_UNSAFE_PICKLE'
+  | 'ERR_UNKNOWN_FORMAT'
+  | 'ERR_INTERNAL'
+  | 'ERR_CLOSED'
 
 /** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
 export interface SafeTensorsError extends Error {
@@ -118,8 +125,44 @@ export interface SafeTensorsError extends Error {
   tensor?: string
 }
 
+/** The formats `openWeights` reads (or recognises: 'pytorch' and 'numpy' are ERR_UNKNOWN_FORMAT until their readers land). */
+export type WeightsFormat = 'safetensors' | 'sharded-safetensors' | 'gguf' | 'pytorch' | 'numpy' | 'mlx'
+
+/** Options of `openWeights` / `openWeightsSync`. */
+export interface OpenWeightsOptions {
+  /** Read the input as this format instead of recognising it by its bytes. */
+  format?: WeightsFormat
+  /** 'mmap' (default) or 'read': plain reads (SafeTensors: per tensor; GGUF: the whole file, once). */
+  backend?: 'mmap' | 'read'
+}
+
 /** Options of `SafeTensorsFile.open` / `openAsync`. */
 export interface OpenOptions {
   /** 'mmap' (default): a private copy-on-write memory map; 'read': plain reads per tensor (network file systems). */
   backend?: 'mmap' | 'read'
 }
+
+/**
+ * A GGUF metadata value: UINT8…INT32, FLOAT32 and FLOAT64 as numbers, UINT64/INT64 as bigint,
+ * BOOL as boolean, STRING as string; an array of numbers as the typed array of its element
+ * type (ARRAY[FLOAT32] → Float32Array, ARRAY[UINT64] → BigUint64Array, …), an array of
+ * strings, booleans or arrays as a JS array.
+ */
+export type GgufValue =
+  | number
+  | bigint
+  | string
+  | boolean
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigUint64Array
+  | BigInt64Array
+  | string[]
+  | boolean[]
+  | GgufValue[]

@@ -372,26 +372,30 @@ async function decodeCases() {
 // already detached or shared must be refused, and a resized one read at its current size.
 async function singleBufferCases() {
   const file = st.serialize({ w: { shape: [2], data: new Float32Array([1, 2]) } })
+  const json = Buffer.from('{"model_type": "x", "weight_map": {"w": "a.safetensors"}}')
   const cases = {
-    'SafeTensorsFile.fromBytes': (b) => st.SafeTensorsFile.fromBytes(b).getTensor('w').data,
-    safetensorsFromHeader: (b) => binding.safetensorsFromHeader(b, file.length, 'mem').tensorNames,
-    mlxToSafetensors: (b) => binding.mlxToSafetensors(b),
+    'SafeTensorsFile.fromBytes': [file, (b) => st.SafeTensorsFile.fromBytes(b).getTensor('w').data],
+    safetensorsFromHeader: [file, (b) => binding.safetensorsFromHeader(b, file.length, 'mem').tensorNames],
+    weightsFromBytes: [file, (b) => binding.weightsFromBytes(b).getTensor('w').data],
+    sniffFormat: [file, (b) => binding.sniffFormat(b, file.length)],
+    safetensorsHeaderEnd: [file, (b) => binding.safetensorsHeaderEnd(b, file.length)],
+    parseModelConfig: [json, (b) => binding.parseModelConfig(b)],
+    parseShardIndex: [json, (b) => binding.parseShardIndex(b)],
+    checkShards: [json, (b) => binding.checkShards(b, [{ path: 'a', tensorNames: ['w'] }])],
   }
-  for (const [fn, call] of Object.entries(cases)) {
+  for (const [fn, [src, call]] of Object.entries(cases)) {
     const variants = [
-      ['detached', () => { const b = new Uint8Array(file); detach(b.buffer); return b }, 'ERR_INVALID_ARGUMENT'],
-      ['SharedArrayBuffer view', () => { const b = new Uint8Array(new SharedArrayBuffer(file.length)); b.set(file); return b }, 'ERR_INVALID_ARGUMENT'],
+      ['detached', () => { const b = new Uint8Array(src); detach(b.buffer); return b }, 'ERR_INVALID_ARGUMENT'],
+      ['SharedArrayBuffer view', () => { const b = new Uint8Array(new SharedArrayBuffer(src.length)); b.set(src); return b }, 'ERR_INVALID_ARGUMENT'],
       ['a Float32Array', () => new Float32Array(4), 'ERR_INVALID_ARGUMENT'],
-    ]
-    if (fn !== 'mlxToSafetensors') {
-      variants.push(['resized before the call', () => {
-        const b = new Uint8Array(new ArrayBuffer(file.length, { maxByteLength: file.length * 2 }))
-        b.set(file)
-        b.buffer.resize(file.length * 2)
-        b.buffer.resize(file.length)
+      ['resized before the call', () => {
+        const b = new Uint8Array(new ArrayBuffer(src.length, { maxByteLength: src.length * 2 }))
+        b.set(src)
+        b.buffer.resize(src.length * 2)
+        b.buffer.resize(src.length)
         return b
-      }, null])
-    }
+      }, null],
+    ]
     for (const [what, make, code] of variants) {
       const id = `${fn} | ${what}`
       let error = null
@@ -401,10 +405,34 @@ async function singleBufferCases() {
       } catch (e) {
         error = e
       }
+      const wrongData = (fn === 'SafeTensorsFile.fromBytes' || fn === 'weightsFromBytes') && Array.from(value ?? []).join() !== '1,2'
       if (code) judge(id, { code }, error, null)
       else if (error) report(id, String(error.code), 'data', error.message)
-      else report(id, 'data', 'data', fn === 'SafeTensorsFile.fromBytes' && Array.from(value).join() !== '1,2' ? `read ${Array.from(value)}` : null)
+      else report(id, 'data', 'data', wrongData ? `read ${Array.from(value)}` : null)
     }
+  }
+  // Entries whose other arguments are read after the buffer's handle: a getter there that
+  // detaches the buffer must leave it refused, never read.
+  const hooked = {
+    'weightsFromBytes | options.format getter detaches': () => {
+      const b = new Uint8Array(file)
+      const options = {}
+      Object.defineProperty(options, 'format', { get() { detach(b.buffer); return undefined } })
+      return binding.weightsFromBytes(b, options)
+    },
+    'checkShards | a shard path getter detaches': () => {
+      const b = new Uint8Array(json)
+      return binding.checkShards(b, [{ get path() { detach(b.buffer); return 'a' }, tensorNames: ['w'] }])
+    },
+  }
+  for (const [id, call] of Object.entries(hooked)) {
+    let error = null
+    try {
+      call()
+    } catch (e) {
+      error = e
+    }
+    judge(id, { code: 'ERR_INVALID_ARGUMENT' }, error, null)
   }
 }
 

@@ -9,7 +9,8 @@
 // (saveFileDurable: the same with { durable: true }).
 // modelSave: DEST is a directory, written with Model.save from the model directories SRC_A/B.
 // modelSaveSharded: the same, in shards (maxShardBytes 1.5 MiB); modelSaveMixed: A in shards,
-// B as one file (the layout changes on every save).
+// B as one file (the layout changes on every save); modelSaveRace: in shards, and a failed
+// save is reported on stderr and the loop goes on (two of these run at once on one DEST).
 // convert: DEST is a .gguf file, converted (Q8_0) from the SafeTensors files SRC_A/B.
 'use strict'
 const { loadFile, saveFile, Model, convert } = require('../../index.js')
@@ -21,7 +22,7 @@ async function main() {
   const loaded = mode.startsWith('saveFile') ? sources.map((s) => loadFile(s, { as: 'raw' })) : []
   const models = mode.startsWith('modelSave') ? await Promise.all(sources.map((s) => Model.loadPretrained(s))) : []
   const sharded = { maxShardBytes: 1.5 * 1024 * 1024 }
-  const saveOptions = { modelSave: [{}, {}], modelSaveSharded: [sharded, sharded], modelSaveMixed: [sharded, {}] }[mode]
+  const saveOptions = { modelSave: [{}, {}], modelSaveSharded: [sharded, sharded], modelSaveMixed: [sharded, {}], modelSaveRace: [sharded, sharded] }[mode]
   let started = Date.now()
   for (let i = 0; ; i++) {
     const which = i % 2
@@ -29,6 +30,8 @@ async function main() {
       const tensors = {}
       for (const [name, t] of Object.entries(loaded[which])) tensors[name] = { dtype: t.dtype, shape: t.shape, data: t.data }
       saveFile(dest, tensors, { durable: mode === 'saveFileDurable' })
+    } else if (mode === 'modelSaveRace') {
+      await models[which].save(dest, saveOptions[which]).catch((e) => process.stderr.write(`save failed: ${e.code}\n`))
     } else if (mode.startsWith('modelSave')) {
       await models[which].save(dest, saveOptions[which])
     } else if (mode === 'convert') {

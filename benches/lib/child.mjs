@@ -64,6 +64,17 @@ const cases = {}
 cases['upcast-ours-file'] = {
   setup: () => ({ f: st.SafeTensorsFile.open(P.path) }),
   run: (c) => c.f.getTensor(P.name).data,
+  // Repeated calls (P.loop): the same call in a loop that never yields, or awaited.
+  call: (c) => c.f.getTensor(P.name).data,
+  callAsync: async (c) => (await c.f.getTensorAsync(P.name)).data,
+  check: (_, out) => ({ n: out.length, sum: strideSum(out) }),
+}
+cases['slice-ours'] = {
+  // Columns [0, cols) of every row: one run per row gathered, then upcast.
+  setup: () => ({ f: st.SafeTensorsFile.open(P.path) }),
+  run: (c) => c.f.getSlice(P.name, [null, [0, P.cols]], { as: 'F32' }).data,
+  call: (c) => c.f.getSlice(P.name, [null, [0, P.cols]], { as: 'F32' }).data,
+  callAsync: async (c) => (await c.f.getSliceAsync(P.name, [null, [0, P.cols]], { as: 'F32' })).data,
   check: (_, out) => ({ n: out.length, sum: strideSum(out) }),
 }
 cases['upcast-ours-open'] = {
@@ -118,12 +129,15 @@ cases['memcpy-js'] = {
 
 // Row 2: open + get every tensor (and touch every element) -------------------------------
 const loadCheck = (_, r) => ({ n: r.n, sum: r.sum })
+const loaded = (record) => {
+  const all = Object.values(record).map((t) => t.data)
+  return { n: count(all), sum: P.touch ? sumAll(all) : null, all }
+}
 cases['load-ours-loadfile'] = {
   setup: () => ({}),
-  run: () => {
-    const all = Object.values(st.loadFile(P.path)).map((t) => t.data)
-    return { n: count(all), sum: P.touch ? sumAll(all) : null, all }
-  },
+  run: () => loaded(st.loadFile(P.path)),
+  call: () => loaded(st.loadFile(P.path)),
+  callAsync: async () => loaded(await st.loadFileAsync(P.path)),
   check: loadCheck,
 }
 cases['load-ours-open-get'] = {
@@ -190,12 +204,13 @@ function loadModel() {
     : st.LogisticRegression.loadSafetensors(P.model)
 }
 const predictCheck = (_, out) => ({ n: out.length, sum: strideSum(out, 7) })
+const predictSync = (c) => (P.kind === 'linear' ? c.m.predict(c.x) : c.m.predictProba(c.x))
+const predictAsync = (c) => (P.kind === 'linear' ? c.m.predictAsync(c.x) : c.m.predictProbaAsync(c.x))
 cases['predict-ours'] = {
   setup: () => ({ m: loadModel(), x: { data: features(P.rows, P.cols), rows: P.rows, cols: P.cols } }),
-  run: (c) => {
-    if (P.kind === 'linear') return P.async ? c.m.predictAsync(c.x) : c.m.predict(c.x)
-    return P.async ? c.m.predictProbaAsync(c.x) : c.m.predictProba(c.x)
-  },
+  run: (c) => (P.async ? predictAsync(c) : predictSync(c)),
+  call: predictSync,
+  callAsync: predictAsync,
   check: predictCheck,
 }
 cases['predict-ort'] = {
@@ -357,10 +372,80 @@ cases['preset-llama'] = {
   check: () => ({}),
 }
 
+// Row 6 (and any format openWeights reads): getTensor of a GGUF file's block tensor --------
+cases['weights-get'] = {
+  setup: () => ({ f: st.openWeightsSync(P.path) }),
+  run: (c) => c.f.getTensor(P.name).data,
+  call: (c) => c.f.getTensor(P.name).data,
+  callAsync: async (c) => (await c.f.getTensorAsync(P.name)).data,
+  check: (_, out) => ({ n: out.length, sum: strideSum(out) }),
+}
+
+// Row 9: a whole checkpoint, every tensor as F32 ---------------------------------------------
+// Each repetition loads the directory afresh (a user loads a checkpoint once per process) and
+// keeps every array until the next one; the fingerprint sums a stride of every tensor.
+function checkpointCheck(_, arrays) {
+  let n = 0
+  let sum = 0
+  for (const a of arrays) {
+    n += a.length
+    sum += strideSum(a, 4099)
+  }
+  return { n, sum }
+}
+cases['ckpt-ours-sync'] = {
+  setup: () => ({}),
+  run: async () => {
+    const m = await st.Model.loadPretrained(P.dir, { as: 'F32' })
+    const arrays = []
+    for (const name of m.tensorNames) arrays.push(m.getTensor(name).data)
+    return arrays
+  },
+  check: checkpointCheck,
+}
+cases['ckpt-ours-async'] = {
+  setup: () => ({}),
+  run: async () => {
+    const m = await st.Model.loadPretrained(P.dir, { as: 'F32' })
+    return Object.values(await m.tensorsAsync()).map((t) => t.data)
+  },
+  check: checkpointCheck,
+}
+cases['ckpt-ours-open'] = {
+  setup: () => ({}),
+  run: async () => {
+    const m = await st.Model.loadPretrained(P.dir, { as: 'F32' })
+    return { n: m.numParameters, sum: null, m }
+  },
+  check: (_, r) => ({ n: r.n }),
+}
+
 // ---------------------------------------------------------------------------------------
 
-const spec = cases[caseName]
+let spec = cases[caseName]
 if (!spec) throw new Error(`unknown case ${caseName}`)
+// P.loop = K: each repetition makes K calls — in one loop that never yields ('sync'), or each
+// awaited ('async') — and the time per call is reported.
+const loopCalls = P.loop ?? 1
+if (P.loop) {
+  const base = spec
+  const f = P.loopMode === 'async' ? base.callAsync : base.call
+  if (!f) throw new Error(`case ${caseName} has no ${P.loopMode} call to repeat`)
+  spec = {
+    ...base,
+    run: P.loopMode === 'async'
+      ? async (c) => {
+          let r = null
+          for (let k = 0; k < P.loop; k++) r = await f(c)
+          return r
+        }
+      : (c) => {
+          let r = null
+          for (let k = 0; k < P.loop; k++) r = f(c)
+          return r
+        },
+  }
+}
 const ctx = await spec.setup()
 const times = []
 let warmupMs = null
@@ -371,7 +456,7 @@ for (let i = 0; i <= reps; i++) {
   const t0 = performance.now()
   let r = spec.run(ctx)
   if (r && typeof r.then === 'function') r = await r
-  const ms = performance.now() - t0
+  const ms = (performance.now() - t0) / loopCalls
   if (i === 0) warmupMs = ms
   else times.push(ms)
   if (i === reps) last = r

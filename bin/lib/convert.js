@@ -22,8 +22,10 @@ const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [-
 
 const help = `Usage: ${usage}
 
-Convert IN (a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx) to
-OUT. Tensors are streamed one at a time and OUT is written atomically.
+Convert IN (a SafeTensors file, sharded index, model directory, GGUF file, PyTorch checkpoint,
+NumPy .npy/.npz or weights.mlx) to OUT. Tensors are streamed one at a time and OUT is written
+atomically. A PyTorch model directory (or index) to SafeTensors gives a directory, as
+Hugging Face's convert.py does (tied tensors written once, listed in the report as dropped).
 
 Options:
   -t, --to FORMAT           gguf | safetensors | mlx | onnx (onnx: a linear or logistic
@@ -140,6 +142,11 @@ async function run(ctx, values, positionals) {
         `${ui.formatBytes(report.inputBytes)} → ${ui.formatBytes(report.outputBytes)}${ratio}, ` +
         `${ui.withCommas(report.tensors)} tensor${report.tensors === 1 ? '' : 's'} in ${ui.formatElapsed(seconds)}`,
     )
+    const dropped = report.dropped ?? []
+    if (dropped.length > 0) {
+      const shown = dropped.slice(0, 5).map((d) => `${d.name} (= ${d.keptAs})`).join(', ')
+      ctx.err(`  tied tensors written once: ${shown}${dropped.length > 5 ? `, and ${dropped.length - 5} more` : ''}`)
+    }
   }
   return 0
 }

@@ -9,7 +9,7 @@ const usage = 'safetensors-node inspect PATH [--json] [--limit N] [--filter TEXT
 const help = `Usage: ${usage}
 
 Describe a SafeTensors file, sharded index (model.safetensors.index.json), GGUF file,
-weights.mlx or model directory: format, size, tensor count, parameters, metadata, the
+PyTorch checkpoint, NumPy .npy/.npz, weights.mlx or model directory: format, size, tensor count, parameters, metadata, the
 config's model_type, and a table of tensors (name, dtype, shape, size) in file order.
 
 Options:

@@ -32,8 +32,11 @@ Options:
   -V, --version   print the version
       --debug     print the stack trace of an error
 
-PATH may be a .safetensors file, a sharded model.safetensors.index.json, a .gguf file, a
-weights.mlx file, or a model directory (config.json + weights).
+PATH may be a SafeTensors file, a sharded model.safetensors.index.json, a GGUF file, a
+PyTorch checkpoint (.bin/.pt/.pth), a NumPy .npy/.npz, a weights.mlx file, or a model
+directory (config.json + weights). Files are recognised by
+their bytes, not their names; any other kind (ONNX, a zip, a pickle, ...) is
+ERR_UNKNOWN_FORMAT naming what it looks like.
 
 Exit status: 0 success, 1 the operation failed (an invalid file, bad input, ...), 2 usage error.
 Colors are used only on a terminal, and never when NO_COLOR is set.`

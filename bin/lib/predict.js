@@ -136,21 +136,13 @@ async function loadModel(lib, path, requested) {
     }
     if (requested && requested !== kind) throw new CliError('ERR_INVALID_MODEL', `${path}: the directory holds a '${kind}' model, not a '${requested}'`)
     const proba = (x) => {
-      const probs = model.predict(x)
+      const probs = model.predictProba(x)
       const k = probs.length / x.rows
       const classes = Array.isArray(model.config.classes) && model.config.classes.length === k ? model.config.classes : Array.from({ length: k }, (_, i) => i)
       return { classes, probs }
     }
-    return {
-      kind,
-      nFeatures: model.config.n_features,
-      predict: (x) => {
-        if (kind === 'linear_regression') return { values: model.predict(x), float: true }
-        const { classes, probs } = proba(x)
-        return { values: argmaxLabels(probs, x.rows, classes), float: false }
-      },
-      proba,
-    }
+    // Model.predict gives what the class's predict gives: values, or class labels.
+    return { kind, nFeatures: model.config.n_features, predict: (x) => ({ values: model.predict(x), float: kind === 'linear_regression' }), proba }
   }
   let kind = requested
   if (kind === undefined) {
@@ -172,17 +164,6 @@ async function loadModel(lib, path, requested) {
     predict: (x) => ({ values: model.predict(x), float: false }),
     proba: (x) => ({ classes: Array.from(model.classes), probs: model.predictProba(x) }),
   }
-}
-
-function argmaxLabels(probs, rows, classes) {
-  const k = classes.length
-  const out = new Array(rows)
-  for (let i = 0; i < rows; i++) {
-    let best = 0
-    for (let j = 1; j < k; j++) if (probs[i * k + j] > probs[i * k + best]) best = j
-    out[i] = classes[best]
-  }
-  return out
 }
 
 async function run(ctx, values, positionals) {

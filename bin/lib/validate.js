@@ -5,7 +5,8 @@ const usage = 'safetensors-node validate PATH... [--json]'
 
 const help = `Usage: ${usage}
 
-Check each SafeTensors file, sharded index, GGUF file, weights.mlx or model directory the way
+Check each SafeTensors file, sharded index, GGUF file, PyTorch checkpoint, NumPy file,
+weights.mlx or model directory the way
 the reference implementation does, and report every problem found (not only the first), each
 with its error code and the tensor it concerns.
 

@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 #[cfg(not(target_endian = "little"))]
 compile_error!("safetensors-node-core assumes a little-endian host");
 
-/// Element counts above which a conversion is split over two threads: below it, spawning
-/// costs more than it saves.
+/// Element counts from which a conversion is split over threads (one per half of this):
+/// below it, spawning costs more than it saves.
 const PARALLEL_THRESHOLD: usize = 1 << 20;
 
 /// Plain numeric element types that may be filled from little-endian bytes by `memcpy`.
@@ -198,7 +198,7 @@ unsafe fn f16_to_f32_f16c(src: &[u8], dst: &mut [f32]) {
 
 fn f16_to_f32_chunk(src: &[u8], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("f16c") && std::is_x86_feature_detected!("avx") {
+    if crate::cpu::has_f16c() {
         // SAFETY: the CPU supports the instructions (checked just above).
         unsafe { f16_to_f32_f16c(src, dst) };
         return;
@@ -237,42 +237,21 @@ fn bf16_to_f32_chunk(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Run `convert(src_chunk, dst_chunk)` over matching chunks, on two threads when large.
+/// Run `convert(src_chunk, dst_chunk)` over matching chunks, on several threads when large.
 fn par_convert<T: Send>(
     src: &[u8],
     src_elem: usize,
     dst: &mut [T],
     convert: impl Fn(&[u8], &mut [T]) + Sync,
-) {
-    let n = dst.len();
-    if n < PARALLEL_THRESHOLD {
-        convert(src, dst);
-        return;
-    }
-    let threads = crate::parallel::default_threads().min(4);
-    if threads < 2 {
-        convert(src, dst);
-        return;
-    }
+) -> Result<()> {
     // Chunks stay multiples of 4096 elements so every chunk keeps the source alignment.
-    let per = n.div_ceil(threads).next_multiple_of(4096);
-    std::thread::scope(|scope| {
-        let mut rest_dst = dst;
-        let mut rest_src = src;
-        let convert = &convert;
-        while !rest_dst.is_empty() {
-            let take = per.min(rest_dst.len());
-            let (d, dr) = rest_dst.split_at_mut(take);
-            let (s, sr) = rest_src.split_at(take * src_elem);
-            rest_dst = dr;
-            rest_src = sr;
-            if rest_dst.is_empty() {
-                convert(s, d);
-            } else {
-                scope.spawn(move || convert(s, d));
-            }
-        }
-    });
+    let split = crate::parallel::Split::new(src_elem, 1)
+        .min_units_per_thread(PARALLEL_THRESHOLD / 2)
+        .align_units(4096);
+    crate::parallel::for_chunks(split, src, dst, |_, s, d| {
+        convert(s, d);
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -299,12 +278,12 @@ pub fn to_f32(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
                 for (o, b) in d.iter_mut().zip(s.chunks_exact($n)) {
                     *o = <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n])) as f32;
                 }
-            })
+            })?
         };
     }
     match dtype {
-        DType::F16 => par_convert(src, 2, dst, f16_to_f32_chunk),
-        DType::BF16 => par_convert(src, 2, dst, bf16_to_f32_chunk),
+        DType::F16 => par_convert(src, 2, dst, f16_to_f32_chunk)?,
+        DType::BF16 => par_convert(src, 2, dst, bf16_to_f32_chunk)?,
         DType::F32 => dst.copy_from_slice(&elements::<f32>(src)),
         DType::BOOL | DType::U8 => {
             for (o, &b) in dst.iter_mut().zip(src) {

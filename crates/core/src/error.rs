@@ -26,6 +26,14 @@ pub enum ErrorKind {
     InvalidMlx,
     /// A pickle asks for a global (or a call) outside the weights-only allow-list.
     UnsafePickle,
+    /// The input is not a format this package reads (or not the one asked for): the message
+    /// names what it looks like.
+    UnknownFormat,
+    /// A bug in this package (a worker thread panicked): never the input's or the caller's
+    /// fault, so it is neither ERR_IO nor ERR_INVALID_ARGUMENT.
+    Internal,
+    /// A weights file used after its `close()`.
+    Closed,
 }
 
 impl ErrorKind {
@@ -49,6 +57,9 @@ impl ErrorKind {
             ErrorKind::InvalidGguf => "ERR_INVALID_GGUF",
             ErrorKind::InvalidMlx => "ERR_INVALID_MLX",
             ErrorKind::UnsafePickle => "ERR_UNSAFE_PICKLE",
+            ErrorKind::UnknownFormat => "ERR_UNKNOWN_FORMAT",
+            ErrorKind::Internal => "ERR_INTERNAL",
+            ErrorKind::Closed => "ERR_CLOSED",
         }
     }
 }
@@ -102,6 +113,23 @@ impl CoreError {
             ErrorKind::Io
         };
         CoreError::new(kind, err.to_string()).with_path(path)
+    }
+
+    /// ERR_INTERNAL for a panic caught in `what` (e.g. "a worker thread"): a bug, reported
+    /// with the panic's message instead of taking the process down.
+    pub fn panicked(what: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("no message");
+        CoreError::new(
+            ErrorKind::Internal,
+            format!(
+                "internal error: {what} panicked ({detail}); this is a bug in safetensors-node, \
+                 please report it"
+            ),
+        )
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -177,6 +205,8 @@ kind_ctor! {
     invalid_gguf => InvalidGguf,
     invalid_mlx => InvalidMlx,
     unsafe_pickle => UnsafePickle,
+    unknown_format => UnknownFormat,
+    closed => Closed,
 }
 
 #[cfg(test)]

@@ -152,8 +152,8 @@ pub fn read_regular_capped(
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
 /// process leaves the complete old file or the complete new one, never a torn one. The
 /// default does not `fsync`, like `fs.writeFileSync`, Python's `safetensors` `save_file`,
-/// `torch.save` and `numpy.save`: `fsync` costs what the disk costs (95 of 168 ms for
-/// 256 MiB here) and most checkpoints can be written again.
+/// `torch.save` and `numpy.save`: `fsync` costs what the disk costs (docs/benchmarks.md)
+/// and most checkpoints can be written again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Rename without `fsync`. After a power cut or an OS crash the file system may hold the
@@ -189,9 +189,8 @@ where
 /// before writing (`fallocate` with `FALLOC_FL_KEEP_SIZE` on Linux: the size still grows
 /// only as bytes are written, and nothing is reserved past what the writer writes if
 /// `min_len` is a true lower bound). Reserving the extents at once spares the file system a
-/// block reservation per page as the writes fill the page cache: 256 MiB written in
-/// 57 ms instead of 63 ms on ext4 here. Advisory: where it is not supported, nothing
-/// changes.
+/// block reservation per page as the writes fill the page cache. Advisory: where it is not
+/// supported, nothing changes.
 pub fn write_atomic_sized<F>(
     path: &Path,
     durability: Durability,

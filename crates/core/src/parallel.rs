@@ -1,12 +1,14 @@
-//! Ordered parallel encoding: the pieces of a stream are encoded on every core and handed to
-//! a sink in order, on the calling thread, while later pieces are still being encoded.
+//! Every thread this crate starts, in two shapes sharing one thread cap
+//! ([`default_threads`]) and one panic policy (a panic in a worker is a bug: it becomes
+//! ERR_INTERNAL naming it, never ERR_IO or ERR_INVALID_ARGUMENT, and never takes the process
+//! down or leaves a thread waiting):
 //!
-//! This is how a conversion overlaps its compute with its writes. The previous design —
-//! split each chunk over threads, join, then write — had two costs that profiles showed:
-//! the writes ran with the other core idle, and every join waited for the slowest thread, so
-//! a helper scheduled late (or placed on the busy core) stalled the whole chunk (per 8M
-//! elements, Q4_0 took 3.5 ms in the good case and up to 10 ms). Here threads claim small
-//! pieces from a shared counter, so a late thread simply claims fewer of them.
+//! - [`for_chunks`]: one piece of work over matching contiguous chunks of a source and a
+//!   destination (casts, block codecs, predictions), a chunk per thread.
+//! - [`encode_ordered`]: the pieces of a stream encoded on every core and handed to a sink
+//!   in order, on the calling thread, while later pieces are still being encoded — how a
+//!   conversion overlaps its compute with its writes (docs/benchmarks.md tells why it
+//!   replaced split-join-write).
 
 use crate::error::{CoreError, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,14 +18,145 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 const MAX_THREADS: usize = 8;
 
 /// Threads worth using here: the cores available, at most [`MAX_THREADS`]. Asked once per
-/// process: `available_parallelism` reads cgroup files on Linux (~20 system calls), which
-/// profiles showed dominating conversions made of many small calls.
+/// process (`available_parallelism` reads cgroup files on Linux, ~20 system calls).
+/// Without the `threads` feature: 1, so every helper here runs on the calling thread.
 pub fn default_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(1, |p| p.get())
-            .min(MAX_THREADS)
+    #[cfg(not(feature = "threads"))]
+    return 1;
+    #[cfg(feature = "threads")]
+    {
+        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *THREADS.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |p| p.get())
+                .min(MAX_THREADS)
+        })
+    }
+}
+
+/// Run `f`, turning a panic into ERR_INTERNAL, so that a bug in one worker is reported as
+/// one and no thread is left waiting for work that will never come.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|payload| Err(CoreError::panicked("a worker thread", payload.as_ref())))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Only `guarded` code runs while a lock is held elsewhere; recover the state regardless.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// How [`for_chunks`] cuts its work into units (a value, a block, a row).
+#[derive(Debug, Clone, Copy)]
+pub struct Split {
+    /// Source items per unit.
+    pub src_per_unit: usize,
+    /// Destination items per unit.
+    pub dst_per_unit: usize,
+    /// A thread is started only for at least this many units: below it one costs more than
+    /// it saves (tens of microseconds to start).
+    pub min_units_per_thread: usize,
+    /// Every chunk but the last holds a multiple of this many units (e.g. to keep each
+    /// chunk's source as aligned as the whole).
+    pub align_units: usize,
+}
+
+impl Split {
+    /// `src_per_unit` source and `dst_per_unit` destination items per unit; threads for at
+    /// least 2^18 units each, chunks of any length.
+    pub const fn new(src_per_unit: usize, dst_per_unit: usize) -> Split {
+        Split {
+            src_per_unit,
+            dst_per_unit,
+            min_units_per_thread: 1 << 18,
+            align_units: 1,
+        }
+    }
+
+    pub const fn min_units_per_thread(self, units: usize) -> Split {
+        Split {
+            min_units_per_thread: units,
+            ..self
+        }
+    }
+
+    pub const fn align_units(self, units: usize) -> Split {
+        Split {
+            align_units: units,
+            ..self
+        }
+    }
+
+    /// Threads for `units` units: one per `min_units_per_thread`, at most
+    /// [`default_threads`], at least one.
+    fn threads(&self, units: usize) -> usize {
+        default_threads()
+            .min(units / self.min_units_per_thread.max(1))
+            .max(1)
+    }
+}
+
+/// Run `f(first_unit, src_chunk, dst_chunk)` over matching contiguous chunks of `src` and
+/// `dst` (as [`Split`] cuts them; `dst` holds `dst.len() / dst_per_unit` units): a chunk per
+/// thread when the input is large, else one call on the calling thread. Threads are started
+/// once per call. The calling thread works too, and also takes any chunk whose thread could
+/// not be started or has not begun, so the work is always done. Of several failing chunks
+/// the error of the first is returned, so the result does not depend on scheduling.
+pub fn for_chunks<S: Sync, D: Send>(
+    split: Split,
+    src: &[S],
+    dst: &mut [D],
+    f: impl Fn(usize, &[S], &mut [D]) -> Result<()> + Sync,
+) -> Result<()> {
+    let units = dst.len() / split.dst_per_unit.max(1);
+    for_chunks_on(split.threads(units), split, src, dst, f)
+}
+
+/// [`for_chunks`] on (at most) `threads` threads.
+fn for_chunks_on<S: Sync, D: Send>(
+    threads: usize,
+    split: Split,
+    src: &[S],
+    dst: &mut [D],
+    f: impl Fn(usize, &[S], &mut [D]) -> Result<()> + Sync,
+) -> Result<()> {
+    let (sp, dp) = (split.src_per_unit, split.dst_per_unit);
+    let units = dst.len() / dp.max(1);
+    if threads <= 1 || sp == 0 || dp == 0 || units < 2 {
+        return guarded(|| f(0, src, dst));
+    }
+    let per = units
+        .div_ceil(threads)
+        .next_multiple_of(split.align_units.max(1));
+    type Chunk<'a, S, D> = Mutex<Option<(usize, &'a [S], &'a mut [D])>>;
+    let chunks: Vec<Chunk<S, D>> = src
+        .chunks(per * sp)
+        .zip(dst.chunks_mut(per * dp))
+        .enumerate()
+        .map(|(i, (s, d))| Mutex::new(Some((i * per, s, d))))
+        .collect();
+    let results: Vec<Mutex<Result<()>>> = chunks.iter().map(|_| Mutex::new(Ok(()))).collect();
+    // Whoever takes a chunk first does it: its thread, or the calling thread.
+    let run = |i: usize| {
+        let taken = lock(&chunks[i]).take();
+        if let Some((at, s, d)) = taken {
+            let result = guarded(|| f(at, s, d));
+            *lock(&results[i]) = result;
+        }
+    };
+    let run = &run;
+    std::thread::scope(|scope| {
+        for i in 1..chunks.len() {
+            // A thread that cannot be started leaves its chunk to the calling thread.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, move || run(i));
+        }
+        for i in 0..chunks.len() {
+            run(i);
+        }
+    });
+    results.into_iter().try_for_each(|r| {
+        r.into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     })
 }
 
@@ -57,10 +190,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // No code that can panic runs while the lock is held; recover the state regardless.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -96,17 +226,6 @@ impl Shared {
         drop(state);
         self.changed.notify_all();
     }
-}
-
-/// Run `f`, turning a panic into an error (ERR_IO, as the binding reports panics) so that
-/// no thread is left waiting for a piece that will never come.
-fn guarded(f: impl FnOnce() -> Result<()>) -> Result<()> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err(CoreError::new(
-            crate::error::ErrorKind::Io,
-            "internal error: a conversion thread panicked",
-        ))
-    })
 }
 
 /// Encode pieces `0..n` on up to `threads` threads (the calling thread included) and hand
@@ -312,10 +431,92 @@ mod tests {
                 |_| Ok(()),
             )
             .unwrap_err();
-            assert_eq!(e.code(), "ERR_IO");
+            assert_eq!(e.code(), "ERR_INTERNAL");
+            assert!(e.detail().contains("piece 5 panics"), "{e}");
             let e = encode_ordered(20, threads, 3, |_, _, _| Ok(()), |_| panic!("sink panics"))
                 .unwrap_err();
-            assert_eq!(e.code(), "ERR_IO");
+            assert_eq!(e.code(), "ERR_INTERNAL");
         }
+    }
+
+    /// Every unit is visited once, in the chunk that holds it, with matching source and
+    /// destination ranges, whatever the thread count; chunks keep the alignment asked for.
+    #[test]
+    fn chunks_cover_every_unit_once() {
+        for threads in [1, 2, 3, 8] {
+            for (sp, dp, align) in [(1, 1, 1), (3, 2, 1), (2, 1, 4), (34, 32, 1)] {
+                for units in [0, 1, 2, 5, 17, 100] {
+                    let src: Vec<u32> = (0..units * sp).map(|i| i as u32).collect();
+                    let mut dst = vec![u32::MAX; units * dp];
+                    let split = Split::new(sp, dp).align_units(align);
+                    for_chunks_on(threads, split, &src, &mut dst, |first, s, d| {
+                        assert_eq!(s.len() / sp, d.len() / dp);
+                        assert_eq!(
+                            s.first().copied(),
+                            (!s.is_empty()).then_some((first * sp) as u32)
+                        );
+                        if first > 0 {
+                            assert_eq!(first % align, 0, "chunk at {first}");
+                        }
+                        for (u, out) in d.chunks_mut(dp).enumerate() {
+                            out.fill((first + u) as u32);
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                    let want: Vec<u32> = (0..units * dp).map(|i| (i / dp) as u32).collect();
+                    assert_eq!(dst, want, "threads {threads} per {sp}/{dp} units {units}");
+                }
+            }
+        }
+    }
+
+    /// The error of the first failing chunk wins, so the result does not depend on which
+    /// thread finishes first; a panic is ERR_INTERNAL (a bug), on any thread.
+    #[test]
+    fn chunk_errors_are_deterministic_and_panics_are_bugs() {
+        let src = vec![0u8; 64];
+        for threads in [1, 2, 4] {
+            let mut dst = vec![0u8; 64];
+            let e = for_chunks_on(threads, Split::new(1, 1), &src, &mut dst, |first, _, _| {
+                if first > 0 {
+                    std::thread::sleep(Duration::from_millis(2 * (8 - first as u64 / 8)));
+                }
+                Err(CoreError::invalid_argument(format!("chunk at {first}")))
+            })
+            .unwrap_err();
+            assert_eq!(e.detail(), "chunk at 0");
+            for panicking in [0, 63] {
+                let e = for_chunks_on(threads, Split::new(1, 1), &src, &mut dst, |first, s, _| {
+                    assert!(
+                        first + s.len() <= panicking || first > panicking,
+                        "unit {panicking}"
+                    );
+                    Ok(())
+                })
+                .unwrap_err();
+                assert_eq!(e.code(), "ERR_INTERNAL", "{e}");
+                assert!(e.detail().contains("this is a bug"), "{e}");
+            }
+        }
+    }
+
+    /// Small inputs stay on the calling thread: one call with everything.
+    #[test]
+    fn small_inputs_are_one_call() {
+        let src = vec![1u8; 1000];
+        let mut dst = vec![0u8; 1000];
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let caller = std::thread::current().id();
+        for_chunks(Split::new(1, 1), &src, &mut dst, |first, s, d| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!((first, s.len(), d.len()), (0, 1000, 1000));
+            assert_eq!(std::thread::current().id(), caller);
+            d.copy_from_slice(s);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls.into_inner(), 1);
+        assert_eq!(dst, src);
     }
 }

@@ -1,47 +1,44 @@
 //! Pretrained model directories: `config.json` plus weights in one of the layouts people
-//! ship (first match wins):
+//! ship (first match wins; the rules are [`layout`]'s, shared with remote directories):
 //!
 //! 1. `weights.safetensors`
 //! 2. `model.safetensors`
 //! 3. `model.safetensors.index.json` — Hugging Face shards, `{"metadata": {...},
 //!    "weight_map": {tensor: shard}}`; every shard is mapped lazily.
-//! 4. `weights.mlx` — MLX-Node's JSON fallback (parsed once, held in memory).
+//! 4. `pytorch_model.bin` — a PyTorch checkpoint, read without executing its pickle
+//!    ([`crate::format::pytorch`]).
+//! 5. `pytorch_model.bin.index.json` — PyTorch shards, the same index format.
+//! 6. `weights.mlx` — MLX-Node's JSON fallback (parsed once, held in memory).
 //!
-//! Every tensor is then served from a [`SafeTensors`] source, so callers never care which
-//! layout it came from.
+//! Each weight file is opened by what its bytes are (see [`crate::format::detect`]), and
+//! the directory is then one more [`TensorSource`], so callers never care which layout or
+//! format it came from.
+
+pub mod hub;
+pub mod layout;
 
 use crate::error::{CoreError, Result};
 use crate::format::mlx;
-use crate::format::safetensors::{
-    self as st, Backend, Memory, SafeTensors, TensorBytes, TensorInfo,
-};
+use crate::format::safetensors as st;
+use crate::format::sharded::ShardedSource;
+use crate::format::OpenOptions;
 use crate::fsutil;
+use crate::memory::{Backend, TensorBytes};
+use crate::source::{Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use crate::tensor::TensorView;
-use std::collections::{BTreeMap, HashMap};
+use layout::Layout;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const CONFIG_FILE: &str = "config.json";
+pub use layout::{
+    CONFIG_FILE, CONFIG_MAX_BYTES, CONFIG_SAVE_ID_KEY, INDEX_FILE, INDEX_MAX_BYTES, SAVE_ID_KEY,
+};
+/// The single-file SafeTensors layouts, in discovery order.
 pub const SINGLE_FILES: [&str; 2] = ["weights.safetensors", "model.safetensors"];
-pub const INDEX_FILE: &str = "model.safetensors.index.json";
 pub const MLX_FILE: &str = "weights.mlx";
 
-/// Which layout the weights came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WeightFormat {
-    SafeTensors,
-    ShardedSafeTensors,
-    Mlx,
-}
-
-impl WeightFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightFormat::SafeTensors => "safetensors",
-            WeightFormat::ShardedSafeTensors => "sharded-safetensors",
-            WeightFormat::Mlx => "mlx",
-        }
-    }
-}
+/// Which format the weights came in (the name `Model.format` always had).
+pub type WeightFormat = WeightsFormat;
 
 /// Progress of loading: called as each weight file is opened or parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,78 +49,37 @@ pub struct LoadProgress {
     pub total_bytes: u64,
 }
 
-/// A loaded model directory.
+/// A loaded model directory: its config and the source of its weights.
 pub struct ModelDir {
     dir: PathBuf,
     config: serde_json::Value,
-    format: WeightFormat,
+    weights: Box<dyn TensorSource>,
+    /// The weight files, relative to the directory (the name discovery found, even when the
+    /// file was a save's pending copy of it).
     files: Vec<String>,
-    sources: Vec<SafeTensors>,
-    /// Tensor name → (source index), in serving order.
-    order: Vec<(String, usize)>,
-    lookup: HashMap<String, usize>,
     /// The save (see [`save_model_dir`]) the weights say they belong to.
     save_id: Option<String>,
 }
 
-/// The sharded index file.
-#[derive(serde::Deserialize)]
-struct ShardIndex {
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
-    weight_map: BTreeMap<String, String>,
-}
-
-/// Resolve `name` (a file name as written in an index) inside `dir`, by its spelling alone:
-/// it must be a relative path of plain names separated by single `/` — not empty, not
-/// absolute, no `..`, no `.` or empty components (`a/./b`, `a//b`, a trailing `/`), no
-/// backslash or NUL, no `C:` / `scheme:` first name — or it is ERR_UNSAFE_PATH. The same rule applies to
-/// remote directories (lib/remote.js), so one index means the same files everywhere.
+/// Resolve `name` (a file name as written in an index) inside `dir`, by its spelling alone
+/// ([`layout::check_shard_name`], the rule remote directories follow too): ERR_UNSAFE_PATH
+/// for anything but a plain relative path.
 ///
 /// Symlinks in the directory are followed: they are the directory owner's choice, not the
 /// index's (the Hugging Face cache links every file of `snapshots/<rev>/` into `blobs/`),
 /// as Python's loaders do.
 pub fn safe_join(dir: &Path, name: &str) -> Result<PathBuf> {
-    let unsafe_path = || {
-        CoreError::unsafe_path(format!(
-            "'{name}' is not a plain relative path inside the model directory"
-        ))
-        .with_path(dir)
-    };
-    let plain = |part: &str| {
-        !part.is_empty() && part != "." && part != ".." && !part.contains(['\\', '\0'])
-    };
-    // `C:x` (a drive) or `scheme:x` (a URL, for remote directories) as the first name.
-    let first = name.split('/').next().unwrap_or("");
-    let scheme = first.split_once(':').is_some_and(|(s, _)| {
-        s.starts_with(|c: char| c.is_ascii_alphabetic())
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
-    });
-    if scheme || !name.split('/').all(plain) || Path::new(name).is_absolute() {
-        return Err(unsafe_path());
-    }
+    layout::check_shard_name(name).map_err(|e| e.with_path(dir))?;
     Ok(dir.join(name))
 }
 
-fn file_size(path: &Path) -> Result<u64> {
-    std::fs::metadata(path)
-        .map(|m| m.len())
-        .map_err(|e| CoreError::io(e, path))
-}
-
-/// The most of `config.json` read (ERR_INVALID_MODEL past it): real ones are a few KiB.
-pub const CONFIG_MAX_BYTES: u64 = 16 << 20;
-/// The most of a sharded index read (ERR_INVALID_MODEL past it): the largest public ones
-/// (~90,000 tensors) are under 10 MiB.
-pub const INDEX_MAX_BYTES: u64 = 64 << 20;
 /// How often [`ModelDir::open`] tries a directory written by [`save_model_dir`] whose files
 /// disagree (a save under way), waiting 2, 4, … 32 ms in between.
 const OPEN_ATTEMPTS: u32 = 6;
 
 /// A JSON file of a model directory, read with a hard cap (a file can say it is regular and
 /// have no real size, as `/proc/self/pagemap` behind a symlink does).
-fn read_json_file(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_json_file(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>> {
     fsutil::read_regular_capped(path, what, cap, |n| {
         CoreError::invalid_model(format!(
             "{what} is larger than {} MiB ({n} bytes or more), the most read",
@@ -141,22 +97,32 @@ fn take_config_save_id(config: &mut serde_json::Value) -> Option<String> {
     }
 }
 
-fn save_mismatch(what: &str, theirs: &str, ours: &str) -> CoreError {
-    CoreError::invalid_model(format!(
-        "{what} is from save {theirs} but {ours}: a save into this directory is under way or \
-         was interrupted (load it again, or save the model again)"
-    ))
-}
-
 impl ModelDir {
     /// Discover, open and validate a model directory. `progress` is called once per weight
     /// file (and more often while a large weights.mlx is parsed). A directory written by
     /// [`save_model_dir`] whose config and weights belong to different saves is tried again a
     /// few times (a save beside us finishes within milliseconds), then refused.
     pub fn open(dir: &Path, progress: &mut dyn FnMut(LoadProgress)) -> Result<ModelDir> {
+        ModelDir::open_backend(dir, Backend::Mmap, progress)
+    }
+
+    /// [`open`](Self::open) for the format registry: progress without file names.
+    pub fn open_with(dir: &Path, options: &mut OpenOptions<'_>) -> Result<ModelDir> {
+        let backend = options.backend;
+        ModelDir::open_backend(dir, backend, &mut |p| {
+            options.report(p.loaded_bytes, p.total_bytes)
+        })
+    }
+
+    /// [`open`](Self::open), reaching the files through `backend`.
+    pub fn open_backend(
+        dir: &Path,
+        backend: Backend,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<ModelDir> {
         let mut attempt = 0;
         loop {
-            match ModelDir::open_once(dir, progress) {
+            match ModelDir::open_once(dir, backend, progress) {
                 Ok(model) => return Ok(model),
                 Err((e, ours))
                     if ours
@@ -178,12 +144,14 @@ impl ModelDir {
     /// written by [`save_model_dir`] (so a save may be under way).
     fn open_once(
         dir: &Path,
+        backend: Backend,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> std::result::Result<ModelDir, (CoreError, bool)> {
         let mut config = ModelDir::read_config(dir).map_err(|e| (e, false))?;
         let config_save = take_config_save_id(&mut config);
         let ours = config_save.is_some();
-        ModelDir::discover(dir, config, config_save.as_deref(), progress).map_err(|e| (e, ours))
+        ModelDir::discover(dir, config, config_save.as_deref(), backend, progress)
+            .map_err(|e| (e, ours))
     }
 
     fn read_config(dir: &Path) -> Result<serde_json::Value> {
@@ -192,21 +160,11 @@ impl ModelDir {
             return Err(CoreError::invalid_argument("not a directory").with_path(dir));
         }
         let config_path = dir.join(CONFIG_FILE);
-        let config_text = read_json_file(&config_path, CONFIG_FILE, CONFIG_MAX_BYTES)?;
-        let config: serde_json::Value = serde_json::from_slice(&config_text).map_err(|e| {
-            CoreError::invalid_model(format!("config.json is not valid JSON: {e}"))
-                .with_path(&config_path)
-        })?;
-        if !config.is_object() {
-            return Err(
-                CoreError::invalid_model("config.json must hold a JSON object")
-                    .with_path(&config_path),
-            );
-        }
-        Ok(config)
+        let text = read_json_file(&config_path, CONFIG_FILE, CONFIG_MAX_BYTES)?;
+        layout::parse_config(&text).map_err(|e| e.with_path(&config_path))
     }
 
-    /// Find the weights and open them: the first of [`DISCOVERY_ORDER`] that exists. When
+    /// Find the weights and open them: the first of [`layout::DISCOVERY`] that exists. When
     /// the config names its save (see [`save_model_dir`]), the first that belongs to that
     /// save, looking also at the save's files not yet renamed into place
     /// (`.NAME.<id>.pending`, complete before the config was renamed): a save killed between
@@ -216,19 +174,27 @@ impl ModelDir {
         dir: &Path,
         config: serde_json::Value,
         config_save: Option<&str>,
+        backend: Backend,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<ModelDir> {
         let mut other_save: Option<ModelDir> = None;
-        for name in DISCOVERY_ORDER {
-            let mut paths = vec![dir.join(name)];
+        for candidate in layout::DISCOVERY {
+            let mut paths = vec![dir.join(candidate.file)];
             if let Some(save) = config_save {
-                paths.push(Pending::new(dir, name, save).tmp);
+                paths.push(Pending::new(dir, candidate.file, save).tmp);
             }
             for path in paths {
                 if !path.is_file() {
                     continue;
                 }
-                let model = ModelDir::open_layout(dir, config.clone(), name, &path, progress)?;
+                let model = ModelDir::open_layout(
+                    dir,
+                    config.clone(),
+                    candidate,
+                    &path,
+                    backend,
+                    progress,
+                )?;
                 match (config_save, model.save_id.as_deref()) {
                     (Some(wanted), Some(found)) if wanted != found => {
                         other_save.get_or_insert(model);
@@ -240,230 +206,66 @@ impl ModelDir {
         if let (Some(model), Some(config_save)) = (other_save, config_save) {
             let what = format!("the weights ({})", model.files.last().map_or("", |f| f));
             let found = model.save_id.unwrap_or_default();
-            return Err(save_mismatch(
+            return Err(layout::save_mismatch(
                 &what,
                 &found,
                 &format!("config.json is from save {config_save}"),
             )
             .with_path(dir.join(CONFIG_FILE)));
         }
-        Err(CoreError::no_weights(format!(
-            "no weight file found; looked for {}, {}, {} and {}",
-            SINGLE_FILES[0], SINGLE_FILES[1], INDEX_FILE, MLX_FILE
-        ))
-        .with_path(dir))
+        Err(layout::no_weights().with_path(dir))
     }
 
-    /// Open the weights of the layout `name` (one of [`DISCOVERY_ORDER`]) stored at `path`.
+    /// Open the weights of `candidate` (one of [`layout::DISCOVERY`]) stored at `path`.
     fn open_layout(
         dir: &Path,
         config: serde_json::Value,
-        name: &str,
+        candidate: layout::Candidate,
         path: &Path,
+        backend: Backend,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<ModelDir> {
-        if name == INDEX_FILE {
-            return ModelDir::open_sharded(dir, config, path, progress);
-        }
-        if name == MLX_FILE {
-            let weights = mlx::read_mlx_with_progress(path, &mut |loaded, total| {
-                progress(LoadProgress {
-                    file: MLX_FILE.to_string(),
-                    loaded_bytes: loaded,
-                    total_bytes: total,
-                })
-            })?;
-            // Serve MLX tensors through the same engine: an in-memory SafeTensors buffer.
-            let bytes = st::serialize(&weights.tensors, weights.metadata.as_ref())
-                .map_err(|e| e.with_path(path))?;
-            drop(weights);
-            let source = SafeTensors::from_bytes(bytes).map_err(|e| e.with_path(path))?;
-            return ModelDir::assemble(
-                dir,
-                config,
-                WeightFormat::Mlx,
-                vec![MLX_FILE.to_string()],
-                vec![source],
-                None,
-            );
-        }
-        let total = file_size(path)?;
-        let source = SafeTensors::open(path, Backend::Mmap)?;
-        progress(LoadProgress {
-            file: name.to_string(),
-            loaded_bytes: total,
-            total_bytes: total,
-        });
-        ModelDir::assemble(
-            dir,
-            config,
-            WeightFormat::SafeTensors,
-            vec![name.to_string()],
-            vec![source],
-            None,
-        )
-    }
-
-    /// Open the shards of a `*.index.json` on its own (no config.json needed): for
-    /// inspection and conversion of a sharded checkpoint.
-    pub fn open_index(
-        index_path: &Path,
-        progress: &mut dyn FnMut(LoadProgress),
-    ) -> Result<ModelDir> {
-        let dir = index_path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        ModelDir::open_sharded(dir, serde_json::json!({}), index_path, progress)
-    }
-
-    fn open_sharded(
-        dir: &Path,
-        config: serde_json::Value,
-        index_path: &Path,
-        progress: &mut dyn FnMut(LoadProgress),
-    ) -> Result<ModelDir> {
-        let text = read_json_file(index_path, "a sharded index", INDEX_MAX_BYTES)?;
-        let index: ShardIndex = serde_json::from_slice(&text).map_err(|e| {
-            CoreError::invalid_model(format!(
-                "not a valid sharded index ({{\"weight_map\": {{tensor: file}}}}): {e}"
-            ))
-            .with_path(index_path)
-        })?;
-        // Shards in file-name order (model-00001-of-…, model-00002-of-…), each once.
-        let shard_names: std::collections::BTreeSet<&String> = index.weight_map.values().collect();
-        let pairs: Vec<(String, PathBuf)> = shard_names
-            .into_iter()
-            .map(|name| {
-                Ok((
-                    name.clone(),
-                    safe_join(dir, name).map_err(|e| e.with_path(index_path))?,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let mut total = 0u64;
-        for (_, p) in &pairs {
-            total += file_size(p).map_err(|e| {
-                if e.code() == "ERR_NOT_FOUND" {
-                    CoreError::invalid_model(format!("shard listed in {INDEX_FILE} is missing"))
-                        .with_path(p)
-                } else {
-                    e
+        let name = candidate.file.to_string();
+        let (weights, files, save_id): (Box<dyn TensorSource>, Vec<String>, Option<String>) =
+            match candidate.layout {
+                Layout::File => {
+                    let detected = crate::format::detect_file(path)?;
+                    let mut report = |done, total| {
+                        progress(LoadProgress {
+                            file: name.clone(),
+                            loaded_bytes: done,
+                            total_bytes: total,
+                        })
+                    };
+                    let mut options = OpenOptions {
+                        backend,
+                        progress: Some(&mut report),
+                    };
+                    let source = crate::format::open_detected(path, detected, &mut options)?;
+                    let save_id = source
+                        .metadata()
+                        .get_str(layout::SAVE_ID_KEY)
+                        .map(str::to_string);
+                    (source, vec![name.clone()], save_id)
                 }
-            })?;
-        }
-        let mut loaded = 0u64;
-        let mut sources = Vec::with_capacity(pairs.len());
-        for (name, path) in &pairs {
-            let source = SafeTensors::open(path, Backend::Mmap).map_err(|e| {
-                let shard = e.path().unwrap_or_default().to_string();
-                let mut err = CoreError::invalid_model(format!(
-                    "shard '{name}' failed validation: [{}] {}",
-                    e.code(),
-                    e.detail()
-                ))
-                .with_path(if shard.is_empty() {
-                    path.display().to_string()
-                } else {
-                    shard
-                });
-                if let Some(t) = e.tensor() {
-                    err = err.with_tensor(t);
+                Layout::Sharded => {
+                    let source = ShardedSource::open(path, backend, &mut |shard, done, total| {
+                        progress(LoadProgress {
+                            file: shard.to_string(),
+                            loaded_bytes: done,
+                            total_bytes: total,
+                        })
+                    })?;
+                    let files = source.files().into_iter().map(|f| f.name).collect();
+                    let save_id = source.save_id().map(str::to_string);
+                    (Box::new(source), files, save_id)
                 }
-                err
-            })?;
-            loaded += source.file_len();
-            progress(LoadProgress {
-                file: name.clone(),
-                loaded_bytes: loaded,
-                total_bytes: total,
-            });
-            sources.push(source);
-        }
-        let files: Vec<String> = pairs.iter().map(|(n, _)| n.clone()).collect();
-        // Shards of another save than the index's (see `save_model_dir`) are never mixed in.
-        let index_save = index
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get(SAVE_ID_KEY))
-            .and_then(|v| v.as_str())
-            .map(str::to_string);
-        if let Some(index_save) = &index_save {
-            for (name, source) in files.iter().zip(&sources) {
-                if let Some(shard_save) = source.metadata().and_then(|m| m.get(SAVE_ID_KEY)) {
-                    if shard_save != index_save {
-                        return Err(save_mismatch(
-                            &format!("shard '{name}'"),
-                            shard_save,
-                            &format!("{INDEX_FILE} is from save {index_save}"),
-                        )
-                        .with_path(dir.join(name)));
-                    }
-                }
-            }
-        }
-        // Every tensor the index lists must be in the shard it names.
-        for (tensor, file) in &index.weight_map {
-            let i = files.iter().position(|f| f == file).unwrap_or(usize::MAX);
-            if sources
-                .get(i)
-                .is_none_or(|s| s.header().get(tensor).is_none())
-            {
-                return Err(CoreError::invalid_model(format!(
-                    "{INDEX_FILE} places this tensor in '{file}', which does not hold it"
-                ))
-                .with_tensor(tensor)
-                .with_path(dir.join(file)));
-            }
-        }
-        // Tensors in a shard but absent from the index are served too (as loaders do).
-        ModelDir::assemble(
-            dir,
-            config,
-            WeightFormat::ShardedSafeTensors,
-            files,
-            sources,
-            index_save,
-        )
-    }
-
-    /// A model of `sources`; `save_id` is the index's, or else the one weight file's.
-    fn assemble(
-        dir: &Path,
-        config: serde_json::Value,
-        format: WeightFormat,
-        files: Vec<String>,
-        sources: Vec<SafeTensors>,
-        save_id: Option<String>,
-    ) -> Result<ModelDir> {
-        let save_id = save_id.or_else(|| match &sources[..] {
-            [one] => one.metadata()?.get(SAVE_ID_KEY).cloned(),
-            _ => None,
-        });
-        let mut order = Vec::new();
-        let mut lookup = HashMap::new();
-        for (i, source) in sources.iter().enumerate() {
-            for t in source.tensors() {
-                if let Some(&prev) = lookup.get(&t.name) {
-                    return Err(CoreError::invalid_model(format!(
-                        "tensor is stored in two shards: '{}' and '{}'",
-                        files[prev], files[i]
-                    ))
-                    .with_tensor(&t.name)
-                    .with_path(dir.join(&files[i])));
-                }
-                lookup.insert(t.name.clone(), i);
-                order.push((t.name.clone(), i));
-            }
-        }
+            };
         Ok(ModelDir {
             dir: dir.to_path_buf(),
             config,
-            format,
+            weights,
             files,
-            sources,
-            order,
-            lookup,
             save_id,
         })
     }
@@ -471,75 +273,82 @@ impl ModelDir {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+    /// config.json, as written (less the save id [`save_model_dir`] adds).
     pub fn config(&self) -> &serde_json::Value {
         &self.config
-    }
-    pub fn format(&self) -> WeightFormat {
-        self.format
     }
     /// Weight files used, relative to the directory.
     pub fn files(&self) -> &[String] {
         &self.files
     }
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
-        self.order.iter().map(|(n, _)| n.as_str())
+        self.weights.tensors().iter().map(|t| t.name.as_str())
     }
-    pub fn num_parameters(&self) -> u64 {
-        self.sources
-            .iter()
-            .map(|s| s.header().num_parameters())
-            .sum()
+    /// The source the weights are served from (one file, or the shards of an index).
+    pub fn weights(&self) -> &dyn TensorSource {
+        self.weights.as_ref()
     }
 
-    /// The source holding `name`, or ERR_NOT_FOUND.
-    pub fn source(&self, name: &str) -> Result<&SafeTensors> {
-        self.lookup
-            .get(name)
-            .and_then(|&i| self.sources.get(i))
-            .ok_or_else(|| {
-                CoreError::not_found("no such tensor in the model")
-                    .with_tensor(name)
-                    .with_path(&self.dir)
-            })
-    }
-
-    pub fn info(&self, name: &str) -> Result<&TensorInfo> {
-        self.source(name)?.info(name)
-    }
-
-    pub fn bytes(&self, name: &str) -> Result<(&TensorInfo, TensorBytes<'_>)> {
-        let source = self.source(name)?;
-        let info = source.info(name)?;
-        Ok((info, source.bytes(info)?))
-    }
-
-    pub fn view(&self, name: &str) -> Result<TensorView<'_>> {
-        self.source(name)?.view(name)
-    }
-
-    /// Drop this process's resident pages of tensor `name` when its file is mapped (see
-    /// [`crate::buffer::release_pages`]): for a conversion that opened the directory itself
-    /// and is done with the tensor, so its RSS holds one tensor, not the whole mapped model.
-    /// No view of the tensor may have been written to (none is handed to JS from here).
-    pub fn release(&self, name: &str) {
-        let Ok((_, bytes)) = self.bytes(name) else {
-            return;
-        };
-        if let TensorBytes::Shared { memory, start, len } = bytes {
-            if let Memory::Mapped(_) = memory.as_ref() {
-                crate::buffer::release_pages(&memory[start..start + len]);
-            }
-        }
-    }
-
-    /// Every tensor, borrowed from the mapped files.
+    /// Every tensor, borrowed from the mapped files where they can be.
     pub fn views(&self) -> Result<Vec<TensorView<'_>>> {
-        self.order.iter().map(|(n, _)| self.view(n)).collect()
+        self.weights
+            .tensors()
+            .iter()
+            .map(|t| self.view(&t.name))
+            .collect()
     }
 
     /// Write this model to `dir` (see [`save_model_dir`]).
     pub fn save(&self, dir: &Path, options: &SaveOptions) -> Result<Vec<String>> {
         save_model_dir(dir, &self.config, &self.views()?, options)
+    }
+}
+
+impl TensorSource for ModelDir {
+    fn format(&self) -> WeightsFormat {
+        self.weights.format()
+    }
+    fn list(&self) -> &TensorList {
+        self.weights.list()
+    }
+    fn metadata(&self) -> Metadata<'_> {
+        self.weights.metadata()
+    }
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        self.info(name)?;
+        self.weights.fetch(name)
+    }
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
+        self.info(name)?;
+        self.weights.fetch_raw(name)
+    }
+    fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
+        self.weights.stored_range(name)
+    }
+    fn path(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
+    fn files(&self) -> Vec<SourceFile> {
+        match &self.files[..] {
+            // The name discovery found (the source's own path may be a save's pending copy).
+            [one] if self.weights.files().len() == 1 => vec![SourceFile {
+                name: one.clone(),
+                bytes: self.weights.file_size(),
+            }],
+            _ => self.weights.files(),
+        }
+    }
+    fn file_of(&self, name: &str) -> Option<&str> {
+        self.weights.file_of(name)
+    }
+    fn config(&self) -> Option<&serde_json::Value> {
+        Some(&self.config)
+    }
+    fn release(&self, name: &str) {
+        self.weights.release(name)
+    }
+    fn tied_tensors(&self) -> Vec<(String, String)> {
+        self.weights.tied_tensors()
     }
 }
 
@@ -556,12 +365,6 @@ pub struct SaveOptions {
     /// Whether each file is fsynced before its rename (see [`fsutil::Durability`]).
     pub durability: fsutil::Durability,
 }
-
-/// The `__metadata__` key (and index `metadata` key) naming the save a weight file belongs
-/// to, and the `config.json` key naming the save that config belongs to (underscored, as
-/// Hugging Face's own bookkeeping keys are; [`ModelDir::config`] leaves it out).
-pub const SAVE_ID_KEY: &str = "safetensors_node_save_id";
-pub const CONFIG_SAVE_ID_KEY: &str = "_safetensors_node_save_id";
 
 /// Write `config.json` and the weights to `dir` (created if missing). Returns the weight
 /// files written.
@@ -771,7 +574,12 @@ fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<()> {
 }
 
 /// The names discovery looks for, first match first.
-const DISCOVERY_ORDER: [&str; 4] = [SINGLE_FILES[0], SINGLE_FILES[1], INDEX_FILE, MLX_FILE];
+const DISCOVERY_ORDER: [&str; 4] = [
+    layout::DISCOVERY[0].file,
+    layout::DISCOVERY[1].file,
+    layout::DISCOVERY[2].file,
+    layout::DISCOVERY[3].file,
+];
 
 #[cfg(test)]
 mod tests;

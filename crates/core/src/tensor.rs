@@ -79,8 +79,7 @@ impl<'a> TensorView<'a> {
 /// background write can read while the caller reuses its own arrays.
 ///
 /// One buffer, not one `Vec` per tensor: a large snapshot lands in huge pages
-/// ([`crate::buffer::Output`]) instead of a 4 KiB page fault per page of each copy
-/// (`saveFileAsync` of 256 MiB in 64 tensors: ~300 ms with a `Vec` each).
+/// ([`crate::buffer::Output`]) instead of a 4 KiB page fault per page of each copy.
 pub struct PackedTensors {
     bytes: crate::buffer::Output<u8>,
     entries: Vec<(String, DType, Vec<usize>, std::ops::Range<usize>)>,

@@ -44,3 +44,76 @@ fn quantize_64m_elements() {
         dequantize_q4_0(&q4, &mut back).unwrap()
     });
 }
+
+/// In-memory decoding of every block type, 16 Mi values each (the size of `npm run bench`
+/// row 6, whose `convert` end to end also writes the 64 MiB of F32). Compare with gguf-py:
+/// `gguf.quants.dequantize` of the same blocks (row 6's gguf-py column).
+#[test]
+#[ignore = "timing, not a check; run in release"]
+fn decode_every_type_16m_values() {
+    use stcore::codecs::{self, GgmlType};
+    let n = 1usize << 24;
+    for &ty in GgmlType::ALL
+        .iter()
+        .filter(|t| t.is_quantized() && t.can_decode())
+    {
+        let (block, bytes) = (ty.block_size(), ty.type_size());
+        let mut blocks: Vec<u8> = (0..n / block * bytes)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        // Finite f16 scales at the front of most layouts (timing does not depend on them).
+        for b in blocks.chunks_exact_mut(bytes) {
+            b[1] &= 0x3b;
+        }
+        let mut out = vec![0f32; n];
+        codecs::decode(ty, &blocks, &mut out).unwrap(); // warm up: page in the buffers
+        let mut times: Vec<f64> = (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                codecs::decode(ty, &blocks, &mut out).unwrap();
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{:>8} decode 16M values: {:7.1} ms (median of 5)",
+            ty.name(),
+            times[2]
+        );
+    }
+}
+
+/// Each K-quant encoder on 4 Mi values on one thread: the fast kernel (scale searches side by
+/// side) against the reference (one sub-block at a time); both give the same bytes.
+#[test]
+#[ignore = "timing, not a check; run in release"]
+fn encode_k_quants_4m_values_one_thread() {
+    use stcore::codecs::{self, GgmlType};
+    let n = 1usize << 22;
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 8) as f32 / (1 << 24) as f32 - 0.5)
+        .collect();
+    for ty in [
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
+        let mut fast = vec![0u8; n / ty.block_size() * ty.type_size()];
+        let mut reference = fast.clone();
+        let time = |f: &mut dyn FnMut()| {
+            f(); // warm up: page in the buffers
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
+        };
+        let t_fast = time(&mut || codecs::encode_here(ty, &x, &mut fast).unwrap());
+        let t_ref = time(&mut || codecs::encode_ref(ty, &x, &mut reference).unwrap());
+        assert!(fast == reference, "{ty}: the fast encoder's bytes differ");
+        println!(
+            "{:>8} encode 4M values: {t_fast:7.1} ms (reference {t_ref:7.1} ms)",
+            ty.name()
+        );
+    }
+}

@@ -3,13 +3,32 @@
 //! never overlap, and decode (or report ERR_UNSUPPORTED_DTYPE, for the types without a
 //! decoder) without panicking. The seeds hold a tensor of every ggml block type, so every
 //! decoder of the codec table runs on mutated blocks; a decoded tensor's values are the
-//! reference decoder's, bit for bit.
+//! reference decoder's, bit for bit. `parse_header` (a header from a prefix) agrees with
+//! `parse`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stcore::format::gguf::GgufFile;
+use stcore::format::gguf::{parse_header, GgufFile, GgufHeader};
 
 fuzz_target!(|bytes: &[u8]| {
+    // `parse_header` (remote files: the header from a prefix, checked against the file's
+    // length) on the whole file is `parse`; on the first half it asks for more than it has
+    // (never past the file), or gives the same verdict as the whole file.
+    let len = bytes.len() as u64;
+    let whole = GgufFile::parse(bytes).map(|f| format!("{:?}", f.into_parts()));
+    let whole = whole.map_err(|e| e.to_string());
+    let verdict = |h: stcore::Result<GgufHeader>| match h {
+        Ok(GgufHeader::Parsed(p)) => Some(Ok(format!("{p:?}"))),
+        Ok(GgufHeader::NeedBytes(_)) => None,
+        Err(e) => Some(Err(e.to_string())),
+    };
+    assert_eq!(verdict(parse_header(bytes, len)), Some(whole.clone()));
+    let half = bytes.len() / 2;
+    match parse_header(&bytes[..half], len) {
+        Ok(GgufHeader::NeedBytes(n)) => assert!(n > half && n <= bytes.len(), "{n} of {half}"),
+        h => assert_eq!(verdict(h), Some(whole)),
+    }
+
     let file = match GgufFile::parse(bytes) {
         Ok(f) => f,
         Err(e) => {

@@ -11,6 +11,7 @@
 use libfuzzer_sys::fuzz_target;
 use stcore::format::safetensors::save_file;
 use stcore::pretrained::{safe_join, ModelDir, INDEX_FILE};
+use stcore::TensorSource;
 use stcore::TensorView;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;

@@ -33,7 +33,6 @@ mod tq;
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use std::sync::Mutex;
 
 pub use presets::{plan_types, Preset, QuantizationChoice, TensorPlan, TypePlanModel};
 pub use q4_0::{dequantize_q4_0, dequantize_q4_0_ref, quantize_q4_0, quantize_q4_0_ref};
@@ -288,8 +287,7 @@ fn check_blocks(ty: GgmlType, bytes: usize, values: usize) -> Result<usize> {
 pub fn decode(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     let kernels = ty.codec().decode.ok_or_else(|| unsupported_decode(ty))?;
     check_blocks(ty, src.len(), dst.len())?;
-    split_blocks(src, ty.type_size(), dst, ty.block_size(), &kernels.fast);
-    Ok(())
+    split_blocks(src, ty.type_size(), dst, ty.block_size(), &kernels.fast)
 }
 
 /// [`decode`] with the plain reference kernel, one block at a time on this thread.
@@ -305,8 +303,7 @@ pub fn decode_ref(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
 pub fn encode(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     let kernels = ty.codec().encode.ok_or_else(|| unsupported_encode(ty))?;
     check_blocks(ty, dst.len(), src.len())?;
-    split_blocks(src, ty.block_size(), dst, ty.type_size(), &kernels.fast);
-    Ok(())
+    split_blocks(src, ty.block_size(), dst, ty.type_size(), &kernels.fast)
 }
 
 /// [`encode`] on the calling thread only, for callers that parallelise themselves.
@@ -401,53 +398,25 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
 // ---------------------------------------------------------------------------------------
 // Threads.
 
-/// Below this many values (512 Ki) a second thread costs more than it saves.
-const PARALLEL_MIN_VALUES: usize = 1 << 19;
+/// Below this many values per thread a second thread costs more than it saves.
+const PARALLEL_MIN_VALUES: usize = 1 << 18;
 
-/// Split the blocks over threads and run `work` on each (source, destination) share. Runs on
-/// the calling thread when the input is small, and takes a share back if its thread cannot
-/// be spawned, so the work is always done.
+/// Split the blocks over threads ([`crate::parallel::for_chunks`]) and run `work` on each
+/// (source, destination) share; on the calling thread when the input is small.
 fn split_blocks<S: Sync, D: Send>(
     src: &[S],
     src_per_block: usize,
     dst: &mut [D],
     dst_per_block: usize,
     work: &(dyn Fn(&[S], &mut [D]) + Sync),
-) {
-    let n_blocks = dst.len() / dst_per_block;
-    let values = n_blocks * src_per_block.max(dst_per_block);
-    let threads = crate::parallel::default_threads();
-    if values < PARALLEL_MIN_VALUES || threads < 2 || n_blocks < 2 {
-        work(src, dst);
-        return;
-    }
-    let per_thread = n_blocks.div_ceil(threads);
-    type Share<'a, S, D> = Mutex<Option<(&'a [S], &'a mut [D])>>;
-    let shares: Vec<Share<S, D>> = src
-        .chunks(per_thread * src_per_block)
-        .zip(dst.chunks_mut(per_thread * dst_per_block))
-        .map(|pair| Mutex::new(Some(pair)))
-        .collect();
-    // Whoever takes a share first does it: its thread, or this one if the spawn failed.
-    let run = |share: &Share<S, D>| {
-        let taken = share.lock().ok().and_then(|mut slot| slot.take());
-        if let Some((s, d)) = taken {
-            work(s, d);
-        }
-    };
-    std::thread::scope(|scope| {
-        if let Some((first, rest)) = shares.split_first() {
-            for share in rest {
-                if std::thread::Builder::new()
-                    .spawn_scoped(scope, move || run(share))
-                    .is_err()
-                {
-                    run(share);
-                }
-            }
-            run(first);
-        }
-    });
+) -> Result<()> {
+    let values_per_block = src_per_block.max(dst_per_block).max(1);
+    let split = crate::parallel::Split::new(src_per_block, dst_per_block)
+        .min_units_per_thread(PARALLEL_MIN_VALUES.div_ceil(values_per_block));
+    crate::parallel::for_chunks(split, src, dst, |_, s, d| {
+        work(s, d);
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -162,8 +162,7 @@ pub(crate) fn quantize_q4_0_with(kernel: Kernel, src: &[f32], dst: &mut [u8]) ->
     check_blocks(GgmlType::Q4_0, dst.len(), src.len())?;
     split_blocks(src, QK, dst, Q4_0_BLOCK_BYTES, &|s, d| {
         quantize_with_kernel(kernel, s, d)
-    });
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -172,8 +171,7 @@ pub(crate) fn dequantize_q4_0_with(kernel: Kernel, src: &[u8], dst: &mut [f32]) 
     check_blocks(GgmlType::Q4_0, src.len(), dst.len())?;
     split_blocks(src, Q4_0_BLOCK_BYTES, dst, QK, &|s, d| {
         dequantize_with_kernel(kernel, s, d)
-    });
-    Ok(())
+    })
 }
 
 /// Quantize `src` (a multiple of 32 values) into Q4_0 blocks in `dst`

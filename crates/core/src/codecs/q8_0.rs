@@ -140,8 +140,7 @@ pub(crate) fn quantize_q8_0_with(kernel: Kernel, src: &[f32], dst: &mut [u8]) ->
     check_blocks(GgmlType::Q8_0, dst.len(), src.len())?;
     split_blocks(src, QK, dst, Q8_0_BLOCK_BYTES, &|s, d| {
         quantize_with_kernel(kernel, s, d)
-    });
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -150,8 +149,7 @@ pub(crate) fn dequantize_q8_0_with(kernel: Kernel, src: &[u8], dst: &mut [f32]) 
     check_blocks(GgmlType::Q8_0, src.len(), dst.len())?;
     split_blocks(src, Q8_0_BLOCK_BYTES, dst, QK, &|s, d| {
         dequantize_with_kernel(kernel, s, d)
-    });
-    Ok(())
+    })
 }
 
 /// Quantize `src` (a multiple of 32 values) into Q8_0 blocks in `dst`

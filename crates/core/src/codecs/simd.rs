@@ -22,9 +22,7 @@ pub(crate) enum Kernel {
 impl Kernel {
     pub(crate) fn best() -> Kernel {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("f16c")
-        {
+        if crate::cpu::has_avx2_f16c() {
             return Kernel::Avx2;
         }
         Kernel::Portable
@@ -157,9 +155,9 @@ pub(super) mod avx2 {
     //!
     //! The quantizers are written in intrinsics: LLVM kept the portable kernels' maximum
     //! (`f32::max`, whose NaN rule is not `maxps`'s) and the Q4_0 first-index search scalar,
-    //! one element at a time, and that loop, not memory, set the speed (profiled: 55% of the
-    //! Q8_0 time on the scalar loads feeding `vmaxss`). Each step below computes exactly what
-    //! the reference computes, so the bytes stay identical:
+    //! one element at a time, and that loop, not memory, set the speed (docs/benchmarks.md,
+    //! "history"). Each step below computes exactly what the reference computes, so the
+    //! bytes stay identical:
     //!
     //! * `maxps(a, b)` returns `b` when either is NaN, so `maxps(|x|, acc)` with a NaN-free
     //!   accumulator skips NaN as the reference's `>` does; a maximum is exact in any order.
@@ -320,10 +318,9 @@ pub(super) mod avx2 {
 
     /// How far ahead (in f32 elements, 2 KiB) the quantizers prefetch their input. The
     /// hardware prefetchers stop at 4 KiB page boundaries, and a file mapping is made of
-    /// 4 KiB pages: every page started cold. Prefetching 16 blocks ahead took `convert` of
-    /// 64M F32 elements from 45.6 to 33.0 ms (Q4_0) and 50.9 to 38.1 ms (Q8_0) on 2 cores;
-    /// 1 and 8 KiB ahead were slower. A prefetch is a hint: an address past the end of the
-    /// input is never read and cannot fault.
+    /// 4 KiB pages: every page started cold. 16 blocks ahead measured best (docs/benchmarks.md,
+    /// "history"). A prefetch is a hint: an address past the end of the input is never read
+    /// and cannot fault.
     const PF: usize = 512;
     macro_rules! quant_loop {
         ($name:ident, $block:ident, $bytes:expr) => {

@@ -501,3 +501,48 @@ fn encoded_blocks_decode_close_to_the_input() {
         );
     }
 }
+
+/// The K-quant encoders search every sub-block's scale side by side (one vector lane each);
+/// sub-blocks that take the scalar search's early exits (all values equal, positive or not;
+/// all zero; below GROUP_MAX_EPS) must come out as the reference's, next to ordinary ones.
+#[test]
+fn k_quant_lanes_equal_the_sub_block_by_sub_block_search() {
+    let mut rng = Rng(11);
+    let mut x = Vec::new();
+    for b in 0..400 {
+        for sub in 0..16 {
+            let v = rng.unit();
+            let kind = (b + sub * 7) % 8;
+            x.extend((0..16).map(|i| match kind {
+                0 => 2.5,
+                1 => -0.75,
+                2 => 0.0,
+                3 => 1e-16 * rng.unit(),
+                4 if i == 3 => 9.0,
+                4 => 0.0,
+                5 => v + i as f32 * 1e-3,
+                6 => f32::from_bits(rng.next_u64() as u32),
+                _ => rng.unit() * 10f32.powi((rng.next_u64() % 9) as i32 - 4),
+            }));
+        }
+    }
+    for ty in [
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
+        let mut want = vec![0u8; x.len() / QK_K * ty.type_size()];
+        let mut got = want.clone();
+        encode_ref(ty, &x, &mut want).unwrap();
+        encode_here(ty, &x, &mut got).unwrap();
+        for (b, (g, w)) in got
+            .chunks(ty.type_size())
+            .zip(want.chunks(ty.type_size()))
+            .enumerate()
+        {
+            assert_eq!(g, w, "{ty} block {b}: {:?}", &x[b * QK_K..][..QK_K]);
+        }
+    }
+}

@@ -25,15 +25,18 @@ fn tq1_0_decode_block(b: &[u8; TQ1_0_BYTES], out: &mut [f32; QK_K]) {
     const POW3: [u8; 5] = [1, 3, 9, 27, 81];
     let d = f16_le([b[52], b[53]]);
     let (qs, qh) = (&b[..48], &b[48..52]);
-    for (i, o) in out.iter_mut().enumerate() {
-        let q = if i < 160 {
-            ternary_digit(qs[i % 32], POW3[i / 32])
-        } else if i < 240 {
-            ternary_digit(qs[32 + i % 16], POW3[(i - 160) / 16])
-        } else {
-            ternary_digit(qh[i % 4], POW3[(i - 240) / 4])
-        };
-        *o = d * q;
+    for (p, &pow) in POW3.iter().enumerate() {
+        for l in 0..32 {
+            out[32 * p + l] = d * ternary_digit(qs[l], pow);
+        }
+        for l in 0..16 {
+            out[160 + 16 * p + l] = d * ternary_digit(qs[32 + l], pow);
+        }
+    }
+    for (p, &pow) in POW3[..4].iter().enumerate() {
+        for l in 0..4 {
+            out[240 + 4 * p + l] = d * ternary_digit(qh[l], pow);
+        }
     }
 }
 

@@ -1,73 +1,30 @@
 //! Conversion between formats, and inspection / validation of any weights file.
 //!
-//! Inputs: a SafeTensors file, a sharded `*.index.json`, a model directory, a GGUF file, or
-//! a `weights.mlx` file. Each becomes a list of tensor specs plus a way to fetch one tensor
-//! at a time ([`Input`]), so writers stream: a model is never held twice in memory.
+//! Every input — a weights file of any registered format, a sharded index, a model
+//! directory — is opened as one [`TensorSource`]: a list of tensor specs plus a way to fetch
+//! one tensor at a time, so writers stream (a model is never held twice in memory) and
+//! nothing here asks which format it is reading.
 
-use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::gguf::{self, export, GgmlType, GgufFile, GgufTensorSpec, GgufValue, Preset};
+use crate::format::detect::Detected;
+use crate::format::gguf::{self, export, GgufTensorSpec, GgufValue, Preset};
 use crate::format::mlx;
-use crate::format::safetensors::{self as st, Backend, SafeTensors, TensorSpec};
-use crate::fsutil::{self, Durability};
+use crate::format::safetensors::{self as st, TensorSpec};
+use crate::format::{self as formats, OpenOptions};
+use crate::fsutil::Durability;
 use crate::models::AnyModel;
 use crate::pretrained::ModelDir;
-use crate::tensor::{checked_numel, TensorView};
+use crate::source::TensorSource;
+use crate::tensor::TensorView;
 use serde::Serialize;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 pub mod llamacpp;
+pub mod pytorch;
 
-/// The kinds of input we recognise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    SafeTensors,
-    ShardedIndex,
-    ModelDir,
-    Gguf,
-    Mlx,
-}
-
-impl InputFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            InputFormat::SafeTensors => "safetensors",
-            InputFormat::ShardedIndex => "sharded-safetensors",
-            InputFormat::ModelDir => "model-dir",
-            InputFormat::Gguf => "gguf",
-            InputFormat::Mlx => "mlx",
-        }
-    }
-
-    /// Recognise a path: a directory is a model directory; a file starting with `GGUF` is
-    /// GGUF; `*.index.json` is a sharded index; `*.mlx` (or other `*.json`) is MLX JSON;
-    /// anything else is read as SafeTensors (which has no magic number).
-    pub fn detect(path: &Path) -> Result<InputFormat> {
-        let meta = std::fs::metadata(path).map_err(|e| CoreError::io(e, path))?;
-        if meta.is_dir() {
-            return Ok(InputFormat::ModelDir);
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut magic = [0u8; 4];
-        let (file, _) = fsutil::open_regular(path, "a model file")?;
-        use std::os::unix::fs::FileExt;
-        if file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"GGUF" {
-            return Ok(InputFormat::Gguf);
-        }
-        Ok(if name.ends_with(".index.json") {
-            InputFormat::ShardedIndex
-        } else if name.ends_with(".mlx") || name.ends_with(".json") {
-            InputFormat::Mlx
-        } else {
-            InputFormat::SafeTensors
-        })
-    }
-}
+/// What `inputFormat` / `format` call a model directory (its weights have their own format).
+pub const MODEL_DIR: &str = "model-dir";
 
 /// One tensor of an input, as listed (GGUF types are shown by their ggml name).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -170,6 +127,13 @@ pub struct ConvertReport {
     /// does not know, so the GGUF holds the tensors under their own names).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Tensors not written because another name holds the same bytes (a PyTorch
+    /// checkpoint's tied weights, written once as Hugging Face's convert.py does).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<pytorch::DroppedTensor>,
+    /// The files written, relative to `output`, when the output is a directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<String>>,
 }
 
 /// Output formats of [`convert`].
@@ -208,314 +172,149 @@ impl Target {
 // ---------------------------------------------------------------------------------------
 // Inputs.
 
-/// An opened input: its tensors' specs and a way to fetch each one.
-enum Opened {
-    File(SafeTensors),
-    Dir(ModelDir),
-    Gguf(memmap2::Mmap),
-    Mlx(mlx::MlxWeights),
-}
-
+/// An opened input, and what to call its kind in reports.
 struct Input {
-    format: InputFormat,
-    opened: Opened,
-    size: u64,
+    source: Box<dyn TensorSource>,
+    kind: &'static str,
 }
 
 impl Input {
+    /// A model directory, or a file of whatever format its bytes are.
     fn open(path: &Path) -> Result<Input> {
-        let format = InputFormat::detect(path)?;
-        let opened = match format {
-            InputFormat::SafeTensors => Opened::File(SafeTensors::open(path, Backend::Mmap)?),
-            InputFormat::ModelDir => Opened::Dir(ModelDir::open(path, &mut |_| {})?),
-            InputFormat::ShardedIndex => Opened::Dir(ModelDir::open_index(path, &mut |_| {})?),
-            InputFormat::Gguf => {
-                let (file, _) = fsutil::open_regular(path, "a GGUF file")?;
-                // SAFETY: a read-only mapping used only within this process's conversion;
-                // the same SIGBUS caveat as any mmap applies if the file is truncated.
-                let map =
-                    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| CoreError::io(e, path))?;
-                GgufFile::parse(&map).map_err(|e| e.with_path(path))?;
-                Opened::Gguf(map)
-            }
-            InputFormat::Mlx => Opened::Mlx(mlx::read_mlx(path)?),
-        };
-        let size = match &opened {
-            Opened::File(f) => f.file_len(),
-            Opened::Dir(d) => d
-                .files()
-                .iter()
-                .map(|f| {
-                    std::fs::metadata(d.dir().join(f))
-                        .map(|m| m.len())
-                        .unwrap_or(0)
-                })
-                .sum(),
-            Opened::Gguf(m) => m.len() as u64,
-            Opened::Mlx(_) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-        };
-        Ok(Input {
-            format,
-            opened,
-            size,
-        })
-    }
-
-    /// The report's view of the tensors (GGUF types by ggml name).
-    fn entries(&self) -> Result<Vec<TensorEntry>> {
-        let st_entry = |t: &st::TensorInfo, file: Option<String>| TensorEntry {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape: t.shape.clone(),
-            byte_length: t.byte_len() as u64,
-            file,
-        };
-        Ok(match &self.opened {
-            Opened::File(f) => f.tensors().iter().map(|t| st_entry(t, None)).collect(),
-            Opened::Dir(d) => {
-                let multi = d.files().len() > 1;
-                d.tensor_names()
-                    .map(|n| {
-                        let info = d.info(n)?;
-                        let file = d
-                            .source(n)?
-                            .path()
-                            .and_then(|p| p.file_name())
-                            .map(|f| f.to_string_lossy().into_owned());
-                        Ok(st_entry(info, if multi { file } else { None }))
-                    })
-                    .collect::<Result<_>>()?
-            }
-            Opened::Gguf(map) => GgufFile::parse(map)?
-                .tensors()
-                .iter()
-                .map(|t| TensorEntry {
-                    name: t.name.clone(),
-                    dtype: t.ggml_type.name().to_string(),
-                    shape: t.shape.clone(),
-                    byte_length: t.byte_len as u64,
-                    file: None,
-                })
-                .collect(),
-            Opened::Mlx(w) => w
-                .tensors
-                .iter()
-                .map(|t| TensorEntry {
-                    name: t.name.clone(),
-                    dtype: t.dtype.name().to_string(),
-                    shape: t.shape.clone(),
-                    byte_length: t.data.len() as u64,
-                    file: None,
-                })
-                .collect(),
-        })
-    }
-
-    fn metadata_json(&self) -> Result<serde_json::Value> {
-        let strings = |m: Option<&BTreeMap<String, String>>| {
-            serde_json::to_value(m).unwrap_or(serde_json::Value::Null)
-        };
-        Ok(match &self.opened {
-            Opened::File(f) => strings(f.metadata()),
-            Opened::Dir(d) => strings(
-                d.tensor_names()
-                    .next()
-                    .and_then(|n| d.source(n).ok())
-                    .and_then(|s| s.metadata()),
-            ),
-            Opened::Gguf(map) => {
-                let file = GgufFile::parse(map)?;
-                let mut out = serde_json::Map::new();
-                let mut budget = crate::format::gguf::JsonBudget::REPORT;
-                for (k, v) in file.metadata() {
-                    out.insert(k.clone(), v.to_json_within(&mut budget));
-                }
-                serde_json::Value::Object(out)
-            }
-            Opened::Mlx(w) => {
-                let mut v = strings(w.metadata.as_ref());
-                if let (serde_json::Value::Null, Some(version)) = (&v, &w.version) {
-                    v = serde_json::json!({ "version": version });
-                }
-                v
-            }
-        })
-    }
-
-    fn files(&self, path: &Path) -> Vec<String> {
-        match &self.opened {
-            Opened::Dir(d) => d.files().to_vec(),
-            _ => vec![path
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()],
+        if std::fs::metadata(path)
+            .map_err(|e| CoreError::io(e, path))?
+            .is_dir()
+        {
+            let dir = ModelDir::open(path, &mut |_| {})?;
+            return Ok(Input {
+                source: Box::new(dir),
+                kind: MODEL_DIR,
+            });
         }
-    }
-
-    /// SafeTensors specs of the tensors (GGUF quantized types decode to F32).
-    fn specs(&self) -> Result<Vec<TensorSpec>> {
-        let of_info = |t: &st::TensorInfo| TensorSpec {
-            name: t.name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            byte_len: t.byte_len(),
-        };
-        match &self.opened {
-            Opened::File(f) => Ok(f.tensors().iter().map(of_info).collect()),
-            Opened::Dir(d) => d.tensor_names().map(|n| d.info(n).map(of_info)).collect(),
-            Opened::Gguf(map) => GgufFile::parse(map)?
-                .tensors()
-                .iter()
-                .map(|t| {
-                    TensorSpec::new(&t.name, gguf_decoded_dtype(t.ggml_type)?, t.shape.clone())
-                })
-                .collect(),
-            Opened::Mlx(w) => Ok(w
-                .tensors
-                .iter()
-                .map(|t| TensorSpec::new(&t.name, t.dtype, t.shape.clone()))
-                .collect::<Result<_>>()?),
-        }
-    }
-
-    /// Fetch one tensor (by name), borrowed where the input is mapped.
-    fn fetch<'a>(&'a self, gguf: Option<&GgufFile<'a>>, name: &str) -> Result<TensorView<'a>> {
-        match &self.opened {
-            Opened::File(f) => f.view(name),
-            Opened::Dir(d) => d.view(name),
-            Opened::Gguf(_) => {
-                let file = gguf.ok_or_else(|| CoreError::invalid_gguf("GGUF input not parsed"))?;
-                let info = file
-                    .tensor_info(name)
-                    .ok_or_else(|| CoreError::not_found("no such tensor").with_tensor(name))?;
-                // F16 and BF16 keep their bits; quantized types decode to F32.
-                match info.ggml_type {
-                    GgmlType::F16 | GgmlType::BF16 => TensorView::new(
-                        name,
-                        gguf_decoded_dtype(info.ggml_type)?,
-                        info.shape.clone(),
-                        Cow::Borrowed(file.raw(name)?),
-                    ),
-                    _ => file.tensor(name),
-                }
-            }
-            Opened::Mlx(w) => w
-                .tensors
-                .iter()
-                .find(|t| t.name == name)
-                .map(|t| TensorView {
-                    name: t.name.clone(),
-                    dtype: t.dtype,
-                    shape: t.shape.clone(),
-                    data: Cow::Borrowed(t.data.as_ref()),
-                })
-                .ok_or_else(|| CoreError::not_found("no such tensor").with_tensor(name)),
-        }
-    }
-
-    /// The classical model this input holds, if any (config.json or file metadata naming
-    /// `linear_regression` / `logistic_regression`).
-    fn model(&self) -> Result<AnyModel> {
-        match &self.opened {
-            Opened::Dir(d) => AnyModel::from_model_dir(d),
-            Opened::File(f) => {
-                let get = |name: &str| f.view(name).ok();
-                AnyModel::from_config_and_tensors(&serde_json::json!({}), &get, f.metadata())
-            }
-            _ => Err(CoreError::invalid_model(
-                "ONNX export needs a linear_regression or logistic_regression model (a SafeTensors file or model directory saved by this package)",
-            )),
-        }
+        let source = formats::open(path, None, &mut OpenOptions::default())?;
+        let kind = source.format().name();
+        Ok(Input { source, kind })
     }
 }
 
-/// The SafeTensors dtype a GGUF tensor becomes: plain types keep theirs (integers stay
-/// integers), block types decode to F32; a type without a decoder is ERR_UNSUPPORTED_DTYPE.
-fn gguf_decoded_dtype(t: GgmlType) -> Result<DType> {
-    t.decoded_dtype()
+/// The classical model a source holds: `config.json` or file metadata naming
+/// `linear_regression` / `logistic_regression`.
+fn model_of(source: &dyn TensorSource) -> Result<AnyModel> {
+    let named = source.config().and_then(|c| c.get("model_type")).is_some()
+        || source.metadata().get_str("model_type").is_some();
+    if !named {
+        return Err(CoreError::invalid_model(
+            "ONNX export needs a linear_regression or logistic_regression model (a SafeTensors file or model directory saved by this package)",
+        ));
+    }
+    AnyModel::from_source(source)
 }
 
 // ---------------------------------------------------------------------------------------
 // inspect / validate.
 
-/// Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory.
+/// Describe a weights file (any registered format), sharded index or model directory.
 pub fn inspect(path: &Path) -> Result<FileReport> {
     let input = Input::open(path)?;
-    let tensors = input.entries()?;
-    let num_parameters = tensors
+    let s = input.source.as_ref();
+    let files = s.files();
+    let multi = files.len() > 1;
+    let tensors: Vec<TensorEntry> = s
+        .tensors()
         .iter()
-        .map(|t| checked_numel(&t.shape).unwrap_or(0) as u64)
-        .sum();
-    let (format, config) = match &input.opened {
-        Opened::Dir(d) if input.format == InputFormat::ModelDir => {
-            (d.format().name().to_string(), Some(d.config().clone()))
-        }
-        _ => (input.format.name().to_string(), None),
-    };
+        .map(|t| TensorEntry {
+            name: t.name.clone(),
+            dtype: t.stored.to_string(),
+            shape: t.shape.clone(),
+            byte_length: t.stored_len,
+            file: if multi {
+                s.file_of(&t.name).map(str::to_string)
+            } else {
+                None
+            },
+        })
+        .collect();
     Ok(FileReport {
         path: path.display().to_string(),
-        format,
-        file_size: input.size,
-        files: input.files(path),
+        format: s.format().name().to_string(),
+        file_size: files.iter().map(|f| f.bytes).sum(),
+        files: files.into_iter().map(|f| f.name).collect(),
         num_tensors: tensors.len(),
-        num_parameters,
-        metadata: input.metadata_json()?,
-        config,
+        num_parameters: s.num_parameters(),
+        metadata: s.metadata().to_json(),
+        config: s.config().cloned(),
         tensors,
     })
 }
 
 /// Every problem found in a file or directory (not only the first).
 pub fn validate(path: &Path) -> ValidationReport {
-    let format = InputFormat::detect(path).ok();
-    let mut problems: Vec<CoreError> = match format {
-        None => vec![InputFormat::detect(path)
-            .err()
-            .unwrap_or_else(|| CoreError::not_found("not found"))],
-        Some(InputFormat::SafeTensors) => st::validate_file(path),
-        Some(kind @ (InputFormat::ModelDir | InputFormat::ShardedIndex)) => {
-            let opened = if kind == InputFormat::ModelDir {
-                ModelDir::open(path, &mut |_| {})
-            } else {
-                ModelDir::open_index(path, &mut |_| {})
-            };
-            match opened {
+    let (format, mut problems) = match std::fs::metadata(path) {
+        Err(e) => (None, vec![CoreError::io(e, path)]),
+        Ok(meta) if meta.is_dir() => (
+            Some(MODEL_DIR),
+            match ModelDir::open(path, &mut |_| {}) {
                 Ok(_) => Vec::new(),
-                Err(e) => {
-                    // A shard that fails validation: list all of its problems.
-                    let shard = e.path().map(Path::new).filter(|p| {
-                        p.is_file() && p.extension().is_some_and(|x| x == "safetensors")
-                    });
-                    match shard.map(st::validate_file) {
-                        Some(list) if !list.is_empty() => list,
+                // A weight file that fails: list all of its problems, where its format can.
+                Err(e) => match e.path().map(Path::new).filter(|p| p.is_file()) {
+                    Some(file) => match file_problems(file) {
+                        (_, list) if !list.is_empty() && list[0].code() != "ERR_UNKNOWN_FORMAT" => {
+                            list
+                        }
                         _ => vec![e],
-                    }
-                }
-            }
-        }
-        Some(_) => match Input::open(path) {
-            Ok(_) => Vec::new(),
-            Err(e) => vec![e],
-        },
+                    },
+                    None => vec![e],
+                },
+            },
+        ),
+        Ok(_) => file_problems(path),
     };
     problems.dedup();
     ValidationReport::of(
         path.display().to_string(),
-        format.map(|f| f.name().to_string()),
+        format.map(str::to_string),
         &problems,
     )
 }
 
+/// The format of a file (when its bytes show one) and its problems.
+fn file_problems(path: &Path) -> (Option<&'static str>, Vec<CoreError>) {
+    let detected = match formats::detect_file(path) {
+        Ok(d) => d,
+        Err(e) => return (None, vec![e]),
+    };
+    let format = match detected {
+        Detected::Format(f) => Some(f.name()),
+        Detected::Foreign(_) => None,
+    };
+    let problems = match detected {
+        Detected::Format(f) if formats::registration(f).open.is_some() => {
+            match formats::registration(f).problems {
+                Some(problems) => problems(path),
+                None => formats::open_detected(path, detected, &mut OpenOptions::default())
+                    .err()
+                    .into_iter()
+                    .collect(),
+            }
+        }
+        _ => formats::open_detected(path, detected, &mut OpenOptions::default())
+            .err()
+            .into_iter()
+            .collect(),
+    };
+    (format, problems)
+}
+
 /// The report of [`validate`] for a file already open: its header was validated at open, so
 /// what is left to check is whether the file on disk changed since (one `stat`; see
-/// [`SafeTensors::changes_since_open`]).
+/// [`st::SafeTensors::changes_since_open`]).
 pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
     let problems = file.changes_since_open();
     ValidationReport::of(
         file.path()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        Some(InputFormat::SafeTensors.name().to_string()),
+        Some(file.format().name().to_string()),
         &problems,
     )
 }
@@ -560,32 +359,39 @@ pub fn convert_with(
         ));
     }
     let input = Input::open(input_path)?;
-    let specs = input.specs()?;
+    let s = input.source.as_ref();
+    let specs: Vec<TensorSpec> = s
+        .tensors()
+        .iter()
+        .map(|t| TensorSpec::new(&t.name, t.dtype, t.shape.clone()))
+        .collect::<Result<_>>()?;
     let total: u64 = specs.iter().map(|s| s.byte_len as u64).sum();
-    let parsed_gguf = match &input.opened {
-        Opened::Gguf(map) => Some(GgufFile::parse(map)?),
-        _ => None,
-    };
-    let gguf_ref = parsed_gguf.as_ref();
+    let metadata = s.metadata();
     let mut done = 0u64;
     let mut warnings = Vec::new();
     let mut architecture = None;
     let mut written_tensors = specs.len();
+    let mut dropped = Vec::new();
+    let mut output_files = None;
     progress(0, total);
     match to {
+        Target::SafeTensors if pytorch::applies(s) => {
+            let written =
+                pytorch::to_safetensors(input_path, s, output, durability, &mut |done| {
+                    progress(done, total)
+                })?;
+            progress(total, total);
+            written_tensors = written.tensors;
+            dropped = written.dropped;
+            output_files = written.files;
+        }
         Target::SafeTensors => {
-            let metadata = match (&input.opened, gguf_ref) {
-                (Opened::File(f), _) => f.metadata().cloned(),
-                (Opened::Dir(d), _) => dir_metadata(d),
-                (Opened::Mlx(w), _) => w.metadata.clone(),
-                (Opened::Gguf(_), Some(file)) => Some(export::metadata_as_strings(file.metadata())),
-                (Opened::Gguf(_), None) => None,
-            };
-            st::save_streaming_with(output, &specs, metadata.as_ref(), durability, &mut |i| {
-                let view = input.fetch(gguf_ref, &specs[i].name)?;
+            let kept = metadata.as_safetensors_metadata();
+            st::save_streaming_with(output, &specs, kept.as_ref(), durability, &mut |i| {
+                let bytes = s.fetch(&specs[i].name)?;
                 done += specs[i].byte_len as u64;
                 progress(done, total);
-                Ok(view.data)
+                Ok(bytes.into_cow())
             })?;
         }
         Target::Gguf => {
@@ -594,8 +400,8 @@ pub fn convert_with(
                 None => gguf::QuantizationChoice::Keep,
             };
             // A model directory of an architecture llama.cpp runs: its own export.
-            let recognized = match &input.opened {
-                Opened::Dir(d) if input.format == InputFormat::ModelDir => {
+            let recognized = match (input.kind, s.path(), s.config()) {
+                (MODEL_DIR, Some(dir), Some(config)) => {
                     let listing: Vec<llamacpp::TensorListing> = specs
                         .iter()
                         .map(|s| llamacpp::TensorListing {
@@ -604,7 +410,7 @@ pub fn convert_with(
                             shape: s.shape.clone(),
                         })
                         .collect();
-                    Some(llamacpp::recognize(d.dir(), d.config(), &listing, choice)?)
+                    Some(llamacpp::recognize(dir, config, &listing, choice)?)
                 }
                 _ => None,
             };
@@ -619,17 +425,13 @@ pub fn convert_with(
                 // The writer asks for each tensor after the previous one is written: its
                 // pages of the mapped input are released then, so the process holds one
                 // tensor of the input at a time (not the whole model, as a mapping would).
-                let release = |name: &str| {
-                    if let Opened::Dir(d) = &input.opened {
-                        d.release(name);
-                    }
-                };
+                let release = |name: &str| s.release(name);
                 let mut previous: Option<String> = None;
                 export.write(output, durability, |name| {
                     if let Some(p) = previous.replace(name.to_string()) {
                         release(&p);
                     }
-                    let view = input.fetch(gguf_ref, name)?;
+                    let view = s.view(name)?;
                     done += sizes.get(name).copied().unwrap_or(0);
                     progress(done, total);
                     Ok(view)
@@ -642,10 +444,11 @@ pub fn convert_with(
                 architecture = Some(export.architecture.to_string());
                 written_tensors = export.tensors.len();
             } else {
-                let model = match (&input.opened, gguf_ref) {
-                    (Opened::Dir(d), _) => export::model_from_hf_config(d.config()),
-                    (_, Some(file)) => export::model_from_gguf_metadata(file.metadata()),
-                    _ => Default::default(),
+                let gguf_pairs = metadata.gguf_pairs();
+                let model = match (s.config(), gguf_pairs) {
+                    (Some(config), _) => export::model_from_hf_config(config),
+                    (None, Some(pairs)) => export::model_from_gguf_metadata(pairs),
+                    (None, None) => Default::default(),
                 };
                 let exports: Vec<gguf::ExportTensor> = specs
                     .iter()
@@ -653,7 +456,7 @@ pub fn convert_with(
                         name: &s.name,
                         shape: &s.shape,
                         dtype: s.dtype,
-                        gguf_input: gguf_ref.is_some(),
+                        gguf_input: gguf_pairs.is_some(),
                     })
                     .collect();
                 let types = gguf::plan_export(choice, &model, &exports)?;
@@ -662,82 +465,80 @@ pub fn convert_with(
                     .zip(types)
                     .map(|(s, ty)| GgufTensorSpec::new(&s.name, s.shape.clone(), ty))
                     .collect();
-                let metadata =
-                    gguf_export_metadata(&input, gguf_ref, input_path, quantization, &gspecs);
-                gguf::write_gguf_file_with(output, durability, &metadata, &gspecs, |i, spec| {
-                    let view = input.fetch(gguf_ref, &spec.name)?;
-                    done += specs[i].byte_len as u64;
-                    progress(done, total);
-                    Ok(view)
-                })?;
+                let gguf_metadata = gguf_export_metadata(s, input_path, quantization, &gspecs);
+                gguf::write_gguf_file_with(
+                    output,
+                    durability,
+                    &gguf_metadata,
+                    &gspecs,
+                    |i, spec| {
+                        let view = s.view(&spec.name)?;
+                        done += specs[i].byte_len as u64;
+                        progress(done, total);
+                        Ok(view)
+                    },
+                )?;
             }
         }
         Target::Mlx => {
             let views: Vec<TensorView> = specs
                 .iter()
-                .map(|s| input.fetch(gguf_ref, &s.name))
+                .map(|t| s.view(&t.name))
                 .collect::<Result<_>>()?;
-            let metadata = match &input.opened {
-                Opened::File(f) => f.metadata().cloned(),
-                Opened::Mlx(w) => w.metadata.clone(),
-                _ => None,
-            };
-            mlx::save_mlx_with(output, durability, &views, metadata.as_ref())?;
+            mlx::save_mlx_with(output, durability, &views, metadata.strings())?;
             progress(total, total);
         }
         Target::Onnx => {
-            input.model()?.to_onnx_with(output, durability)?;
+            model_of(s)?.to_onnx_with(output, durability)?;
             progress(total, total);
         }
     }
-    let output_bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
+    let output_bytes = match &output_files {
+        Some(files) => files
+            .iter()
+            .filter_map(|f| std::fs::metadata(output.join(f)).ok())
+            .map(|m| m.len())
+            .sum(),
+        None => std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+    };
     Ok(ConvertReport {
         input: input_path.display().to_string(),
         output: output.display().to_string(),
-        input_format: input.format.name().to_string(),
+        input_format: input.kind.to_string(),
         output_format: to.name().to_string(),
         tensors: written_tensors,
-        input_bytes: input.size,
+        input_bytes: s.file_size(),
         output_bytes,
         quantization: quantization.map(|p| p.name().to_string()),
         architecture,
         warnings,
+        dropped,
+        files: output_files,
     })
 }
 
-/// The `__metadata__` of a model directory's first weight file.
-fn dir_metadata(d: &ModelDir) -> Option<BTreeMap<String, String>> {
-    d.tensor_names()
-        .next()
-        .and_then(|n| d.source(n).ok())
-        .and_then(|s| s.metadata().cloned())
-}
-
 /// The metadata of a GGUF export: the standard keys, then the input's own — a GGUF input's
-/// key/values (but those describing its layout), a SafeTensors file's or model directory's
-/// `__metadata__` as `safetensors.*` strings — and, for a preset, `general.file_type` and
+/// key/values (but those describing its layout), string metadata (a SafeTensors file's or
+/// model directory's `__metadata__`, weights.mlx's `metadata`) as `<format>.*` strings
+/// (`safetensors.format`) — and, for a preset, `general.file_type` and
 /// `general.quantization_version` as llama-quantize writes them.
 fn gguf_export_metadata(
-    input: &Input,
-    gguf_input: Option<&GgufFile<'_>>,
+    s: &dyn TensorSource,
     input_path: &Path,
     preset: Option<Preset>,
     gspecs: &[GgufTensorSpec],
 ) -> Vec<(String, GgufValue)> {
-    let architecture = match (&input.opened, gguf_input) {
-        (Opened::Dir(d), _) => d
-            .config()
-            .get("model_type")
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-        (Opened::File(f), _) => f.metadata().and_then(|m| m.get("model_type").cloned()),
-        (_, Some(file)) => file.architecture().map(str::to_string),
-        _ => None,
-    }
-    .unwrap_or_else(|| "unknown".to_string());
-    let name = gguf_input
-        .and_then(|f| f.get(gguf::keys::NAME))
-        .and_then(GgufValue::as_str)
+    let source_metadata = s.metadata();
+    let architecture = s
+        .config()
+        .and_then(|c| c.get("model_type"))
+        .and_then(|v| v.as_str())
+        .or_else(|| source_metadata.get_str("model_type"))
+        .or_else(|| source_metadata.get_str(gguf::keys::ARCHITECTURE))
+        .unwrap_or("unknown")
+        .to_string();
+    let name = source_metadata
+        .get_str(gguf::keys::NAME)
         .map(str::to_string)
         .unwrap_or_else(|| {
             input_path
@@ -746,20 +547,14 @@ fn gguf_export_metadata(
                 .unwrap_or_default()
         });
     let mut metadata = gguf::standard_metadata(&architecture, &name, gspecs);
-    if let Some(file) = gguf_input {
-        for (k, v) in file.metadata() {
-            if !export::is_layout_key(k) && !metadata.iter().any(|(m, _)| m == k) {
-                metadata.push((k.clone(), v.clone()));
-            }
+    for (k, v) in source_metadata.gguf_pairs().into_iter().flatten() {
+        if !export::is_layout_key(k) && !metadata.iter().any(|(m, _)| m == k) {
+            metadata.push((k.clone(), v.clone()));
         }
     }
-    let strings = match &input.opened {
-        Opened::File(f) => f.metadata().cloned(),
-        Opened::Dir(d) => dir_metadata(d),
-        _ => None,
-    };
-    for (k, v) in strings.into_iter().flatten() {
-        metadata.push((format!("safetensors.{k}"), GgufValue::String(v)));
+    let namespace = s.format().metadata_namespace();
+    for (k, v) in source_metadata.strings().into_iter().flatten() {
+        metadata.push((format!("{namespace}.{k}"), GgufValue::String(v.clone())));
     }
     if let Some(p) = preset {
         // As llama-quantize writes them, whether or not a tensor ended up quantized.

@@ -1,5 +1,8 @@
 use super::*;
+use crate::dtype::DType;
+use crate::format::safetensors::{Backend, SafeTensors};
 use crate::models::{LinearRegression, MatrixRef};
+use std::collections::BTreeMap;
 
 fn checkpoint(dir: &Path) -> std::path::PathBuf {
     let p = dir.join("ck.safetensors");
@@ -23,20 +26,32 @@ fn checkpoint(dir: &Path) -> std::path::PathBuf {
 }
 
 #[test]
-fn detect_formats() {
+fn inputs_are_named_by_content_and_directories_as_model_dirs() {
     let d = tempfile::tempdir().unwrap();
     let ck = checkpoint(d.path());
-    assert_eq!(InputFormat::detect(&ck).unwrap(), InputFormat::SafeTensors);
-    assert_eq!(
-        InputFormat::detect(d.path()).unwrap(),
-        InputFormat::ModelDir
-    );
-    assert_eq!(
-        InputFormat::detect(&d.path().join("nope"))
-            .unwrap_err()
-            .code(),
-        "ERR_NOT_FOUND"
-    );
+    // A SafeTensors file under any name, GGUF under a .safetensors name: by their bytes.
+    let renamed = d.path().join("weights.bin");
+    std::fs::copy(&ck, &renamed).unwrap();
+    assert_eq!(inspect(&renamed).unwrap().format, "safetensors");
+    let gg = d.path().join("really-gguf.safetensors");
+    convert(&ck, &gg, Target::Gguf, None, &mut |_, _| {}).unwrap();
+    assert_eq!(inspect(&gg).unwrap().format, "gguf");
+    assert_eq!(validate(&gg).format.as_deref(), Some("gguf"));
+    std::fs::write(d.path().join("config.json"), "{}").unwrap();
+    std::fs::copy(&ck, d.path().join("model.safetensors")).unwrap();
+    let report = convert(
+        d.path(),
+        &d.path().join("x.mlx"),
+        Target::Mlx,
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.input_format, MODEL_DIR);
+    assert_eq!(validate(d.path()).format.as_deref(), Some(MODEL_DIR));
+    let e = inspect(&d.path().join("nope")).unwrap_err();
+    assert_eq!(e.code(), "ERR_NOT_FOUND");
+    assert_eq!(validate(&d.path().join("nope")).format, None);
 }
 
 #[test]

@@ -7,7 +7,8 @@ use crate::format::gguf::{self, GgufTensorSpec, GgufValue, Preset};
 use crate::format::onnx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors};
 use crate::fsutil;
-use crate::pretrained::{self, ModelDir, SaveOptions};
+use crate::pretrained::{self, SaveOptions};
+use crate::source::TensorSource;
 use crate::tensor::TensorView;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -96,15 +97,18 @@ impl AnyModel {
         pretrained::save_model_dir(dir, &self.config_json(), &tensors, &options).map(|_| ())
     }
 
-    /// The model of a loaded directory whose config names a model type we know.
-    pub fn from_model_dir(model: &ModelDir) -> Result<AnyModel> {
-        let source_metadata = model
-            .source("coefficients")
-            .ok()
-            .and_then(|s| s.metadata().cloned());
-        let get = |name: &str| model.view(name).ok();
-        AnyModel::from_config_and_tensors(model.config(), &get, source_metadata.as_ref())
-            .map_err(|e| e.with_path(model.dir()))
+    /// The model a source holds: its `config.json` (a model directory) or its metadata names
+    /// a model type we know, and its tensors are that model's.
+    pub fn from_source(source: &dyn TensorSource) -> Result<AnyModel> {
+        let empty = serde_json::json!({});
+        let config = source.config().unwrap_or(&empty);
+        let get = |name: &str| source.view(name).ok();
+        let metadata = source.metadata();
+        let model = AnyModel::from_config_and_tensors(config, &get, metadata.strings());
+        match source.path() {
+            Some(p) => model.map_err(|e| e.with_path(p)),
+            None => model,
+        }
     }
 
     /// A GGUF file of the model: architecture `linear_regression` / `logistic_regression`

@@ -116,14 +116,33 @@ fn reflect(v: &[f64], beta: f64, x: &mut [f64]) {
     if beta == 0.0 {
         return;
     }
-    let scale = beta * v.iter().zip(x.iter()).map(|(a, b)| a * b).sum::<f64>();
+    let scale = beta * inner(v, x);
     for (xi, vi) in x.iter_mut().zip(v) {
         *xi -= scale * vi;
     }
 }
 
+/// `Σ aᵢ·bᵢ`, in order.
+pub(crate) fn inner(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// `Σ vᵢ²`.
 fn squared_norm(values: &[f64]) -> f64 {
-    values.iter().map(|v| v * v).sum()
+    inner(values, values)
+}
+
+/// The Euclidean norm.
+pub(crate) fn norm(a: &[f64]) -> f64 {
+    inner(a, a).sqrt()
+}
+
+/// `y += alpha · x`.
+#[inline]
+pub(crate) fn add_scaled(y: &mut [f64], alpha: f64, x: &[f64]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += alpha * xi;
+    }
 }
 
 fn swap_columns(a: &mut [f64], rows: usize, i: usize, j: usize) {

@@ -237,15 +237,14 @@ pub(crate) fn check_label_count(len: usize, rows: usize) -> Result<()> {
     Ok(())
 }
 
-/// Below this many input values a prediction runs on the calling thread: a thread costs
-/// tens of microseconds to start, about what 256K multiply-adds take.
+/// Below this many input values per thread a prediction runs on fewer threads: a thread
+/// costs tens of microseconds to start, about what 256K multiply-adds take.
 const PARALLEL_MIN_VALUES: usize = 1 << 18;
 
 /// Run `f(first_row, rows, out_rows)` over contiguous blocks of rows — one block per core
-/// (at most 8) when the input is large, else one block on the calling thread. Threads are
-/// started once per call, never per chunk. `values` holds `cols` values per row and `out`
-/// `out_width` per row. Of several failing blocks, the error of the first is returned, so
-/// the result does not depend on scheduling.
+/// when the input is large, else one block on the calling thread (see
+/// [`crate::parallel::for_chunks`]). `values` holds `cols` values per row and `out`
+/// `out_width` per row. Of several failing blocks, the error of the first is returned.
 pub(crate) fn for_row_blocks<T: Sync, O: Send>(
     values: &[T],
     cols: usize,
@@ -253,60 +252,18 @@ pub(crate) fn for_row_blocks<T: Sync, O: Send>(
     out_width: usize,
     f: impl Fn(usize, &[T], &mut [O]) -> Result<()> + Sync,
 ) -> Result<()> {
-    let rows = out.len() / out_width.max(1);
-    let threads = crate::parallel::default_threads()
-        .min(values.len() / PARALLEL_MIN_VALUES)
-        .max(1);
-    if threads == 1 || cols == 0 || out_width == 0 {
-        return f(0, values, out);
-    }
-    let block = rows.div_ceil(threads);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let mut blocks = values
-            .chunks(block * cols)
-            .zip(out.chunks_mut(block * out_width))
-            .enumerate();
-        let first = blocks.next();
-        let handles: Vec<_> = blocks
-            .map(|(i, (x, o))| scope.spawn(move || f(i * block, x, o)))
-            .collect();
-        let mut result = match first {
-            Some((_, (x, o))) => f(0, x, o),
-            None => Ok(()),
-        };
-        for handle in handles {
-            let outcome = handle.join().unwrap_or_else(|_| {
-                Err(CoreError::invalid_argument("a prediction thread panicked"))
-            });
-            if result.is_ok() {
-                result = outcome;
-            }
-        }
-        result
-    })
-}
-
-/// Whether the row loops may run their AVX2 copies (see [`avx2_twin!`]).
-#[inline]
-pub(crate) fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    let split = crate::parallel::Split::new(cols, out_width)
+        .min_units_per_thread(PARALLEL_MIN_VALUES.div_ceil(cols.max(1)));
+    crate::parallel::for_chunks(split, values, out, f)
 }
 
 /// `$best`: the `#[inline(always)]` row loop `$inner` (whose last parameter is the dot
 /// product to use) run through `$twin`, a copy compiled with AVX2 and given [`dot_avx2`],
-/// when the CPU has AVX2 ([`has_avx2`]); else the portable loop with [`dot`].
+/// when the CPU has AVX2 ([`crate::cpu::has_avx2`]); else the portable loop with [`dot`].
 macro_rules! avx2_twin {
-    ($best:ident, $twin:ident, $inner:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
+    ($vis:vis $best:ident, $twin:ident, $inner:ident, ($($arg:ident: $ty:ty),*), $out:ty) => {
         /// # Safety
-        /// The CPU must support AVX2 ([`has_avx2`](crate::models::has_avx2)).
+        /// The CPU must support AVX2 ([`crate::cpu::has_avx2`]).
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
         unsafe fn $twin<T: Feature>($($arg: $ty),*) -> $out {
@@ -317,9 +274,9 @@ macro_rules! avx2_twin {
         }
 
         #[doc = concat!("[`", stringify!($inner), "`] through its AVX2 copy when the CPU has AVX2.")]
-        fn $best<T: Feature>($($arg: $ty),*) -> $out {
+        $vis fn $best<T: Feature>($($arg: $ty),*) -> $out {
             #[cfg(target_arch = "x86_64")]
-            if crate::models::has_avx2() {
+            if crate::cpu::has_avx2() {
                 // SAFETY: AVX2 was detected.
                 return unsafe { $twin($($arg),*) };
             }
@@ -331,17 +288,15 @@ pub(crate) use avx2_twin;
 
 /// How far ahead of the element being read `dot_avx2` prefetches. The hardware prefetchers
 /// stop at 4 KiB page boundaries, and a JS typed array's memory is made of 4 KiB pages:
-/// without the hint each page of the input starts cold. 2 KiB ahead took 1M × 32 f32
-/// predictions from 11.8 to 8.2 ms (linear) and 13.3 to 8.8 ms (binary logistic) on 2
-/// cores. A prefetch is only a hint: an address past the input is never read.
+/// without the hint each page of the input starts cold (docs/benchmarks.md, "history"). A
+/// prefetch is only a hint: an address past the input is never read.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_BYTES: usize = 2048;
 
 /// [`dot`] with AVX2 intrinsics, for the row loops' AVX2 copies: the same eight lanes (two
 /// vectors of four), the same separately rounded multiply and add per lane, the same final
 /// combination — so bit-identical to `dot`, on any input. (Auto-vectorisation of `dot` was
-/// tried first: whether LLVM vectorised its lanes changed from build to build, 14 → 20 ms
-/// for 1M × 32 on two cores with no change to this code.)
+/// tried first and proved unstable from build to build: docs/benchmarks.md, "history".)
 ///
 /// # Safety
 /// The CPU must support AVX2.

@@ -204,7 +204,7 @@ fn any_model_rejects_unknown_or_contradictory_configs() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn avx2_dot_is_bit_identical_to_the_portable_one() {
-    if !has_avx2() {
+    if !crate::cpu::has_avx2() {
         return;
     }
     let mut state = 0x2545_f491_4f6c_dd1du64;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::dtype::DType;
+use crate::format::safetensors::SafeTensors;
 
 fn tensor(name: &str, values: &[f32]) -> TensorView<'static> {
     TensorView::from_f32(name, vec![values.len()], values).unwrap()

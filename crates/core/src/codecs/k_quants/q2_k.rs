@@ -6,8 +6,8 @@
 //! `f = 128h + 32s + l`.
 
 use super::super::simd::{block_loop, fast_kernel};
-use super::super::{f16_le, fp16_bits, nearest_int, Kernels, QK_K};
-use super::{make_qkx2_quants, sub_array, sub_array_mut, Qkx2};
+use super::super::{add_nan_first, f16_le, fp16_bits, nearest_int, Kernels, QK_K};
+use super::{lanes, make_qkx2_quants, sub_array, sub_array_mut, Qkx2};
 
 const BYTES: usize = 84;
 
@@ -16,13 +16,20 @@ fn decode_block(b: &[u8; BYTES], out: &mut [f32; QK_K]) {
     let d = f16_le([b[80], b[81]]);
     let dmin = f16_le([b[82], b[83]]);
     let (scales, qs) = (&b[..16], &b[16..80]);
-    for (f, o) in out.iter_mut().enumerate() {
-        let sc = scales[f / 16];
-        let dl = d * (sc & 0xF) as f32;
-        let ml = dmin * (sc >> 4) as f32;
-        let (h, s, l) = (f / 128, (f % 128) / 32, f % 32);
-        let q = (qs[32 * h + l] >> (2 * s)) & 3;
-        *o = dl * q as f32 - ml;
+    // Values 128h + 32s + l: bits 2s..2s+2 of qs[32h + l], sub-block 8h + 2s + l / 16.
+    for h in 0..2 {
+        for s in 0..4 {
+            for half in 0..2 {
+                let sc = scales[8 * h + 2 * s + half];
+                let dl = d * (sc & 0xF) as f32;
+                let ml = dmin * (sc >> 4) as f32;
+                let o = 128 * h + 32 * s + 16 * half;
+                for l in 0..16 {
+                    let q = (qs[32 * h + 16 * half + l] >> (2 * s)) & 3;
+                    out[o + l] = dl * q as f32 - ml;
+                }
+            }
+        }
     }
 }
 
@@ -45,28 +52,41 @@ const SEARCH: Qkx2 = Qkx2 {
     use_mad: true,
 };
 
+/// One block; `LANES` picks the scale search done sub-block by sub-block (the reference) or
+/// on all sixteen at once (the same results, faster).
 #[inline(always)]
-fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+fn encode_block_with<const LANES: bool>(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
     const Q4SCALE: f32 = 15.0;
     let mut l = [0u8; QK_K];
-    let mut weights = [0f32; 16];
     let mut scales = [0f32; 16];
     let mut mins = [0f32; 16];
+    if LANES {
+        let xt: [[f32; 16]; 16] = lanes::transpose_in(x);
+        let wt: [[f32; 16]; 16] = std::array::from_fn(|i| xt[i].map(f32::abs));
+        let mut lt = [[0u8; 16]; 16];
+        (scales, mins) = lanes::make_qkx2_quants_lanes(&SEARCH, &xt, &wt, &mut lt);
+        lanes::transpose_out(&lt, &mut l);
+    } else {
+        let mut weights = [0f32; 16];
+        for j in 0..16 {
+            let xs: &[f32; 16] = sub_array(x, 16 * j);
+            for (w, &v) in weights.iter_mut().zip(xs) {
+                *w = v.abs();
+            }
+            let (scale, min) =
+                make_qkx2_quants(&SEARCH, xs, &weights, sub_array_mut(&mut l, 16 * j));
+            scales[j] = scale;
+            mins[j] = min;
+        }
+    }
     let mut max_scale = 0f32;
     let mut max_min = 0f32;
     for j in 0..16 {
-        let xs: &[f32; 16] = sub_array(x, 16 * j);
-        for (w, &v) in weights.iter_mut().zip(xs) {
-            *w = v.abs();
+        if scales[j] > max_scale {
+            max_scale = scales[j];
         }
-        let (scale, min) = make_qkx2_quants(&SEARCH, xs, &weights, sub_array_mut(&mut l, 16 * j));
-        scales[j] = scale;
-        mins[j] = min;
-        if scale > max_scale {
-            max_scale = scale;
-        }
-        if min > max_min {
-            max_min = min;
+        if mins[j] > max_min {
+            max_min = mins[j];
         }
     }
     let mut sc = [0u8; 16];
@@ -97,7 +117,9 @@ fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
         }
         let dm = dmin * (sc[j] >> 4) as f32;
         for ii in 0..16 {
-            l[16 * j + ii] = nearest_int((x[16 * j + ii] + dm) / dj).clamp(0, 3) as u8;
+            // x + dm: a NaN x wins over a NaN dm (C's operand order; `+` alone may swap).
+            let y = add_nan_first(x[16 * j + ii], dm) / dj;
+            l[16 * j + ii] = nearest_int(y).clamp(0, 3) as u8;
         }
     }
     out[..16].copy_from_slice(&sc);
@@ -107,9 +129,37 @@ fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
 }
 
 block_loop!(decode_blocks, decode_block, u8, BYTES, f32, QK_K);
+/// The reference, compiled once: the reference kernel and the fast one's NaN blocks run
+/// this same code.
+#[inline(never)]
+fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    encode_block_with::<false>(x, out)
+}
+
+/// A block holding a NaN takes the reference: when two NaNs meet in a sum, which one's
+/// payload survives is an operand-order detail of the compiled code, and payloads reach the
+/// bytes (through `nearest_int`). Without NaN inputs every NaN the arithmetic makes is the
+/// same default NaN, so the side-by-side search gives the reference's bytes.
+#[inline(always)]
+fn encode_block_lanes(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    if x.iter().fold(false, |nan, v| nan | v.is_nan()) {
+        encode_block(x, out)
+    } else {
+        encode_block_with::<true>(x, out)
+    }
+}
+
 block_loop!(encode_blocks, encode_block, f32, QK_K, u8, BYTES);
+block_loop!(
+    encode_blocks_lanes,
+    encode_block_lanes,
+    f32,
+    QK_K,
+    u8,
+    BYTES
+);
 fast_kernel!(decode_fast, decode_blocks, u8, f32);
-fast_kernel!(encode_fast, encode_blocks, f32, u8);
+fast_kernel!(encode_fast, encode_blocks_lanes, f32, u8);
 
 pub(in crate::codecs) const DECODE: Kernels<u8, f32> = Kernels {
     reference: decode_blocks,

@@ -30,16 +30,22 @@ fn decode_block(b: &[u8; BYTES], out: &mut [f32; QK_K]) {
     let (hmask, qs, scales) = (&b[..32], &b[32..96], &b[96..108]);
     let d = f16_le([b[108], b[109]]);
     let sc = unpack_scales(scales);
-    let mut dl = [0f32; 16];
-    for (dl, &s) in dl.iter_mut().zip(&sc) {
-        *dl = d * s as f32;
-    }
-    for (f, o) in out.iter_mut().enumerate() {
-        let (h, s, l) = (f / 128, (f % 128) / 32, f % 32);
-        let low = ((qs[32 * h + l] >> (2 * s)) & 3) as i8;
-        let high = ((hmask[l] >> (f / 32)) & 1) ^ 1;
-        let q = low - (high << 2) as i8;
-        *o = dl[f / 16] * q as f32;
+    // Values 128h + 32s + l: bits 2s..2s+2 of qs[32h + l], high bit 4h + s of hmask[l],
+    // sub-block 8h + 2s + l / 16.
+    for h in 0..2 {
+        for s in 0..4 {
+            for half in 0..2 {
+                let dl = d * sc[8 * h + 2 * s + half] as f32;
+                let o = 128 * h + 32 * s + 16 * half;
+                for l in 0..16 {
+                    let i = 16 * half + l;
+                    let low = ((qs[32 * h + i] >> (2 * s)) & 3) as i8;
+                    let high = ((hmask[i] >> (4 * h + s)) & 1) ^ 1;
+                    let q = low - (high << 2) as i8;
+                    out[o + l] = dl * q as f32;
+                }
+            }
+        }
     }
 }
 

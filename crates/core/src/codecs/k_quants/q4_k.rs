@@ -6,7 +6,10 @@
 
 use super::super::simd::{block_loop, fast_kernel};
 use super::super::{f16_le, fp16_bits, Kernels, QK_K};
-use super::{pack_scales_mins_k4, requantize_k4, scales_mins_k4, sub_block_scales_k4, Qkx2};
+use super::{
+    pack_scales_mins_k4, requantize_k4, scales_mins_k4, sub_block_scales_k4,
+    sub_block_scales_k4_lanes, Qkx2,
+};
 
 const BYTES: usize = 144;
 
@@ -37,10 +40,16 @@ const SEARCH: Qkx2 = Qkx2 {
     use_mad: false,
 };
 
+/// One block; `LANES` picks the scale search done sub-block by sub-block (the reference) or
+/// on all eight at once (the same results, several times faster).
 #[inline(always)]
-fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+fn encode_block_with<const LANES: bool>(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
     let mut l = [0u8; QK_K];
-    let (scales, mins) = sub_block_scales_k4(x, &SEARCH, &mut l);
+    let (scales, mins) = if LANES {
+        sub_block_scales_k4_lanes(x, &SEARCH, &mut l)
+    } else {
+        sub_block_scales_k4(x, &SEARCH, &mut l)
+    };
     let mut max_scale = 0f32;
     let mut max_min = 0f32;
     for j in 0..8 {
@@ -75,9 +84,37 @@ fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
 }
 
 block_loop!(decode_blocks, decode_block, u8, BYTES, f32, QK_K);
+/// The reference, compiled once: the reference kernel and the fast one's NaN blocks run
+/// this same code.
+#[inline(never)]
+fn encode_block(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    encode_block_with::<false>(x, out)
+}
+
+/// A block holding a NaN takes the reference: when two NaNs meet in a sum, which one's
+/// payload survives is an operand-order detail of the compiled code, and payloads reach the
+/// bytes (through `nearest_int`). Without NaN inputs every NaN the arithmetic makes is the
+/// same default NaN, so the side-by-side search gives the reference's bytes.
+#[inline(always)]
+fn encode_block_lanes(x: &[f32; QK_K], out: &mut [u8; BYTES]) {
+    if x.iter().fold(false, |nan, v| nan | v.is_nan()) {
+        encode_block(x, out)
+    } else {
+        encode_block_with::<true>(x, out)
+    }
+}
+
 block_loop!(encode_blocks, encode_block, f32, QK_K, u8, BYTES);
+block_loop!(
+    encode_blocks_lanes,
+    encode_block_lanes,
+    f32,
+    QK_K,
+    u8,
+    BYTES
+);
 fast_kernel!(decode_fast, decode_blocks, u8, f32);
-fast_kernel!(encode_fast, encode_blocks, f32, u8);
+fast_kernel!(encode_fast, encode_blocks_lanes, f32, u8);
 
 pub(in crate::codecs) const DECODE: Kernels<u8, f32> = Kernels {
     reference: decode_blocks,

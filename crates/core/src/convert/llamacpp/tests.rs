@@ -652,6 +652,7 @@ fn bad_llama_input_names_the_field_tensor_or_file() {
 }
 
 /// Resident bytes of the mapping that contains `addr` (from /proc/self/smaps).
+#[cfg(feature = "mmap")]
 fn mapping_rss(addr: usize) -> usize {
     let smaps = fs::read_to_string("/proc/self/smaps").unwrap();
     let mut inside = false;
@@ -680,11 +681,14 @@ fn mapping_rss(addr: usize) -> usize {
     panic!("no mapping holds {addr:#x}")
 }
 
+/// Page release is a property of mapped files (the `mmap` feature).
+#[cfg(feature = "mmap")]
 #[test]
 fn a_released_tensor_leaves_the_process_rss() {
     // The export loop releases each source tensor's pages once written, so a conversion's
     // RSS holds one tensor of the input, not the whole mapped model.
     use crate::pretrained::ModelDir;
+    use crate::source::TensorSource;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.safetensors");
     fs::write(dir.path().join("config.json"), "{}").unwrap();

@@ -19,6 +19,7 @@
 
 pub mod export;
 mod read;
+pub mod source;
 mod value;
 mod write;
 
@@ -29,7 +30,8 @@ pub use crate::codecs::{
     Q8_0_BLOCK_BYTES, QK,
 };
 pub use export::{plan_export, plan_preset, ExportTensor};
-pub use read::{GgufFile, GgufTensorInfo};
+pub use read::{decode_f32, parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
+pub use source::GgufSource;
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 pub use write::{
     choose_type, standard_metadata, write_gguf, write_gguf_file, write_gguf_file_with,

@@ -70,14 +70,20 @@ fn invalid(message: impl Into<String>) -> CoreError {
 }
 
 /// Reads little-endian values off the front of the remaining bytes.
+///
+/// `bytes` may be only the start of a file of `file_len` bytes (a header fetched over HTTP):
+/// counts and lengths are checked against the whole file, and a read past the bytes at hand
+/// but within the file records in `wanted` how far the header goes so far, and fails.
 struct Cursor<'a> {
     bytes: &'a [u8],
+    file_len: usize,
     pos: usize,
+    wanted: Option<usize>,
 }
 
 impl<'a> Cursor<'a> {
     fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
+        self.file_len - self.pos
     }
 
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
@@ -86,6 +92,13 @@ impl<'a> Cursor<'a> {
                 "file truncated: {what} needs {n} bytes at offset {}, only {} remain",
                 self.pos,
                 self.remaining()
+            )));
+        }
+        if self.pos + n > self.bytes.len() {
+            self.wanted = Some(self.pos + n);
+            return Err(invalid(format!(
+                "the header continues past the first {} bytes",
+                self.bytes.len()
             )));
         }
         let out = &self.bytes[self.pos..self.pos + n];
@@ -238,159 +251,212 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl<'a> GgufFile<'a> {
-    /// Parse and validate a whole GGUF file.
-    pub fn parse(bytes: &'a [u8]) -> Result<GgufFile<'a>> {
-        let mut c = Cursor { bytes, pos: 0 };
-        let magic = c
-            .take(4, "magic")
-            .map_err(|_| invalid("not a GGUF file: shorter than its 4-byte magic"))?;
-        if magic != GGUF_MAGIC {
-            return Err(invalid(format!(
-                "not a GGUF file: magic is {magic:02x?}, expected \"GGUF\""
-            )));
-        }
-        let version = c.u32("version")?;
-        if version != 2 && version != 3 {
-            let hint = if version & 0xFFFF == 0 {
-                " (a big-endian file?)"
-            } else {
-                ""
-            };
-            return Err(invalid(format!(
-                "unsupported GGUF version {version}{hint}; versions 2 and 3 are read"
-            )));
-        }
-        let n_tensors = c.u64("tensor count")?;
-        let n_kv = c.u64("metadata count")?;
-        let needed = n_tensors
-            .checked_mul(MIN_TENSOR_INFO_BYTES)
-            .zip(n_kv.checked_mul(MIN_KV_BYTES))
-            .and_then(|(t, k)| t.checked_add(k));
-        if !matches!(needed, Some(needed) if needed <= c.remaining() as u64) {
-            return Err(invalid(format!(
-                "{n_tensors} tensors and {n_kv} metadata entries cannot fit in the {} bytes \
-                 that remain",
-                c.remaining()
-            )));
-        }
-        // Both fit in the file, hence in usize.
-        let (n_tensors, n_kv) = (n_tensors as usize, n_kv as usize);
+/// What [`parse_header`] makes of the first bytes of a file.
+#[derive(Debug)]
+pub enum GgufHeader {
+    /// The whole header, validated against the file's length.
+    Parsed(GgufParts),
+    /// The header runs past the bytes given: it needs at least this many.
+    NeedBytes(usize),
+}
 
-        let mut metadata: Vec<(String, GgufValue)> = Vec::with_capacity(n_kv.min(INITIAL_CAPACITY));
-        let mut seen_keys = HashSet::new();
-        for i in 0..n_kv {
-            let key = c.name("metadata key")?;
-            let in_key = |e: CoreError| invalid(format!("metadata '{key}': {}", e.detail()));
-            if key.is_empty() {
-                return Err(invalid(format!("metadata key {i} is empty")));
-            }
-            if !seen_keys.insert(key.clone()) {
-                return Err(invalid(format!("duplicate metadata key '{key}'")));
-            }
-            let value = c
-                .value_type("value type")
-                .and_then(|ty| c.value(ty, 0))
-                .map_err(in_key)?;
-            metadata.push((key, value));
-        }
+/// Parse and validate the header of a GGUF file of `file_len` bytes from its first bytes
+/// `prefix` (a file read piecewise, e.g. over HTTP): every check of [`GgufFile::parse`] that
+/// the header alone decides, with tensor ranges checked against `file_len`.
+pub fn parse_header(prefix: &[u8], file_len: u64) -> Result<GgufHeader> {
+    let file_len = usize::try_from(file_len)
+        .map_err(|_| invalid(format!("a file of {file_len} bytes cannot be addressed")))?;
+    if prefix.len() > file_len {
+        return Err(CoreError::invalid_argument(format!(
+            "{} bytes given of a {file_len}-byte file",
+            prefix.len()
+        )));
+    }
+    let mut c = Cursor {
+        bytes: prefix,
+        file_len,
+        pos: 0,
+        wanted: None,
+    };
+    match parse_parts(&mut c) {
+        Ok((parts, _)) => Ok(GgufHeader::Parsed(parts)),
+        Err(e) => match c.wanted {
+            Some(n) => Ok(GgufHeader::NeedBytes(n)),
+            None => Err(e),
+        },
+    }
+}
 
-        let alignment = match metadata.iter().find(|(k, _)| k == keys::ALIGNMENT) {
-            None => DEFAULT_ALIGNMENT,
-            Some((_, GgufValue::U32(a))) => {
-                let a = *a as usize;
-                if !a.is_power_of_two() || a > MAX_ALIGNMENT {
-                    return Err(invalid(format!(
-                        "{} is {a}; it must be a power of two of at most {MAX_ALIGNMENT}",
-                        keys::ALIGNMENT
-                    )));
-                }
-                a
-            }
-            Some((_, other)) => {
-                return Err(invalid(format!(
-                    "{} must be UINT32, found {}",
-                    keys::ALIGNMENT,
-                    other.value_type().name()
-                )))
-            }
-        };
-
-        let mut tensors = Vec::with_capacity(n_tensors.min(INITIAL_CAPACITY));
-        let mut index = HashMap::new();
-        for i in 0..n_tensors {
-            let name = c.name("tensor name")?;
-            if name.len() > MAX_TENSOR_NAME_BYTES {
-                return Err(invalid(format!(
-                    "tensor name of {} bytes exceeds {MAX_TENSOR_NAME_BYTES}",
-                    name.len()
-                ))
-                .with_tensor(name));
-            }
-            if index.insert(name.clone(), i).is_some() {
-                return Err(invalid("duplicate tensor name").with_tensor(name));
-            }
-            let info =
-                read_tensor_info(&mut c, &name, alignment).map_err(|e| e.with_tensor(&name))?;
-            tensors.push(info);
-        }
-
-        // The data section starts at the next multiple of the alignment (ggml seeks there only
-        // when there are tensors).
-        let data_offset = if n_tensors > 0 {
-            align_up(c.pos as u64, alignment as u64)
-                .filter(|&o| o <= bytes.len() as u64)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "data section (aligned to {alignment}) would start past the end of the \
-                         {}-byte file",
-                        bytes.len()
-                    ))
-                })? as usize
+/// The header (all of [`GgufParts`]) and the tensor index, read through `c`.
+fn parse_parts(c: &mut Cursor<'_>) -> Result<(GgufParts, HashMap<String, usize>)> {
+    let file_len = c.file_len;
+    let magic = c
+        .take(4, "magic")
+        .map_err(|_| invalid("not a GGUF file: shorter than its 4-byte magic"))?;
+    if magic != GGUF_MAGIC {
+        return Err(invalid(format!(
+            "not a GGUF file: magic is {magic:02x?}, expected \"GGUF\""
+        )));
+    }
+    let version = c.u32("version")?;
+    if version != 2 && version != 3 {
+        let hint = if version & 0xFFFF == 0 {
+            " (a big-endian file?)"
         } else {
-            c.pos
+            ""
         };
-        for t in &tensors {
-            let end = (data_offset as u64)
-                .checked_add(t.offset)
-                .and_then(|start| start.checked_add(t.byte_len as u64));
-            if !matches!(end, Some(end) if end <= bytes.len() as u64) {
-                return Err(invalid(format!(
-                    "data at offset {} (+{} bytes after the data section start {data_offset}) \
-                     runs past the end of the {}-byte file",
-                    t.offset,
-                    t.byte_len,
-                    bytes.len()
-                ))
-                .with_tensor(&t.name));
-            }
-        }
-        let mut by_offset: Vec<&GgufTensorInfo> =
-            tensors.iter().filter(|t| t.byte_len > 0).collect();
-        by_offset.sort_by_key(|t| t.offset);
-        for pair in by_offset.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            // Both ends were checked to lie within the file, so this cannot overflow.
-            if a.offset + a.byte_len as u64 > b.offset {
-                return Err(invalid(format!(
-                    "data [{}, {}) overlaps tensor '{}' at [{}, {})",
-                    b.offset,
-                    b.offset + b.byte_len as u64,
-                    a.name,
-                    a.offset,
-                    a.offset + a.byte_len as u64
-                ))
-                .with_tensor(&b.name));
-            }
-        }
+        return Err(invalid(format!(
+            "unsupported GGUF version {version}{hint}; versions 2 and 3 are read"
+        )));
+    }
+    let n_tensors = c.u64("tensor count")?;
+    let n_kv = c.u64("metadata count")?;
+    let needed = n_tensors
+        .checked_mul(MIN_TENSOR_INFO_BYTES)
+        .zip(n_kv.checked_mul(MIN_KV_BYTES))
+        .and_then(|(t, k)| t.checked_add(k));
+    if !matches!(needed, Some(needed) if needed <= c.remaining() as u64) {
+        return Err(invalid(format!(
+            "{n_tensors} tensors and {n_kv} metadata entries cannot fit in the {} bytes \
+                 that remain",
+            c.remaining()
+        )));
+    }
+    // Both fit in the file, hence in usize.
+    let (n_tensors, n_kv) = (n_tensors as usize, n_kv as usize);
 
-        Ok(GgufFile {
-            bytes,
+    let mut metadata: Vec<(String, GgufValue)> = Vec::with_capacity(n_kv.min(INITIAL_CAPACITY));
+    let mut seen_keys = HashSet::new();
+    for i in 0..n_kv {
+        let key = c.name("metadata key")?;
+        let in_key = |e: CoreError| invalid(format!("metadata '{key}': {}", e.detail()));
+        if key.is_empty() {
+            return Err(invalid(format!("metadata key {i} is empty")));
+        }
+        if !seen_keys.insert(key.clone()) {
+            return Err(invalid(format!("duplicate metadata key '{key}'")));
+        }
+        let value = c
+            .value_type("value type")
+            .and_then(|ty| c.value(ty, 0))
+            .map_err(in_key)?;
+        metadata.push((key, value));
+    }
+
+    let alignment = match metadata.iter().find(|(k, _)| k == keys::ALIGNMENT) {
+        None => DEFAULT_ALIGNMENT,
+        Some((_, GgufValue::U32(a))) => {
+            let a = *a as usize;
+            if !a.is_power_of_two() || a > MAX_ALIGNMENT {
+                return Err(invalid(format!(
+                    "{} is {a}; it must be a power of two of at most {MAX_ALIGNMENT}",
+                    keys::ALIGNMENT
+                )));
+            }
+            a
+        }
+        Some((_, other)) => {
+            return Err(invalid(format!(
+                "{} must be UINT32, found {}",
+                keys::ALIGNMENT,
+                other.value_type().name()
+            )))
+        }
+    };
+
+    let mut tensors = Vec::with_capacity(n_tensors.min(INITIAL_CAPACITY));
+    let mut index = HashMap::new();
+    for i in 0..n_tensors {
+        let name = c.name("tensor name")?;
+        if name.len() > MAX_TENSOR_NAME_BYTES {
+            return Err(invalid(format!(
+                "tensor name of {} bytes exceeds {MAX_TENSOR_NAME_BYTES}",
+                name.len()
+            ))
+            .with_tensor(name));
+        }
+        if index.insert(name.clone(), i).is_some() {
+            return Err(invalid("duplicate tensor name").with_tensor(name));
+        }
+        let info = read_tensor_info(c, &name, alignment).map_err(|e| e.with_tensor(&name))?;
+        tensors.push(info);
+    }
+
+    // The data section starts at the next multiple of the alignment (ggml seeks there only
+    // when there are tensors).
+    let data_offset = if n_tensors > 0 {
+        align_up(c.pos as u64, alignment as u64)
+            .filter(|&o| o <= file_len as u64)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "data section (aligned to {alignment}) would start past the end of the \
+                         {}-byte file",
+                    file_len
+                ))
+            })? as usize
+    } else {
+        c.pos
+    };
+    for t in &tensors {
+        let end = (data_offset as u64)
+            .checked_add(t.offset)
+            .and_then(|start| start.checked_add(t.byte_len as u64));
+        if !matches!(end, Some(end) if end <= file_len as u64) {
+            return Err(invalid(format!(
+                "data at offset {} (+{} bytes after the data section start {data_offset}) \
+                     runs past the end of the {}-byte file",
+                t.offset, t.byte_len, file_len
+            ))
+            .with_tensor(&t.name));
+        }
+    }
+    let mut by_offset: Vec<&GgufTensorInfo> = tensors.iter().filter(|t| t.byte_len > 0).collect();
+    by_offset.sort_by_key(|t| t.offset);
+    for pair in by_offset.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        // Both ends were checked to lie within the file, so this cannot overflow.
+        if a.offset + a.byte_len as u64 > b.offset {
+            return Err(invalid(format!(
+                "data [{}, {}) overlaps tensor '{}' at [{}, {})",
+                b.offset,
+                b.offset + b.byte_len as u64,
+                a.name,
+                a.offset,
+                a.offset + a.byte_len as u64
+            ))
+            .with_tensor(&b.name));
+        }
+    }
+
+    Ok((
+        GgufParts {
             version,
             alignment,
             data_offset,
             metadata,
             tensors,
+        },
+        index,
+    ))
+}
+
+impl<'a> GgufFile<'a> {
+    /// Parse and validate a whole GGUF file.
+    pub fn parse(bytes: &'a [u8]) -> Result<GgufFile<'a>> {
+        let mut c = Cursor {
+            bytes,
+            file_len: bytes.len(),
+            pos: 0,
+            wanted: None,
+        };
+        let (parts, index) = parse_parts(&mut c)?;
+        Ok(GgufFile {
+            bytes,
+            version: parts.version,
+            alignment: parts.alignment,
+            data_offset: parts.data_offset,
+            metadata: parts.metadata,
+            tensors: parts.tensors,
             index,
         })
     }
@@ -473,6 +539,33 @@ impl<'a> GgufFile<'a> {
             .with_tensor(name)),
         }
     }
+
+    /// The parsed header, without the bytes it was read from (for a reader that owns them).
+    pub fn into_parts(self) -> GgufParts {
+        GgufParts {
+            version: self.version,
+            alignment: self.alignment,
+            data_offset: self.data_offset,
+            metadata: self.metadata,
+            tensors: self.tensors,
+        }
+    }
+}
+
+/// What [`GgufFile::parse`] found, owned: the tensors' data lie at `data_offset + offset`.
+#[derive(Debug, Clone)]
+pub struct GgufParts {
+    pub version: u32,
+    pub alignment: usize,
+    pub data_offset: usize,
+    pub metadata: Vec<(String, GgufValue)>,
+    pub tensors: Vec<GgufTensorInfo>,
+}
+
+/// `numel` values of a type with a decoder (see [`crate::codecs`]) decoded to little-endian
+/// F32 bytes; other types are ERR_UNSUPPORTED_DTYPE.
+pub fn decode_f32(ggml_type: GgmlType, raw: &[u8], numel: usize) -> Result<Vec<u8>> {
+    f32_bytes(numel, &|out| codecs::decode(ggml_type, raw, out))
 }
 
 fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<GgufTensorInfo> {
@@ -538,6 +631,10 @@ fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Result<Ve
         .checked_mul(4)
         .ok_or_else(|| invalid(format!("{numel} f32 values overflow the address space")))?;
     let mut bytes = vec![0u8; len];
+    // A large zeroed Vec is a fresh mapping nobody has touched: fault it in up front, in huge
+    // pages while they come fast (a 64 MiB decode otherwise spends more time in 4 KiB page
+    // faults than decoding).
+    crate::buffer::prepare_output(bytes.as_mut_ptr(), len);
     // SAFETY: every bit pattern is a valid f32; align_to_mut only yields aligned elements.
     let (head, body, tail) = unsafe { bytes.align_to_mut::<f32>() };
     if head.is_empty() && tail.is_empty() {

@@ -133,7 +133,7 @@ impl GgufTensorSpec {
 }
 
 /// The metadata every written model starts with: `general.architecture`, `general.name`,
-/// `general.alignment` (UINT32 32) and, when any tensor is Q8_0/Q4_0,
+/// `general.alignment` (UINT32 32) and, when any tensor is block-quantized,
 /// `general.quantization_version` (UINT32 2). Append model-specific keys after these.
 pub fn standard_metadata(
     architecture: &str,
@@ -441,7 +441,7 @@ fn encode_piece(
 ) -> Result<()> {
     let (bytes, src) = (piece.bytes, piece.src);
     // Map the piece's pages of the input in one call rather than one fault per 16 pages as
-    // the kernels walk it (64M F32 elements of page cache: Q4_0 46 -> 35 ms).
+    // the kernels walk it (docs/benchmarks.md, "history").
     crate::buffer::populate_read(bytes);
     if src == DType::F64 && matches!(ty, GgmlType::F16 | GgmlType::BF16) {
         // Straight from f64, avoiding a double rounding through f32.

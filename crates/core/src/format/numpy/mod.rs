@@ -10,13 +10,14 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::pytorch::{map_file, TensorListing};
+use crate::format::pytorch::{load_file, TensorListing};
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
-use std::collections::HashMap;
+use crate::memory::Backend;
+use crate::source::{self, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The name of a `.npy` file's one array (what `np.savez` calls its first positional array).
@@ -352,15 +353,23 @@ struct Array {
 pub struct NumpyFile {
     memory: Arc<Memory>,
     npz: bool,
-    tensors: Vec<TensorListing>,
+    tensors: TensorList,
     arrays: Vec<Array>,
-    by_name: HashMap<String, usize>,
+    /// The file it was opened from (none for bytes held in memory).
+    path: Option<PathBuf>,
 }
 
 impl NumpyFile {
     pub fn open(path: &Path) -> Result<NumpyFile> {
-        let memory = map_file(path, "a NumPy file")?;
-        NumpyFile::from_memory(memory).map_err(|e| e.with_path(path))
+        NumpyFile::open_with(path, Backend::Mmap)
+    }
+
+    /// Open a `.npy` / `.npz`, mapped or read into memory.
+    pub fn open_with(path: &Path, backend: Backend) -> Result<NumpyFile> {
+        let memory = load_file(path, "a NumPy file", backend)?;
+        let mut file = NumpyFile::from_memory(memory).map_err(|e| e.with_path(path))?;
+        file.path = Some(path.to_path_buf());
+        Ok(file)
     }
 
     pub fn from_memory(memory: Arc<Memory>) -> Result<NumpyFile> {
@@ -383,19 +392,16 @@ impl NumpyFile {
                 }
                 std::cmp::Ordering::Equal => {}
             }
-            let mut file = NumpyFile {
-                memory,
-                npz: false,
-                tensors: Vec::new(),
-                arrays: Vec::new(),
-                by_name: HashMap::new(),
-            };
-            file.push(
+            let mut listed = Vec::with_capacity(1);
+            let mut arrays = Vec::with_capacity(1);
+            push(
+                &mut listed,
+                &mut arrays,
                 NPY_ARRAY_NAME.to_string(),
                 &h,
                 Data::Mapped(h.data_offset..end),
-            )?;
-            return Ok(file);
+            );
+            return NumpyFile::new(memory, false, listed, arrays);
         }
         if crate::format::zip::looks_like_zip(&memory) {
             let zip = ZipArchive::parse(&memory)?;
@@ -407,22 +413,17 @@ impl NumpyFile {
     /// An `.npz` whose directory the caller has parsed: every `*.npy` member, named as
     /// `numpy.load(f).files` names it (the member name without `.npy`).
     pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<NumpyFile> {
-        let mut file = NumpyFile {
-            memory,
-            npz: true,
-            tensors: Vec::new(),
-            arrays: Vec::new(),
-            by_name: HashMap::new(),
-        };
+        let mut listed = Vec::new();
+        let mut arrays = Vec::new();
         for entry in zip.entries() {
             let Some(name) = entry.name.strip_suffix(".npy") else {
                 continue;
             };
             let named = |e: CoreError| e.with_tensor(name);
             let h = match entry.method {
-                Method::Stored => parse_header(&file.memory[entry.data_range()]),
+                Method::Stored => parse_header(&memory[entry.data_range()]),
                 Method::Deflate => {
-                    let prefix = entry.read_prefix(&file.memory, 12 + MAX_HEADER_LEN)?;
+                    let prefix = entry.read_prefix(&memory, 12 + MAX_HEADER_LEN)?;
                     parse_header(&prefix)
                 }
             }
@@ -441,35 +442,30 @@ impl NumpyFile {
                 }
                 Method::Deflate => Data::Deflated(entry.clone(), h.clone()),
             };
-            file.push(name.to_string(), &h, data).map_err(named)?;
+            push(&mut listed, &mut arrays, name.to_string(), &h, data);
         }
-        if file.tensors.is_empty() {
+        if listed.is_empty() {
             return Err(bad("an .npz without .npy members"));
         }
-        Ok(file)
+        NumpyFile::new(memory, true, listed, arrays)
     }
 
-    fn push(&mut self, name: String, h: &NpyHeader, data: Data) -> Result<()> {
-        if self
-            .by_name
-            .insert(name.clone(), self.tensors.len())
-            .is_some()
-        {
-            return Err(bad(format!("two arrays named '{name}'")));
-        }
-        self.tensors.push(TensorListing {
-            name,
-            dtype: h.dtype,
-            stored: h.descr.clone(),
-            shape: h.shape.clone(),
-            stored_len: h.data_len as u64,
-        });
-        self.arrays.push(Array {
-            big_endian: h.big_endian,
-            fortran_order: h.fortran_order,
-            data,
-        });
-        Ok(())
+    fn new(
+        memory: Arc<Memory>,
+        npz: bool,
+        listed: Vec<TensorListing>,
+        arrays: Vec<Array>,
+    ) -> Result<NumpyFile> {
+        let tensors = TensorList::new(listed, |name| {
+            bad(format!("two arrays named '{name}'")).with_tensor(name)
+        })?;
+        Ok(NumpyFile {
+            memory,
+            npz,
+            tensors,
+            arrays,
+            path: None,
+        })
     }
 
     /// Whether this is an `.npz` (else a single `.npy`).
@@ -477,10 +473,10 @@ impl NumpyFile {
         self.npz
     }
     pub fn tensors(&self) -> &[TensorListing] {
-        &self.tensors
+        self.tensors.as_slice()
     }
     pub fn get(&self, name: &str) -> Option<&TensorListing> {
-        self.by_name.get(name).map(|&i| &self.tensors[i])
+        self.tensors.get(name)
     }
     pub fn memory(&self) -> &Arc<Memory> {
         &self.memory
@@ -488,15 +484,18 @@ impl NumpyFile {
 
     /// An array's bytes, row-major and little-endian (bool as 0/1 bytes, as stored).
     pub fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
-        let i = *self
-            .by_name
-            .get(name)
-            .ok_or_else(|| CoreError::not_found(format!("no array named '{name}'")))?;
+        let i = self.tensors.position(name).ok_or_else(|| {
+            let e = CoreError::not_found("no such tensor in the file").with_tensor(name);
+            match &self.path {
+                Some(p) => e.with_path(p),
+                None => e,
+            }
+        })?;
         self.fetch_index(i).map_err(|e| e.with_tensor(name))
     }
 
     fn fetch_index(&self, i: usize) -> Result<TensorBytes<'_>> {
-        let (t, a) = (&self.tensors[i], &self.arrays[i]);
+        let (t, a) = (&self.tensors.as_slice()[i], &self.arrays[i]);
         let es = t.dtype.size().unwrap_or(1);
         let fortran = a.fortran_order && t.shape.iter().filter(|&&d| d != 1).count() > 1;
         let mut bytes = match &a.data {
@@ -534,6 +533,78 @@ impl NumpyFile {
             strided::swap_bytes(&mut bytes, unit);
         }
         Ok(TensorBytes::Owned(bytes))
+    }
+}
+
+fn push(
+    listed: &mut Vec<TensorListing>,
+    arrays: &mut Vec<Array>,
+    name: String,
+    h: &NpyHeader,
+    data: Data,
+) {
+    listed.push(TensorListing {
+        name,
+        dtype: h.dtype,
+        stored: std::borrow::Cow::Owned(h.descr.clone()),
+        shape: h.shape.clone(),
+        stored_len: h.data_len as u64,
+    });
+    arrays.push(Array {
+        big_endian: h.big_endian,
+        fortran_order: h.fortran_order,
+        data,
+    });
+}
+
+/// NumPy's entry in the format registry.
+pub const FORMAT: crate::format::Registration = crate::format::Registration {
+    format: WeightsFormat::NumPy,
+    sniff: crate::format::detect::is_numpy,
+    open: Some(|path, options| {
+        let file = NumpyFile::open_with(path, options.backend)?;
+        let len = file.memory.len() as u64;
+        options.report(len, len);
+        Ok(Box::new(file))
+    }),
+    from_bytes: Some(|bytes| {
+        Ok(Box::new(NumpyFile::from_memory(Arc::new(Memory::Owned(
+            bytes,
+        )))?))
+    }),
+    problems: None,
+};
+
+impl TensorSource for NumpyFile {
+    fn format(&self) -> WeightsFormat {
+        WeightsFormat::NumPy
+    }
+    fn list(&self) -> &TensorList {
+        &self.tensors
+    }
+    fn metadata(&self) -> Metadata<'_> {
+        Metadata::None
+    }
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        NumpyFile::fetch(self, name)
+    }
+    /// The bytes row-major and little-endian, as [`fetch`](Self::fetch): what a `.npy`
+    /// stores is one array of `stored_len` bytes, whatever its order.
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
+        NumpyFile::fetch(self, name)
+    }
+    fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+    fn files(&self) -> Vec<SourceFile> {
+        source::single_file(self.path.as_deref(), self.memory.len() as u64)
+    }
+    fn release(&self, name: &str) {
+        if let Some(i) = self.tensors.position(name) {
+            if let Data::Mapped(range) = &self.arrays[i].data {
+                self.memory.release(range.start, range.len());
+            }
+        }
     }
 }
 

@@ -14,13 +14,17 @@ pub mod pickle;
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::safetensors::{Mapping, Memory, TensorBytes};
+use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
+use crate::memory::Backend;
+use crate::source::{
+    self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
+};
 use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The name of the one tensor of a checkpoint that is a bare tensor (`torch.save(t, f)`).
@@ -45,17 +49,9 @@ pub enum Container {
     Legacy,
 }
 
-/// One tensor as listed: the same fields as the core's `SourceTensor`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorListing {
-    pub name: String,
-    pub dtype: DType,
-    /// torch's name for the dtype (`torch.bfloat16`).
-    pub stored: String,
-    pub shape: Vec<usize>,
-    /// Bytes the tensor takes row-major (what `fetch` returns).
-    pub stored_len: u64,
-}
+/// One tensor as listed (the core's [`SourceTensor`]; `stored` is torch's name for the dtype,
+/// `torch.bfloat16`; `stored_len` the bytes the tensor takes row-major, what `fetch` returns).
+pub type TensorListing = SourceTensor;
 
 /// Where a tensor's bytes live: its stored storage and the byte span it touches there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,10 +95,11 @@ pub struct PyTorchFile {
     container: Container,
     big_endian: bool,
     protocol: u8,
-    tensors: Vec<TensorListing>,
+    tensors: TensorList,
     layouts: Vec<Layout>,
     storages: Vec<Storage>,
-    by_name: HashMap<String, usize>,
+    /// The file it was opened from (none for bytes held in memory).
+    path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for PyTorchFile {
@@ -114,17 +111,21 @@ impl std::fmt::Debug for PyTorchFile {
     }
 }
 
+/// A regular file's bytes: mapped privately (copy-on-write) or read, as `backend` says.
+pub fn load_file(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory>> {
+    match backend {
+        Backend::Mmap => map_file(path, what),
+        Backend::Read => {
+            let (file, meta) = crate::fsutil::open_regular(path, what)?;
+            Ok(Arc::new(Memory::load(&file, meta.len(), path, backend)?))
+        }
+    }
+}
+
 /// Map a file privately (copy-on-write), as the SafeTensors reader does.
 pub fn map_file(path: &Path, what: &str) -> Result<Arc<Memory>> {
     let (file, meta) = crate::fsutil::open_regular(path, what)?;
-    if meta.len() == 0 {
-        return Ok(Arc::new(Memory::Owned(Vec::new())));
-    }
-    // SAFETY: a private mapping; writes through it never reach the file. A file truncated
-    // by another process while mapped faults on access (the documented hazard of mmap).
-    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
-        .map_err(|e| CoreError::io(e, path))?;
-    Ok(Arc::new(Memory::Mapped(Mapping::new(map))))
+    Ok(Arc::new(Memory::map(&file, meta.len(), path)?))
 }
 
 /// What a file looks like to the PyTorch reader, from its first bytes (and zip directory).
@@ -182,8 +183,15 @@ fn zip_top(zip: &ZipArchive) -> Result<String> {
 impl PyTorchFile {
     /// Open a checkpoint file (mapped).
     pub fn open(path: &Path) -> Result<PyTorchFile> {
-        let memory = map_file(path, "a PyTorch checkpoint")?;
-        PyTorchFile::from_memory(memory).map_err(|e| e.with_path(path))
+        PyTorchFile::open_with(path, Backend::Mmap)
+    }
+
+    /// Open a checkpoint file, mapped or read into memory.
+    pub fn open_with(path: &Path, backend: Backend) -> Result<PyTorchFile> {
+        let memory = load_file(path, "a PyTorch checkpoint", backend)?;
+        let mut file = PyTorchFile::from_memory(memory).map_err(|e| e.with_path(path))?;
+        file.path = Some(path.to_path_buf());
+        Ok(file)
     }
 
     /// Read a checkpoint held in memory.
@@ -402,7 +410,6 @@ impl PyTorchFile {
         let names = flatten(&un)?;
         let mut tensors = Vec::with_capacity(names.len());
         let mut layouts = Vec::with_capacity(names.len());
-        let mut by_name = HashMap::with_capacity(names.len());
         for (name, tid) in names {
             let t = &un.tensors[tid];
             let decl = &un.storages[t.storage];
@@ -439,15 +446,10 @@ impl PyTorchFile {
                     t.dtype
                 ))));
             }
-            if by_name.insert(name.clone(), tensors.len()).is_some() {
-                return Err(named(CoreError::invalid_header(
-                    "two tensors flatten to this name",
-                )));
-            }
             tensors.push(TensorListing {
                 name: name.clone(),
                 dtype: t.dtype,
-                stored: allow::torch_dtype_name(t.dtype).to_string(),
+                stored: std::borrow::Cow::Borrowed(allow::torch_dtype_name(t.dtype)),
                 shape,
                 stored_len,
             });
@@ -460,6 +462,9 @@ impl PyTorchFile {
                 neg: t.neg,
             });
         }
+        let tensors = TensorList::new(tensors, |name| {
+            CoreError::invalid_header("two tensors flatten to this name").with_tensor(name)
+        })?;
         Ok(PyTorchFile {
             memory,
             container,
@@ -468,7 +473,7 @@ impl PyTorchFile {
             tensors,
             layouts,
             storages,
-            by_name,
+            path: None,
         })
     }
 
@@ -483,10 +488,10 @@ impl PyTorchFile {
     }
     /// The tensors, in the order the checkpoint lists them.
     pub fn tensors(&self) -> &[TensorListing] {
-        &self.tensors
+        self.tensors.as_slice()
     }
     pub fn get(&self, name: &str) -> Option<&TensorListing> {
-        self.by_name.get(name).map(|&i| &self.tensors[i])
+        self.tensors.get(name)
     }
     pub fn memory(&self) -> &Arc<Memory> {
         &self.memory
@@ -494,8 +499,8 @@ impl PyTorchFile {
 
     /// The stored storage a tensor reads and the byte span it touches there.
     pub fn storage_span(&self, name: &str) -> Option<StorageSpan<'_>> {
-        let i = *self.by_name.get(name)?;
-        let (t, l) = (&self.tensors[i], &self.layouts[i]);
+        let i = self.tensors.position(name)?;
+        let (t, l) = (&self.tensors.as_slice()[i], &self.layouts[i]);
         let s = &self.storages[l.storage];
         let es = t.dtype.size().unwrap_or(1) as u64;
         let end_elems = strided::extent(l.offset, &t.shape, &l.strides).unwrap_or(0) as u64;
@@ -516,15 +521,18 @@ impl PyTorchFile {
     /// A tensor's bytes, row-major and little-endian: a view of the mapping when the tensor
     /// is stored that way, a fresh buffer otherwise.
     pub fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
-        let i = *self
-            .by_name
-            .get(name)
-            .ok_or_else(|| CoreError::not_found(format!("no tensor named '{name}'")))?;
+        let i = self.tensors.position(name).ok_or_else(|| {
+            let e = CoreError::not_found("no such tensor in the file").with_tensor(name);
+            match &self.path {
+                Some(p) => e.with_path(p),
+                None => e,
+            }
+        })?;
         self.fetch_index(i).map_err(|e| e.with_tensor(name))
     }
 
     fn fetch_index(&self, i: usize) -> Result<TensorBytes<'_>> {
-        let (t, l) = (&self.tensors[i], &self.layouts[i]);
+        let (t, l) = (&self.tensors.as_slice()[i], &self.layouts[i]);
         let s = &self.storages[l.storage];
         let es = t.dtype.size().unwrap_or(1);
         if t.stored_len == 0 {
@@ -578,7 +586,7 @@ impl PyTorchFile {
     /// as `safetensors.torch._find_shared_tensors` groups them: same storage, overlapping spans.
     pub fn shared_groups(&self) -> Vec<Vec<&str>> {
         let mut by_storage: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (i, (t, l)) in self.tensors.iter().zip(&self.layouts).enumerate() {
+        for (i, (t, l)) in self.tensors().iter().zip(&self.layouts).enumerate() {
             if t.stored_len > 0 {
                 by_storage.entry(l.storage).or_default().push(i);
             }
@@ -588,7 +596,7 @@ impl PyTorchFile {
             let mut spans: Vec<(u64, u64, &str)> = members
                 .iter()
                 .filter_map(|&i| {
-                    let name = self.tensors[i].name.as_str();
+                    let name = self.tensors()[i].name.as_str();
                     self.storage_span(name).map(|s| (s.start, s.end, name))
                 })
                 .collect();
@@ -648,6 +656,69 @@ impl PyTorchFile {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+/// PyTorch's entry in the format registry.
+pub const FORMAT: crate::format::Registration = crate::format::Registration {
+    format: WeightsFormat::PyTorch,
+    sniff: crate::format::detect::is_pytorch,
+    open: Some(|path, options| {
+        let file = PyTorchFile::open_with(path, options.backend)?;
+        let len = file.memory.len() as u64;
+        options.report(len, len);
+        Ok(Box::new(file))
+    }),
+    from_bytes: Some(|bytes| {
+        Ok(Box::new(PyTorchFile::from_memory(Arc::new(
+            Memory::Owned(bytes),
+        ))?))
+    }),
+    problems: None,
+};
+
+impl TensorSource for PyTorchFile {
+    fn format(&self) -> WeightsFormat {
+        WeightsFormat::PyTorch
+    }
+    fn list(&self) -> &TensorList {
+        &self.tensors
+    }
+    /// A checkpoint's pickle holds no string metadata a SafeTensors header could keep.
+    fn metadata(&self) -> Metadata<'_> {
+        Metadata::None
+    }
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        PyTorchFile::fetch(self, name)
+    }
+    /// The tensor row-major, as [`fetch`](Self::fetch): a torch tensor is a view of a
+    /// storage, so "as stored" is its elements in order (`stored_len` bytes).
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
+        PyTorchFile::fetch(self, name)
+    }
+    fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+    fn files(&self) -> Vec<SourceFile> {
+        source::single_file(self.path.as_deref(), self.memory.len() as u64)
+    }
+    /// The mapped pages of the storage span the tensor reads (a strided view's too).
+    fn release(&self, name: &str) {
+        let Some(i) = self.tensors.position(name) else {
+            return;
+        };
+        let storage = &self.storages[self.layouts[i].storage];
+        if let (StoredBytes::Mapped(range), Some(span)) = (&storage.bytes, self.storage_span(name))
+        {
+            let start = range.start.saturating_add(span.start as usize);
+            let len = (span.end.saturating_sub(span.start)) as usize;
+            if start.saturating_add(len) <= range.end {
+                self.memory.release(start, len);
+            }
+        }
+    }
+    fn tied_tensors(&self) -> Vec<(String, String)> {
+        self.tied_duplicates(&[]).unwrap_or_default()
     }
 }
 

@@ -1,4 +1,9 @@
 use super::*;
+use crate::dtype::DType;
+use crate::tensor::{checked_numel, TensorView};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {

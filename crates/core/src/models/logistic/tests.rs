@@ -1,5 +1,8 @@
+use super::kernels::{exp_non_positive, row_scores};
+use super::solver::{sigmoid, Solution};
 use super::*;
 use crate::dtype::DType;
+use crate::models::dot;
 use std::borrow::Cow;
 
 /// Deterministic pseudo-random numbers in [-1, 1) (a 64-bit LCG; the tests need spread,

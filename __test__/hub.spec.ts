@@ -1,0 +1,421 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
+import { createHash } from 'node:crypto'
+import { execFile } from 'node:child_process'
+import { mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, lstatSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import type { AddressInfo } from 'node:net'
+import { Model, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
+import { PYTHON, tempDir } from './helpers'
+
+/**
+ * Hugging Face model ids (issue 19 point 5). A local server plays the Hub: `resolve/` URLs
+ * answer small files directly and redirect weight files (LFS) to a second server on another
+ * origin (the CDN), with the Hub's headers (X-Repo-Commit, ETag, X-Linked-Etag,
+ * X-Linked-Size). huggingface_hub itself (`hf_hub_download`) fills the cache from that
+ * server, so the cache layout read here is the real one, not our idea of it.
+ */
+
+const root = tempDir('hub-')
+const TOKEN = 'hf_secretTokenValue123'
+const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex')
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex')
+const commitOf = (label: string) => sha1(Buffer.from(`commit ${label}`))
+
+type Files = Record<string, Buffer>
+interface Repo {
+  refs: Record<string, string> // branch/tag → commit
+  commits: Record<string, Files>
+  private?: boolean
+  /** Announce a wrong X-Linked-Size for weight files. */
+  lieAboutSize?: boolean
+}
+const repos: Record<string, Repo> = {}
+const blobs = new Map<string, Buffer>() // sha256 → bytes (the CDN)
+
+interface Seen { server: 'hub' | 'cdn'; method: string; path: string; auth: string | undefined; range: string | undefined }
+let seen: Seen[] = []
+
+function f32(n: number, seed: number) {
+  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3)
+}
+function weights(seed: number): { bytes: Buffer; w: Float32Array; b: Float32Array } {
+  const w = f32(24, seed)
+  const b = f32(4, seed + 1)
+  const file = join(root, `w${seed}.safetensors`)
+  saveFile(file, { 'layer.weight': { shape: [4, 6], data: w }, 'layer.bias': { shape: [4], data: b } } as Record<string, TensorInput>)
+  return { bytes: readFileSync(file), w, b }
+}
+const v1 = weights(1)
+const v2 = weights(2)
+const config = (n: number) => Buffer.from(JSON.stringify({ model_type: 'tiny', version: n }))
+
+function shardedFiles(seed: number): Files {
+  const a = weights(seed + 10)
+  const b = weights(seed + 20)
+  // Two shards with distinct tensor names.
+  const s1 = join(root, `s1-${seed}.safetensors`)
+  const s2 = join(root, `s2-${seed}.safetensors`)
+  saveFile(s1, { 'a.weight': { shape: [4, 6], data: a.w } })
+  saveFile(s2, { 'b.weight': { shape: [4, 6], data: b.w } })
+  return {
+    'config.json': config(seed),
+    'model.safetensors.index.json': Buffer.from(JSON.stringify({ metadata: {}, weight_map: { 'a.weight': 'model-00001-of-00002.safetensors', 'b.weight': 'model-00002-of-00002.safetensors' } })),
+    'model-00001-of-00002.safetensors': readFileSync(s1),
+    'model-00002-of-00002.safetensors': readFileSync(s2),
+  }
+}
+
+const MAIN = commitOf('tiny main')
+const V1 = commitOf('tiny v1')
+const PR = commitOf('tiny pr')
+repos['org/tiny'] = {
+  refs: { main: MAIN, v1: V1, 'refs/pr/1': PR },
+  commits: {
+    [MAIN]: { 'config.json': config(2), 'model.safetensors': v2.bytes },
+    [V1]: { 'config.json': config(1), 'model.safetensors': v1.bytes },
+    [PR]: { 'config.json': config(3), 'model.safetensors': v1.bytes },
+  },
+}
+repos['org/private'] = { refs: { main: commitOf('private') }, commits: { [commitOf('private')]: { 'config.json': config(7), 'model.safetensors': v1.bytes } }, private: true }
+repos['org/sharded'] = { refs: { main: commitOf('sharded') }, commits: { [commitOf('sharded')]: shardedFiles(5) } }
+repos['org/liar'] = { refs: { main: commitOf('liar') }, commits: { [commitOf('liar')]: { 'config.json': config(8), 'model.safetensors': v1.bytes } }, lieAboutSize: true }
+repos['org/noweights'] = { refs: { main: commitOf('nw') }, commits: { [commitOf('nw')]: { 'config.json': config(9) } } }
+
+const isLfs = (name: string) => name.endsWith('.safetensors')
+
+let hub: Server
+let cdn: Server
+let endpoint: string
+let cdnBase: string
+
+function record(server: Seen['server'], req: IncomingMessage) {
+  seen.push({ server, method: req.method!, path: req.url!, auth: req.headers.authorization, range: req.headers.range })
+}
+
+function serveBytes(req: IncomingMessage, res: import('node:http').ServerResponse, body: Buffer, headers: Record<string, string | number>) {
+  const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
+  if (!range) {
+    res.writeHead(200, { 'Content-Length': body.length, 'Accept-Ranges': 'bytes', ...headers })
+    res.end(req.method === 'HEAD' ? undefined : body)
+    return
+  }
+  const start = Number(range[1])
+  const end = Math.min(Number(range[2]), body.length - 1)
+  if (start >= body.length) {
+    res.writeHead(416, { 'Content-Range': `bytes */${body.length}` }).end()
+    return
+  }
+  const part = body.subarray(start, end + 1)
+  res.writeHead(206, { 'Content-Length': part.length, 'Content-Range': `bytes ${start}-${end}/${body.length}`, ...headers })
+  res.end(req.method === 'HEAD' ? undefined : part)
+}
+
+function hubHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
+  record('hub', req)
+  // /{org}/{name}/resolve/{revision}/{file}: the revision is one path segment (percent-encoded).
+  const m = /^\/([^/]+)\/([^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(new URL(req.url!, 'http://x').pathname)
+  if (!m) return res.writeHead(404).end()
+  const repo = repos[`${m[1]}/${m[2]}`]
+  const auth = req.headers.authorization
+  if (!repo || (repo.private && auth !== `Bearer ${TOKEN}`)) {
+    // The Hub: 401 for a repository that does not exist as for one that needs a token.
+    return res.writeHead(401, { 'X-Error-Code': 'RepoNotFound' }).end('Repository Not Found')
+  }
+  const revision = decodeURIComponent(m[3])
+  const commit = repo.refs[revision] ?? (repo.commits[revision] ? revision : undefined)
+  if (!commit) return res.writeHead(404, { 'X-Error-Code': 'RevisionNotFound' }).end()
+  const file = decodeURIComponent(m[4])
+  const body = repo.commits[commit][file]
+  if (!body) return res.writeHead(404, { 'X-Error-Code': 'EntryNotFound', 'X-Repo-Commit': commit }).end()
+  if (isLfs(file)) {
+    const oid = sha256(body)
+    blobs.set(oid, body)
+    res.writeHead(302, {
+      Location: `${cdnBase}/blobs/${oid}?signature=abc`,
+      'X-Repo-Commit': commit,
+      'X-Linked-Etag': `"${oid}"`,
+      'X-Linked-Size': repo.lieAboutSize ? body.length + 1 : body.length,
+      ETag: `"${sha1(body)}"`,
+    })
+    return res.end()
+  }
+  serveBytes(req, res, body, { ETag: `"${sha1(body)}"`, 'X-Repo-Commit': commit })
+}
+
+function cdnHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
+  record('cdn', req)
+  const m = /^\/blobs\/([0-9a-f]{64})$/.exec(new URL(req.url!, 'http://x').pathname)
+  const body = m ? blobs.get(m[1]) : undefined
+  if (!body) return res.writeHead(404).end()
+  serveBytes(req, res, body, { ETag: `"${m![1]}"` })
+}
+
+const listen = (s: Server) => new Promise<string>((r) => s.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)))
+
+/** huggingface_hub's hf_hub_download from our Hub into `cache` (the cache layout's oracle). */
+async function hfDownload(cache: string, repo: string, files: string[], revision = 'main') {
+  const script = `
+import sys
+from huggingface_hub import hf_hub_download
+cache, repo, revision, endpoint = sys.argv[1:5]
+for name in sys.argv[5:]:
+    print(hf_hub_download(repo, name, revision=revision, cache_dir=cache, endpoint=endpoint))
+`
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HOME: join(root, 'hf-home'), HF_HUB_DISABLE_TELEMETRY: '1', HF_HUB_DISABLE_XET: '1', HF_HUB_OFFLINE: '', HF_ENDPOINT: '' }
+  delete env.HF_TOKEN
+  const { stdout } = await promisify(execFile)(PYTHON, ['-c', script, cache, repo, revision, endpoint, ...files], { env })
+  return stdout.trim().split('\n')
+}
+
+const floats = (t: { data: unknown }) => Array.from(t.data as Float32Array)
+const saved = { ...process.env }
+afterEach(() => {
+  for (const k of ['HF_HUB_CACHE', 'HF_HOME', 'HF_ENDPOINT', 'HF_TOKEN', 'HF_HUB_OFFLINE', 'XDG_CACHE_HOME']) {
+    if (saved[k] === undefined) delete process.env[k]
+    else process.env[k] = saved[k]
+  }
+})
+
+let cache: string
+beforeAll(async () => {
+  hub = createServer(hubHandler)
+  cdn = createServer(cdnHandler)
+  endpoint = await listen(hub)
+  cdnBase = await listen(cdn)
+  cache = join(root, 'cache')
+  await hfDownload(cache, 'org/tiny', ['config.json', 'model.safetensors'])
+  await hfDownload(cache, 'org/tiny', ['config.json', 'model.safetensors'], 'v1')
+  await hfDownload(cache, 'org/sharded', ['config.json', 'model.safetensors.index.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'])
+}, 120_000)
+
+afterAll(async () => {
+  await Promise.all([hub, cdn].map((s) => new Promise<void>((r) => s.close(() => r()))))
+})
+
+describe('a model id from the local Hugging Face cache (filled by huggingface_hub)', () => {
+  it('the cache is huggingface_hub\'s layout: refs, snapshots of symlinks into blobs', () => {
+    const repo = join(cache, 'models--org--tiny')
+    expect(readFileSync(join(repo, 'refs', 'main'), 'utf8')).toBe(MAIN)
+    expect(readFileSync(join(repo, 'refs', 'v1'), 'utf8')).toBe(V1)
+    const link = join(repo, 'snapshots', MAIN, 'model.safetensors')
+    expect(lstatSync(link).isSymbolicLink()).toBe(true)
+    expect(readlinkSync(link)).toBe(`../../blobs/${sha256(v2.bytes)}`)
+  })
+
+  it('loads the snapshot the revision names, offline; bit-exact', async () => {
+    seen = []
+    const m = await Model.loadPretrained('org/tiny', { cacheDir: cache })
+    expect(m).toBeInstanceOf(Model)
+    expect(realpathSync((m as Model).dir)).toBe(realpathSync(join(cache, 'models--org--tiny', 'snapshots', MAIN)))
+    expect(m.config).toEqual({ model_type: 'tiny', version: 2 })
+    expect(floats(m.getTensor('layer.weight'))).toEqual(Array.from(v2.w))
+    const old = await Model.loadPretrained('org/tiny', { cacheDir: cache, revision: 'v1' })
+    expect(old.config).toEqual({ model_type: 'tiny', version: 1 })
+    expect(floats(old.getTensor('layer.bias'))).toEqual(Array.from(v1.b))
+    const byCommit = Model.loadPretrainedSync('org/tiny', { cacheDir: cache, revision: V1 })
+    expect(floats(byCommit.getTensor('layer.weight'))).toEqual(Array.from(v1.w))
+    const sharded = await Model.loadPretrained('org/sharded', { cacheDir: cache })
+    expect(sharded.format).toBe('sharded-safetensors')
+    expect(sharded.tensorNames.sort()).toEqual(['a.weight', 'b.weight'])
+    expect(seen).toEqual([]) // no request: the cache was enough, even with an endpoint set below
+    process.env.HF_ENDPOINT = endpoint
+    await Model.loadPretrained('org/tiny', { cacheDir: cache })
+    expect(seen).toEqual([])
+  })
+
+  it('finds the cache through HF_HUB_CACHE, HF_HOME and XDG_CACHE_HOME', async () => {
+    const home = join(root, 'home-var')
+    mkdirSync(join(home, 'huggingface'), { recursive: true })
+    rmSync(join(home, 'huggingface', 'hub'), { force: true, recursive: true })
+    // HF_HOME/hub and XDG_CACHE_HOME/huggingface/hub: a symlink to the filled cache.
+    symlinkSync(cache, join(home, 'huggingface', 'hub'))
+    process.env.HF_HUB_CACHE = cache
+    expect((await Model.loadPretrained('org/tiny')).config).toEqual({ model_type: 'tiny', version: 2 })
+    delete process.env.HF_HUB_CACHE
+    process.env.HF_HOME = join(home, 'huggingface')
+    expect(Model.loadPretrainedSync('org/tiny', { revision: 'v1' }).config).toEqual({ model_type: 'tiny', version: 1 })
+    delete process.env.HF_HOME
+    process.env.XDG_CACHE_HOME = home
+    expect((await Model.loadPretrained('org/tiny')).config).toEqual({ model_type: 'tiny', version: 2 })
+    // cacheDir wins over the variables.
+    process.env.HF_HUB_CACHE = join(root, 'nowhere')
+    expect((await Model.loadPretrained('org/tiny', { cacheDir: cache })).config).toEqual({ model_type: 'tiny', version: 2 })
+  })
+
+  it('openWeights and openWeightsSync read a cached id too (the cache only)', async () => {
+    const w = await openWeights('org/tiny', { cacheDir: cache, revision: 'v1' })
+    expect(floats(w.getTensor('layer.weight'))).toEqual(Array.from(v1.w))
+    const s = openWeightsSync('org/sharded', { cacheDir: cache })
+    expect(s.tensorNames.sort()).toEqual(['a.weight', 'b.weight'])
+    const empty = join(root, 'empty-cache')
+    await expect(openWeights('org/tiny', { cacheDir: empty, endpoint } as never)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('Model.loadPretrained') })
+    expect(() => openWeightsSync('org/tiny', { cacheDir: empty })).toThrow(expect.objectContaining({ code: 'ERR_NOT_FOUND' }))
+  })
+
+  it('inspect, validate and convert take a cached id (the cache only) and name the snapshot', async () => {
+    const snapshot = join(cache, 'models--org--tiny', 'snapshots', V1)
+    expect(await inspect('org/tiny', { cacheDir: cache, revision: 'v1' })).toEqual(await inspect(snapshot))
+    expect(await validate('org/sharded', { cacheDir: cache })).toMatchObject({ ok: true, format: 'model-dir' })
+    const out = join(root, 'from-id.safetensors')
+    await convert('org/tiny', out, { to: 'safetensors', cacheDir: cache })
+    expect(floats((await openWeights(out)).getTensor('layer.weight'))).toEqual(Array.from(v2.w))
+    const empty = join(root, 'empty-cache')
+    await expect(inspect('org/tiny', { cacheDir: empty })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    expect(await validate('org/tiny', { cacheDir: empty })).toMatchObject({ ok: false, errors: [{ code: 'ERR_NOT_FOUND' }] })
+    await expect(validate('org/x--y')).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+
+  it('a stray HF_ENDPOINT never breaks a local path or a cached id; it is checked when used', async () => {
+    process.env.HF_ENDPOINT = 'not a url'
+    process.env.HF_TOKEN = 'has space'
+    expect((await Model.loadPretrained('org/tiny', { cacheDir: cache })).config).toEqual({ model_type: 'tiny', version: 2 })
+    await expect(Model.loadPretrained('org/tiny', { cacheDir: join(root, 'empty-cache') })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('HF_ENDPOINT') })
+  })
+
+  it('a local directory of the same name wins over the id', async () => {
+    const dirName = `stn-hub-${process.pid}`
+    const local = join(process.cwd(), dirName, 'tiny')
+    mkdirSync(local, { recursive: true })
+    try {
+      writeFileSync(join(local, 'config.json'), '{"local":true}')
+      saveFile(join(local, 'model.safetensors'), { x: { shape: [1], data: new Float32Array([5]) } })
+      const m = await Model.loadPretrained(`${dirName}/tiny`, { cacheDir: cache })
+      expect(m.config).toEqual({ local: true })
+    } finally {
+      rmSync(join(process.cwd(), dirName), { recursive: true, force: true })
+    }
+  })
+
+  it('an id neither cached nor allowed over HTTP: ERR_NOT_FOUND saying how to read it', async () => {
+    const empty = join(root, 'empty-cache')
+    const e = await Model.loadPretrained('org/tiny', { cacheDir: empty }).catch((x) => x)
+    expect(e).toMatchObject({ code: 'ERR_NOT_FOUND', path: 'org/tiny' })
+    expect(e.message).toContain(empty)
+    expect(e.message).toContain('HF_ENDPOINT')
+    // A revision the cache has no ref for.
+    await expect(Model.loadPretrained('org/tiny', { cacheDir: cache, revision: 'v9' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    expect(() => Model.loadPretrainedSync('org/tiny', { cacheDir: empty })).toThrow(expect.objectContaining({ code: 'ERR_NOT_FOUND' }))
+    // HF_HUB_OFFLINE forbids the network even with an endpoint.
+    process.env.HF_HUB_OFFLINE = '1'
+    seen = []
+    const off = await Model.loadPretrained('org/tiny', { cacheDir: empty, endpoint }).catch((x) => x)
+    expect(off).toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('HF_HUB_OFFLINE') })
+    expect(seen).toEqual([])
+  })
+
+  it('a damaged ref is ERR_INVALID_MODEL naming the ref file', async () => {
+    const bad = join(root, 'bad-cache')
+    const repo = join(bad, 'models--org--tiny')
+    mkdirSync(join(repo, 'refs'), { recursive: true })
+    writeFileSync(join(repo, 'refs', 'main'), '../../../etc')
+    await expect(Model.loadPretrained('org/tiny', { cacheDir: bad })).rejects.toMatchObject({ code: 'ERR_INVALID_MODEL', path: join(repo, 'refs', 'main') })
+  })
+
+  it('bad ids, revisions and options are ERR_INVALID_ARGUMENT (the token never echoed)', async () => {
+    for (const id of ['org/na me', 'org/x--y', 'org/-x', 'org/x.', 'org/x.git', 'org/a..b', `org/${'a'.repeat(97)}`]) {
+      await expect(Model.loadPretrained(id, { cacheDir: cache }), id).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('model id') })
+      expect(() => Model.loadPretrainedSync(id, { cacheDir: cache }), id).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
+    }
+    for (const revision of ['', '../x', 'a/../../b', '/main', 'a\\b']) {
+      await expect(Model.loadPretrained('org/tiny', { cacheDir: cache, revision }), revision).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    }
+    await expect(Model.loadPretrained('org/tiny', { revision: 5 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    await expect(Model.loadPretrained('org/tiny', { endpoint: 'ftp://x' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    const e = await Model.loadPretrained('org/tiny', { endpoint, token: `${TOKEN}\r\nX: y` }).catch((x) => x)
+    expect(e.code).toBe('ERR_INVALID_ARGUMENT')
+    expect(JSON.stringify({ ...e, message: e.message })).not.toContain(TOKEN)
+  })
+})
+
+describe('a model id over HTTP from an endpoint that behaves like the Hub', () => {
+  const empty = () => join(root, 'never-filled')
+
+  it('reads lazily through the redirect; the token goes only to the endpoint origin', async () => {
+    seen = []
+    const m = await Model.loadPretrained('org/tiny', { cacheDir: empty(), endpoint, token: TOKEN })
+    expect(m).not.toBeInstanceOf(Model)
+    expect(m.config).toEqual({ model_type: 'tiny', version: 2 })
+    expect(floats(await m.getTensorAsync('layer.weight'))).toEqual(Array.from(v2.w))
+    const hubCalls = seen.filter((s) => s.server === 'hub')
+    const cdnCalls = seen.filter((s) => s.server === 'cdn')
+    expect(hubCalls.length).toBeGreaterThan(0)
+    expect(cdnCalls.length).toBeGreaterThan(0)
+    expect(hubCalls.every((s) => s.auth === `Bearer ${TOKEN}`)).toBe(true)
+    expect(cdnCalls.every((s) => s.auth === undefined)).toBe(true)
+    // config.json at the revision asked for; then the commit it came from.
+    expect(hubCalls[0].path).toBe('/org/tiny/resolve/main/config.json')
+    expect(hubCalls.slice(1).every((s) => s.path.startsWith(`/org/tiny/resolve/${MAIN}/`))).toBe(true)
+    // Credentials the caller put in headers stay behind on the redirect too, as fetch does.
+    seen = []
+    const own = await Model.loadPretrained('org/tiny', { cacheDir: empty(), endpoint, headers: { Authorization: 'Bearer mine', 'X-Trace': 't' } })
+    await own.getTensorAsync('layer.bias')
+    expect(seen.filter((s) => s.server === 'hub').every((s) => s.auth === 'Bearer mine')).toBe(true)
+    expect(seen.filter((s) => s.server === 'cdn').every((s) => s.auth === undefined)).toBe(true)
+    // Lazily: the weights were read by range requests, never whole.
+    expect(cdnCalls.every((s) => s.path.startsWith('/blobs/') && /^bytes=\d+-\d+$/.test(s.range ?? ''))).toBe(true)
+  })
+
+  it('honours the revision (a tag, refs/pr/N encoded as one segment) and HF_ENDPOINT / HF_TOKEN', async () => {
+    seen = []
+    process.env.HF_ENDPOINT = endpoint
+    const old = await Model.loadPretrained('org/tiny', { cacheDir: empty(), revision: 'v1' })
+    expect(old.config).toEqual({ model_type: 'tiny', version: 1 })
+    expect(floats(await old.getTensorAsync('layer.bias'))).toEqual(Array.from(v1.b))
+    expect(seen[0].path).toBe('/org/tiny/resolve/v1/config.json')
+    seen = []
+    const pr = await Model.loadPretrained('org/tiny', { cacheDir: empty(), revision: 'refs/pr/1' })
+    expect(pr.config).toEqual({ model_type: 'tiny', version: 3 })
+    expect(seen[0].path).toBe('/org/tiny/resolve/refs%2Fpr%2F1/config.json')
+    // A private model: 401 without a token is ERR_NOT_FOUND (the Hub cannot tell), with HF_TOKEN it loads.
+    await expect(Model.loadPretrained('org/private', { cacheDir: empty() })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('token') })
+    process.env.HF_TOKEN = TOKEN
+    const priv = await Model.loadPretrained('org/private', { cacheDir: empty() })
+    expect(priv.config).toEqual({ model_type: 'tiny', version: 7 })
+  })
+
+  it('sharded models; missing models, files and lies are coded errors without the token', async () => {
+    const sharded = await Model.loadPretrained('org/sharded', { cacheDir: empty(), endpoint, token: TOKEN })
+    expect(sharded.format).toBe('sharded-safetensors')
+    const local = await Model.loadPretrained('org/sharded', { cacheDir: cache })
+    for (const n of ['a.weight', 'b.weight']) expect(floats(await sharded.getTensorAsync(n))).toEqual(floats(local.getTensor(n)))
+    const errors = await Promise.all([
+      Model.loadPretrained('org/absent', { cacheDir: empty(), endpoint, token: TOKEN }).catch((x) => x),
+      Model.loadPretrained('org/tiny', { cacheDir: empty(), endpoint, token: TOKEN, revision: 'nope' }).catch((x) => x),
+      Model.loadPretrained('org/noweights', { cacheDir: empty(), endpoint, token: TOKEN }).catch((x) => x),
+      Model.loadPretrained('org/liar', { cacheDir: empty(), endpoint, token: TOKEN }).catch((x) => x),
+    ])
+    expect(errors.map((e) => e.code)).toEqual(['ERR_NOT_FOUND', 'ERR_NOT_FOUND', 'ERR_NO_WEIGHTS', 'ERR_IO'])
+    expect(errors[3].message).toContain('X-Linked-Size')
+    for (const e of errors) expect(`${e.message} ${JSON.stringify({ ...e })}`).not.toContain(TOKEN)
+  })
+
+  it('inspect, validate and convert read an uncached id over HTTP too (headers only where they can)', async () => {
+    seen = []
+    const remote = await inspect('org/sharded', { cacheDir: empty(), endpoint, token: TOKEN })
+    const local = await inspect('org/sharded', { cacheDir: cache })
+    const strip = (r: any) => ({ ...r, path: '', files: r.files.map((f: string) => f.split('/').pop()), tensors: r.tensors.map((t: any) => ({ ...t, file: t.file?.split('/').pop() })) })
+    expect(strip(remote)).toEqual(strip(local))
+    expect(remote.path).toBe(`${endpoint}/org/sharded/resolve/main`)
+    expect(seen.filter((s) => s.server === 'cdn').every((s) => s.auth === undefined)).toBe(true)
+    expect(seen.filter((s) => s.server === 'hub').every((s) => s.auth === `Bearer ${TOKEN}`)).toBe(true)
+    expect(await validate('org/tiny', { cacheDir: empty(), endpoint })).toMatchObject({ ok: true })
+    expect(await validate('org/absent', { cacheDir: empty(), endpoint })).toMatchObject({ ok: false, errors: [{ code: 'ERR_NOT_FOUND', message: expect.stringContaining('token') }] })
+    expect(await validate('org/noweights', { cacheDir: empty(), endpoint })).toMatchObject({ ok: false, errors: [{ code: 'ERR_NO_WEIGHTS' }] })
+    await expect(inspect('org/absent', { cacheDir: empty(), endpoint })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    const a = join(root, 'id-http.safetensors')
+    const b = join(root, 'id-cache.safetensors')
+    await convert('org/tiny', a, { to: 'safetensors', cacheDir: empty(), endpoint, revision: 'v1' })
+    await convert('org/tiny', b, { to: 'safetensors', cacheDir: cache, revision: 'v1' })
+    expect(readFileSync(a).equals(readFileSync(b))).toBe(true)
+  })
+
+  it('a partly cached snapshot (config.json only) is read over HTTP when an endpoint is set', async () => {
+    const partial = join(root, 'partial-cache')
+    await hfDownload(partial, 'org/tiny', ['config.json'])
+    await expect(Model.loadPretrained('org/tiny', { cacheDir: partial })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining(MAIN) })
+    const m = await Model.loadPretrained('org/tiny', { cacheDir: partial, endpoint })
+    expect(floats(await m.getTensorAsync('layer.weight'))).toEqual(Array.from(v2.w))
+  })
+})

@@ -1,0 +1,284 @@
+//! A GGUF file as a [`TensorSource`]: mapped once, parsed once, tensors fetched by name.
+//!
+//! What `fetch` yields per ggml type (the type policy of every reader of GGUF: `getTensor`,
+//! `convert`, `Model`): plain types (F32, F16, BF16, F64, the integers) are served as stored
+//! (a view of the mapping); block types are decoded to F32 through the codec table
+//! ([`crate::codecs`]; a type without a decoder lists normally and fails to fetch with
+//! ERR_UNSUPPORTED_DTYPE, while `fetch_raw` always gives the stored blocks).
+
+use super::{GgmlType, GgufFile, GgufParts, GgufTensorInfo};
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::format::{detect, OpenOptions, Registration};
+use crate::memory::{Memory, TensorBytes};
+use crate::source::{
+    self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
+};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// GGUF's entry in the format registry.
+pub const FORMAT: Registration = Registration {
+    format: WeightsFormat::Gguf,
+    sniff: detect::is_gguf,
+    open: Some(|path, options| Ok(Box::new(GgufSource::open(path, options)?))),
+    from_bytes: Some(|bytes| {
+        let memory = Arc::new(Memory::Owned(bytes));
+        let source = GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
+            detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(detect::Head::of(&memory)))
+        })?;
+        Ok(Box::new(source))
+    }),
+    problems: None,
+};
+
+/// A parsed GGUF file that owns its bytes (or, for a file read piecewise, only its header:
+/// see [`GgufSource::from_header`]).
+pub struct GgufSource {
+    memory: Arc<Memory>,
+    /// The length of a file whose header alone is held (`memory` is empty then).
+    header_only: Option<u64>,
+    path: Option<PathBuf>,
+    /// The parsed header: version, alignment, data offset, metadata, and the file's own
+    /// description of each tensor (in the order of `tensors`).
+    header: GgufParts,
+    tensors: TensorList,
+}
+
+/// The dtype a tensor of `t` is served as: a plain type as itself (integers stay integers,
+/// F16 and BF16 keep their bits), a block type as F32 (the codec table decodes it).
+pub fn served_dtype(t: GgmlType) -> DType {
+    t.decoded_dtype().unwrap_or(DType::F32)
+}
+
+/// Whether `t` is served as its stored bytes (no decoding).
+fn served_as_stored(t: GgmlType) -> bool {
+    t.codec().native.is_some()
+}
+
+impl GgufSource {
+    /// Map (or, with `Backend::Read`, read) and parse a file.
+    pub fn open(path: &Path, options: &mut OpenOptions<'_>) -> Result<GgufSource> {
+        let (file, meta) = crate::fsutil::open_regular(path, "a GGUF file")?;
+        let memory = Memory::load(&file, meta.len(), path, options.backend)?;
+        let mut source = GgufSource::from_memory(Arc::new(memory)).map_err(|e| {
+            detect::explain_misread(e.with_path(path), WeightsFormat::Gguf, &|| {
+                detect::Head::read(&file, meta.len(), path)
+            })
+        })?;
+        source.path = Some(path.to_path_buf());
+        options.report(meta.len(), meta.len());
+        Ok(source)
+    }
+
+    /// Parse a whole file held in memory.
+    pub fn from_memory(memory: Arc<Memory>) -> Result<GgufSource> {
+        let parts = GgufFile::parse(&memory)?.into_parts();
+        GgufSource::from_parts(memory, None, parts)
+    }
+
+    /// The header of a file of `file_len` bytes read elsewhere (over HTTP, by range requests:
+    /// see [`super::parse_header`]). It lists and describes every tensor; the tensors' bytes
+    /// are fetched by the caller and served with [`GgufSource::serve_stored`]. `fetch` and
+    /// `fetch_raw` are ERR_INVALID_ARGUMENT.
+    pub fn from_header(parts: GgufParts, file_len: u64) -> Result<GgufSource> {
+        GgufSource::from_parts(Arc::new(Memory::Owned(Vec::new())), Some(file_len), parts)
+    }
+
+    fn from_parts(
+        memory: Arc<Memory>,
+        header_only: Option<u64>,
+        parts: GgufParts,
+    ) -> Result<GgufSource> {
+        let tensors = parts
+            .tensors
+            .iter()
+            .map(|t| SourceTensor {
+                name: t.name.clone(),
+                dtype: served_dtype(t.ggml_type),
+                stored: Cow::Borrowed(t.ggml_type.name()),
+                shape: t.shape.clone(),
+                stored_len: t.byte_len as u64,
+            })
+            .collect();
+        // Names were checked unique by the parser.
+        let tensors = TensorList::new(tensors, |n| {
+            CoreError::invalid_gguf("duplicate tensor name").with_tensor(n)
+        })?;
+        Ok(GgufSource {
+            memory,
+            header_only,
+            path: None,
+            header: parts,
+            tensors,
+        })
+    }
+
+    /// The parsed header: version, alignment, data section offset, metadata in file order,
+    /// and each tensor's ggml type and offset.
+    pub fn header(&self) -> &GgufParts {
+        &self.header
+    }
+
+    /// The file's description of a tensor (ggml type, offset within the data section).
+    pub fn gguf_info(&self, name: &str) -> Option<&GgufTensorInfo> {
+        self.tensors.position(name).map(|i| &self.header.tensors[i])
+    }
+
+    fn context(&self, e: CoreError) -> CoreError {
+        match &self.path {
+            Some(p) => e.with_path(p),
+            None => e,
+        }
+    }
+
+    fn info_of(&self, name: &str) -> Result<&GgufTensorInfo> {
+        self.gguf_info(name).ok_or_else(|| {
+            self.context(CoreError::not_found("no such tensor in the file").with_tensor(name))
+        })
+    }
+
+    /// The bytes `fetch` would give for `name`, from its stored bytes `raw` (fetched by the
+    /// caller from the file at [`GgufSource::file_offset`]): as they are for plain types,
+    /// decoded to F32 for block types.
+    pub fn serve_stored(&self, name: &str, raw: Vec<u8>) -> Result<TensorBytes<'static>> {
+        let info = self.info_of(name)?;
+        if raw.len() != info.byte_len {
+            return Err(self.context(
+                CoreError::invalid_argument(format!(
+                    "{} bytes given for a tensor of {} stored bytes",
+                    raw.len(),
+                    info.byte_len
+                ))
+                .with_tensor(name),
+            ));
+        }
+        if served_as_stored(info.ggml_type) {
+            return Ok(TensorBytes::Owned(raw));
+        }
+        super::decode_f32(info.ggml_type, &raw, info.numel())
+            .map(TensorBytes::Owned)
+            .map_err(|e| self.context(e.with_tensor(name)))
+    }
+
+    /// Where the stored bytes of `name` start, from the start of the file.
+    pub fn file_offset(&self, name: &str) -> Option<u64> {
+        let info = self.gguf_info(name)?;
+        Some(self.header.data_offset as u64 + info.offset)
+    }
+
+    /// The size of the file.
+    pub fn file_len(&self) -> u64 {
+        self.header_only.unwrap_or(self.memory.len() as u64)
+    }
+
+    fn raw(&self, info: &GgufTensorInfo) -> Result<TensorBytes<'_>> {
+        if self.header_only.is_some() {
+            return Err(self.context(
+                CoreError::invalid_argument(
+                    "only the header of this file was read: fetch the tensor's bytes and decode them",
+                )
+                .with_tensor(&info.name),
+            ));
+        }
+        // The range was checked against the file's length by the parser.
+        let start = self.header.data_offset + info.offset as usize;
+        TensorBytes::shared(&self.memory, start, info.byte_len)
+            .map_err(|e| self.context(e.with_tensor(&info.name)))
+    }
+}
+
+impl TensorSource for GgufSource {
+    fn format(&self) -> WeightsFormat {
+        WeightsFormat::Gguf
+    }
+    fn list(&self) -> &TensorList {
+        &self.tensors
+    }
+    fn metadata(&self) -> Metadata<'_> {
+        Metadata::Gguf(&self.header.metadata)
+    }
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        let info = self.info_of(name)?;
+        let raw = self.raw(info)?;
+        if served_as_stored(info.ggml_type) {
+            return Ok(raw);
+        }
+        super::decode_f32(info.ggml_type, raw.as_slice(), info.numel())
+            .map(TensorBytes::Owned)
+            .map_err(|e| self.context(e.with_tensor(name)))
+    }
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
+        self.raw(self.info_of(name)?)
+    }
+    fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
+        let info = self.gguf_info(name)?;
+        Some((info.offset, info.offset + info.byte_len as u64))
+    }
+    fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+    fn files(&self) -> Vec<SourceFile> {
+        source::single_file(self.path.as_deref(), self.file_len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::gguf::{write_gguf, GgufTensorSpec};
+    use crate::tensor::TensorView;
+
+    #[test]
+    fn tensors_are_served_as_the_type_policy_says() {
+        let values: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) / 8.0).collect();
+        let views = [
+            TensorView::from_f32("f32", vec![2, 32], &values).unwrap(),
+            TensorView::from_f32("q8", vec![2, 32], &values).unwrap(),
+            TensorView::new(
+                "f16",
+                DType::F16,
+                vec![64],
+                crate::cast::encode_f32(&values, DType::F16).unwrap(),
+            )
+            .unwrap(),
+        ];
+        let specs = [
+            GgufTensorSpec::new("f32", vec![2, 32], GgmlType::F32),
+            GgufTensorSpec::new("q8", vec![2, 32], GgmlType::Q8_0),
+            GgufTensorSpec::new("f16", vec![64], GgmlType::F16),
+        ];
+        let mut bytes = Vec::new();
+        let metadata = crate::format::gguf::standard_metadata("test", "t", &specs);
+        write_gguf(&mut bytes, &metadata, &specs, |i, _| Ok(views[i].clone())).unwrap();
+        let file = GgufFile::parse(&bytes).unwrap();
+        let expected_q8 = file.tensor("q8").unwrap();
+        let source = GgufSource::from_memory(Arc::new(Memory::Owned(bytes.clone()))).unwrap();
+        let listed: Vec<_> = source
+            .tensors()
+            .iter()
+            .map(|t| (t.name.as_str(), t.dtype, &*t.stored, t.stored_len))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("f32", DType::F32, "F32", 256),
+                ("q8", DType::F32, "Q8_0", 68),
+                ("f16", DType::F16, "F16", 128)
+            ]
+        );
+        // F32 and F16: the stored bytes, shared (a view in JS); Q8_0: decoded, owned.
+        let f32 = source.fetch("f32").unwrap();
+        assert!(matches!(f32, TensorBytes::Shared { .. }));
+        assert_eq!(f32.as_slice(), &views[0].data[..]);
+        assert_eq!(source.fetch("f16").unwrap().as_slice(), &views[2].data[..]);
+        let q8 = source.fetch("q8").unwrap();
+        assert!(matches!(q8, TensorBytes::Owned(_)));
+        assert_eq!(q8.as_slice(), &expected_q8.data[..]);
+        assert_eq!(source.fetch_raw("q8").unwrap().len(), 68);
+        assert_eq!(source.view("q8").unwrap().shape, vec![2, 32]);
+        assert_eq!(source.fetch("nope").err().unwrap().code(), "ERR_NOT_FOUND");
+        assert_eq!(source.num_parameters(), 192);
+    }
+}

@@ -1,0 +1,200 @@
+//! The writer: headers, whole files and streamed files.
+
+use super::header::{MAX_HEADER_SIZE, N_LEN};
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::fsutil::{self, Durability};
+use crate::tensor::{checked_numel, TensorView};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+/// What the writer needs to know of a tensor before its data: name, dtype, shape, size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub byte_len: usize,
+}
+
+impl TensorSpec {
+    /// The spec of a tensor whose data comes later (size from shape and dtype).
+    pub fn new(name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> Result<TensorSpec> {
+        let name = name.into();
+        let byte_len = checked_numel(&shape)
+            .and_then(|n| dtype.byte_len(n))
+            .ok_or_else(|| {
+                CoreError::invalid_argument(format!(
+                    "shape {shape:?} of {dtype} overflows or does not fill whole bytes"
+                ))
+                .with_tensor(&name)
+            })?;
+        Ok(TensorSpec {
+            name,
+            dtype,
+            shape,
+            byte_len,
+        })
+    }
+
+    fn of(view: &TensorView<'_>) -> TensorSpec {
+        TensorSpec {
+            name: view.name.clone(),
+            dtype: view.dtype,
+            shape: view.shape.clone(),
+            byte_len: view.data.len(),
+        }
+    }
+}
+
+/// The header bytes (length prefix + padded JSON) of the file the reference writer would
+/// produce for `specs`, and the order (indices into `specs`) in which their data follows:
+/// dtype descending (the reference's alignment order), then name.
+pub fn header_bytes(
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<(Vec<u8>, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&specs[a], &specs[b]);
+        b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name))
+    });
+    let mut seen = std::collections::HashSet::with_capacity(specs.len());
+    for spec in specs {
+        if !seen.insert(spec.name.as_str()) {
+            return Err(CoreError::invalid_argument(format!(
+                "duplicate tensor name '{}'",
+                spec.name
+            )));
+        }
+    }
+    let mut json = String::from("{");
+    if let Some(m) = metadata {
+        json.push_str("\"__metadata__\":");
+        json.push_str(&to_json(m)?);
+    }
+    let mut offset = 0usize;
+    for &i in &order {
+        let t = &specs[i];
+        if t.name == "__metadata__" {
+            return Err(CoreError::invalid_argument(
+                "'__metadata__' is reserved and cannot name a tensor",
+            ));
+        }
+        if json.len() > 1 {
+            json.push(',');
+        }
+        let end = offset
+            .checked_add(t.byte_len)
+            .ok_or_else(|| CoreError::invalid_argument("total size overflows"))?;
+        json.push_str(&format!(
+            "{}:{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{offset},{end}]}}",
+            to_json(&t.name)?,
+            t.dtype,
+            to_json(&t.shape)?,
+        ));
+        offset = end;
+    }
+    json.push('}');
+    let padded = json.len().next_multiple_of(N_LEN);
+    if padded > MAX_HEADER_SIZE {
+        return Err(CoreError::invalid_argument(format!(
+            "the header would be {padded} bytes, over the format's limit of {MAX_HEADER_SIZE}"
+        )));
+    }
+    let mut header = Vec::with_capacity(N_LEN + padded);
+    header.extend_from_slice(&(padded as u64).to_le_bytes());
+    header.extend_from_slice(json.as_bytes());
+    header.resize(N_LEN + padded, b' ');
+    Ok((header, order))
+}
+
+/// JSON text of a value, exactly as the reference (serde_json, compact) writes it.
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| CoreError::invalid_argument(e.to_string()))
+}
+
+/// Serialize tensors to the bytes of a SafeTensors file, byte-identical to the reference
+/// writer (metadata keys sorted, so the output is deterministic).
+pub fn serialize(
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<Vec<u8>> {
+    let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
+    let (header, order) = header_bytes(&specs, metadata)?;
+    let total = header.len() + specs.iter().map(|t| t.byte_len).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&header);
+    for i in order {
+        out.extend_from_slice(&tensors[i].data);
+    }
+    Ok(out)
+}
+
+/// Write tensors to `path` atomically (temporary file in the same directory, then rename;
+/// no `fsync`: see [`save_file_with`] and [`Durability`]).
+pub fn save_file(
+    path: &Path,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+) -> Result<()> {
+    save_file_with(path, tensors, metadata, Durability::default())
+}
+
+/// [`save_file`] with the [`Durability`] asked for.
+pub fn save_file_with(
+    path: &Path,
+    tensors: &[TensorView<'_>],
+    metadata: Option<&BTreeMap<String, String>>,
+    durability: Durability,
+) -> Result<()> {
+    let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
+    save_streaming_with(path, &specs, metadata, durability, &mut |i| {
+        Ok(Cow::Borrowed(tensors[i].data.as_ref()))
+    })
+}
+
+/// Write a file whose tensor data is produced one tensor at a time by `fetch(i)` (an index
+/// into `specs`), so a conversion never holds the whole model in memory twice. Atomic.
+pub fn save_streaming<'d>(
+    path: &Path,
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+    fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
+) -> Result<()> {
+    save_streaming_with(path, specs, metadata, Durability::default(), fetch)
+}
+
+/// [`save_streaming`] with the [`Durability`] asked for.
+pub fn save_streaming_with<'d>(
+    path: &Path,
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+    durability: Durability,
+    fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
+) -> Result<()> {
+    let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
+    // The exact size (header_bytes checked that the data offsets add up).
+    let len = specs.iter().fold(header.len() as u64, |n, s| {
+        n.saturating_add(s.byte_len as u64)
+    });
+    fsutil::write_atomic_sized(path, durability, len, |out: &mut dyn Write| {
+        fsutil::write_all(out, &header, path)?;
+        for i in order {
+            let spec = &specs[i];
+            let data = fetch(i)?;
+            if data.len() != spec.byte_len {
+                return Err(CoreError::invalid_argument(format!(
+                    "expected {} bytes of data, got {}",
+                    spec.byte_len,
+                    data.len()
+                ))
+                .with_tensor(&spec.name));
+            }
+            fsutil::write_all(out, &data, path)?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,241 @@
+//! A sharded checkpoint: a JSON index (`{"weight_map": {tensor: shard}}`) and the shard
+//! files beside it, served as one [`TensorSource`] made of a list of sources.
+//!
+//! Each shard is opened by what its bytes are (SafeTensors for `model.safetensors.index.json`;
+//! any registered format otherwise), lazily mapped; the rules that tie shards to their index
+//! are [`crate::pretrained::layout`]'s, shared with remote directories.
+
+use crate::error::{CoreError, Result};
+use crate::format::{detect, OpenOptions, Registration};
+use crate::memory::{Backend, TensorBytes};
+use crate::pretrained::layout::{self, ShardIndex, ShardListing};
+use crate::source::{Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat};
+use std::path::{Path, PathBuf};
+
+/// The sharded index's entry in the format registry (an index file opened on its own).
+pub const FORMAT: Registration = Registration {
+    format: WeightsFormat::ShardedSafeTensors,
+    sniff: detect::is_sharded_index,
+    open: Some(|path, options| {
+        let backend = options.backend;
+        let source = ShardedSource::open(path, backend, &mut |_, done, total| {
+            options.report(done, total)
+        })?;
+        Ok(Box::new(source))
+    }),
+    from_bytes: None,
+    problems: None,
+};
+
+/// The shards of an index, served as one source.
+pub struct ShardedSource {
+    format: WeightsFormat,
+    /// The index file.
+    path: PathBuf,
+    files: Vec<SourceFile>,
+    shards: Vec<Box<dyn TensorSource>>,
+    tensors: TensorList,
+    /// The shard of each tensor, in the order of `tensors`.
+    shard_of: Vec<usize>,
+    /// The save (see [`crate::pretrained::save_model_dir`]) the shards belong to.
+    save_id: Option<String>,
+}
+
+impl ShardedSource {
+    /// Open the index at `index_path` and every shard it names (relative to the index's
+    /// directory). `progress(shard, bytes opened, bytes of all shards)` is called as each
+    /// shard is opened.
+    pub fn open(
+        index_path: &Path,
+        backend: Backend,
+        progress: &mut dyn FnMut(&str, u64, u64),
+    ) -> Result<ShardedSource> {
+        let dir = index_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let text = crate::pretrained::read_json_file(
+            index_path,
+            "a sharded index",
+            layout::INDEX_MAX_BYTES,
+        )?;
+        let index = layout::parse_index(&text).map_err(|e| e.with_path(index_path))?;
+        let paths: Vec<PathBuf> = index
+            .shards
+            .iter()
+            .map(|name| {
+                crate::pretrained::safe_join(dir, name).map_err(|e| e.with_path(index_path))
+            })
+            .collect::<Result<_>>()?;
+        let mut sizes = Vec::with_capacity(paths.len());
+        for p in &paths {
+            let size = std::fs::metadata(p).map(|m| m.len()).map_err(|e| {
+                let e = CoreError::io(e, p);
+                if e.code() == "ERR_NOT_FOUND" {
+                    layout::shard_missing().with_path(p)
+                } else {
+                    e
+                }
+            })?;
+            sizes.push(size);
+        }
+        let total: u64 = sizes.iter().sum();
+        let mut loaded = 0u64;
+        let mut shards: Vec<Box<dyn TensorSource>> = Vec::with_capacity(paths.len());
+        for ((name, path), size) in index.shards.iter().zip(&paths).zip(&sizes) {
+            let opened = crate::format::detect_file(path).and_then(|detected| {
+                crate::format::open_detected(
+                    path,
+                    detected,
+                    &mut OpenOptions::with_backend(backend),
+                )
+            });
+            let shard = opened.map_err(|e| {
+                if e.kind() == crate::error::ErrorKind::UnknownFormat {
+                    // Not a damaged shard: one of a format this build does not read.
+                    return e;
+                }
+                let at = e
+                    .path()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| path.to_path_buf());
+                layout::shard_failed(name, e.code(), e.detail(), e.tensor()).with_path(at)
+            })?;
+            loaded += size;
+            progress(name, loaded, total);
+            shards.push(shard);
+        }
+        let files = index
+            .shards
+            .iter()
+            .zip(&sizes)
+            .map(|(name, &bytes)| SourceFile {
+                name: name.clone(),
+                bytes,
+            })
+            .collect();
+        ShardedSource::assemble(index_path, dir, &index, files, shards)
+    }
+
+    fn assemble(
+        index_path: &Path,
+        dir: &Path,
+        index: &ShardIndex,
+        files: Vec<SourceFile>,
+        shards: Vec<Box<dyn TensorSource>>,
+    ) -> Result<ShardedSource> {
+        let metadata: Vec<Metadata> = shards.iter().map(|s| s.metadata()).collect();
+        let listings: Vec<ShardListing> = shards
+            .iter()
+            .zip(&metadata)
+            .map(|(s, m)| ShardListing {
+                tensors: s.tensors().iter().map(|t| t.name.as_str()).collect(),
+                save_id: m.get_str(layout::SAVE_ID_KEY),
+            })
+            .collect();
+        let order = layout::assemble(index, &listings)
+            .map_err(|(e, shard)| e.with_path(dir.join(shard)))?;
+        // The save the shards belong to: the index's, or else its one shard's.
+        let save_id = index.save_id.clone().or_else(|| match &listings[..] {
+            [one] => one.save_id.map(str::to_string),
+            _ => None,
+        });
+        let shard_of: Vec<usize> = order.iter().map(|&(_, i)| i).collect();
+        let listed: Vec<SourceTensor> = order
+            .iter()
+            .filter_map(|&(name, i)| shards[i].tensor(name).cloned())
+            .collect();
+        let tensors = TensorList::new(listed, |n| {
+            CoreError::invalid_model("tensor listed twice").with_tensor(n)
+        })?;
+        let mut formats = shards.iter().map(|s| s.format());
+        let format = match formats.next() {
+            None | Some(WeightsFormat::SafeTensors) => WeightsFormat::ShardedSafeTensors,
+            Some(f) => f,
+        };
+        if shards.iter().any(|s| {
+            let f = s.format();
+            f != format
+                && !(f == WeightsFormat::SafeTensors && format == WeightsFormat::ShardedSafeTensors)
+        }) {
+            return Err(CoreError::invalid_model(
+                "the shards of one index must all be of one format",
+            )
+            .with_path(index_path));
+        }
+        drop(listings);
+        drop(metadata);
+        Ok(ShardedSource {
+            format,
+            path: index_path.to_path_buf(),
+            files,
+            shards,
+            tensors,
+            shard_of,
+            save_id,
+        })
+    }
+
+    fn shard(&self, name: &str) -> Result<&dyn TensorSource> {
+        match self.tensors.position(name) {
+            Some(i) => Ok(self.shards[self.shard_of[i]].as_ref()),
+            None => Err(CoreError::not_found("no such tensor in the model")
+                .with_tensor(name)
+                .with_path(&self.path)),
+        }
+    }
+
+    /// The save the index (or its one shard) says it belongs to.
+    pub fn save_id(&self) -> Option<&str> {
+        self.save_id.as_deref()
+    }
+
+    /// The shards, in the order they were opened.
+    pub fn shards(&self) -> &[Box<dyn TensorSource>] {
+        &self.shards
+    }
+}
+
+impl TensorSource for ShardedSource {
+    fn format(&self) -> WeightsFormat {
+        self.format
+    }
+    fn list(&self) -> &TensorList {
+        &self.tensors
+    }
+    /// The metadata of the shard holding the first tensor (shards usually repeat theirs).
+    fn metadata(&self) -> Metadata<'_> {
+        match self.shard_of.first() {
+            Some(&i) => self.shards[i].metadata(),
+            None => Metadata::None,
+        }
+    }
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
+        self.shard(name)?.fetch(name)
+    }
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
+        self.shard(name)?.fetch_raw(name)
+    }
+    fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
+        self.shard(name).ok()?.stored_range(name)
+    }
+    fn path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+    fn files(&self) -> Vec<SourceFile> {
+        self.files.clone()
+    }
+    fn file_of(&self, name: &str) -> Option<&str> {
+        let i = self.tensors.position(name)?;
+        self.files.get(self.shard_of[i]).map(|f| f.name.as_str())
+    }
+    fn release(&self, name: &str) {
+        if let Ok(shard) = self.shard(name) {
+            shard.release(name)
+        }
+    }
+    /// Each shard's (a storage lives in one file).
+    fn tied_tensors(&self) -> Vec<(String, String)> {
+        self.shards.iter().flat_map(|s| s.tied_tensors()).collect()
+    }
+}

@@ -1,0 +1,210 @@
+//! Memory that holds a source's bytes, and the bytes of one tensor handed to a caller.
+//!
+//! Every format reads through these: a whole file mapped privately (copy-on-write) or held
+//! in an owned buffer, shared (`Arc`) by every view handed out, so a view outlives the
+//! source that made it. [`TensorBytes`] is what a source's `fetch` returns: a range of such
+//! shared memory (which the binding can hand to JS without a copy) or owned bytes (decoded,
+//! gathered, or read with a positioned read).
+
+use crate::error::{CoreError, Result};
+use std::fs::File;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How a file's bytes are reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// A private copy-on-write memory map: zero-copy views, pages read on first touch.
+    #[default]
+    Mmap,
+    /// Plain reads instead of a mapping (for network file systems, where a mapping can fault
+    /// with SIGBUS if the file changes or the server goes away). SafeTensors files read each
+    /// tensor with one positioned read; formats that must parse the whole file (GGUF) read
+    /// it into memory once.
+    Read,
+}
+
+/// Memory that holds a whole file (or a decoded part of one): a private copy-on-write map or
+/// an owned buffer.
+pub enum Memory {
+    #[cfg(feature = "mmap")]
+    Mapped(Mapping),
+    Owned(Vec<u8>),
+}
+
+/// A private file mapping, and what has been done to its pages ([`crate::pages`]).
+#[cfg(feature = "mmap")]
+pub struct Mapping {
+    map: memmap2::MmapMut,
+    pages: crate::pages::PageState,
+}
+
+#[cfg(feature = "mmap")]
+impl Mapping {
+    pub fn new(map: memmap2::MmapMut) -> Mapping {
+        Mapping {
+            map,
+            pages: Default::default(),
+        }
+    }
+}
+
+impl Memory {
+    /// The whole of an open regular file of `len` bytes, mapped privately (an empty file is
+    /// an empty buffer: a zero-length mapping is an error). Without the `mmap` feature, read
+    /// into memory.
+    pub fn map(file: &File, len: u64, path: &Path) -> Result<Memory> {
+        #[cfg(not(feature = "mmap"))]
+        return Memory::read(file, len, path);
+        #[cfg(feature = "mmap")]
+        {
+            if len == 0 {
+                return Ok(Memory::Owned(Vec::new()));
+            }
+            // SAFETY: a private (copy-on-write) mapping; writes through it never reach the
+            // file. If another process truncates the file while mapped, reads past the new
+            // end fault (SIGBUS) — the documented hazard of mmap that `Backend::Read` avoids.
+            let map = unsafe { memmap2::MmapOptions::new().map_copy(file) }
+                .map_err(|e| CoreError::io(e, path))?;
+            Ok(Memory::Mapped(Mapping::new(map)))
+        }
+    }
+
+    /// The whole of an open regular file of `len` bytes, read into memory.
+    fn read(file: &File, len: u64, path: &Path) -> Result<Memory> {
+        use std::io::Read;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        let mut reader = file;
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| CoreError::io(e, path))?;
+        Ok(Memory::Owned(bytes))
+    }
+
+    /// The whole of an open regular file of `len` bytes: mapped, or read into memory.
+    pub fn load(file: &File, len: u64, path: &Path, backend: Backend) -> Result<Memory> {
+        match backend {
+            Backend::Mmap => Memory::map(file, len, path),
+            Backend::Read => Memory::read(file, len, path),
+        }
+    }
+
+    /// Map the pages of `start..start + len` in one call before a conversion walks them,
+    /// once per range and mapping ([`crate::pages::PageState::populate_once`]).
+    pub fn populate_once(&self, start: usize, len: usize) {
+        #[cfg(feature = "mmap")]
+        if let Memory::Mapped(m) = self {
+            m.pages.populate_once(&m.map, start, len);
+        }
+        #[cfg(not(feature = "mmap"))]
+        let _ = (start, len);
+    }
+
+    /// `start..start + len` is handed out as a view that may be written: its pages stay.
+    pub fn mark_viewed(&self, start: usize, len: usize) {
+        #[cfg(feature = "mmap")]
+        if let Memory::Mapped(m) = self {
+            m.pages.mark_viewed(start, len);
+        }
+        #[cfg(not(feature = "mmap"))]
+        let _ = (start, len);
+    }
+
+    /// A conversion has read `start..start + len` (and will likely not read it again): give
+    /// its pages back unless a view covers them ([`crate::pages::PageState::release`]).
+    pub fn release(&self, start: usize, len: usize) {
+        #[cfg(feature = "mmap")]
+        if let Memory::Mapped(m) = self {
+            m.pages.release(&m.map, start, len);
+        }
+        #[cfg(not(feature = "mmap"))]
+        let _ = (start, len);
+    }
+}
+
+impl Deref for Memory {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            #[cfg(feature = "mmap")]
+            Memory::Mapped(m) => &m.map,
+            Memory::Owned(v) => v,
+        }
+    }
+}
+
+/// A tensor's bytes: borrowed from shared memory (with the `Arc` and absolute range so a
+/// binding can hand out a zero-copy view), or owned.
+pub enum TensorBytes<'a> {
+    Shared {
+        memory: &'a Arc<Memory>,
+        start: usize,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+impl<'a> TensorBytes<'a> {
+    /// `memory[start..start + len]`, checked: a range outside the memory is an error, never
+    /// a panic later.
+    pub fn shared(memory: &'a Arc<Memory>, start: usize, len: usize) -> Result<TensorBytes<'a>> {
+        if start.checked_add(len).is_none_or(|end| end > memory.len()) {
+            return Err(CoreError::invalid_argument(format!(
+                "byte range {start}+{len} outside the {} bytes held",
+                memory.len()
+            )));
+        }
+        Ok(TensorBytes::Shared { memory, start, len })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            // Checked by `shared` (and by every source's validation at open).
+            TensorBytes::Shared { memory, start, len } => {
+                memory.get(*start..*start + *len).unwrap_or_default()
+            }
+            TensorBytes::Owned(v) => v,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            TensorBytes::Shared { len, .. } => *len,
+            TensorBytes::Owned(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes as a `Cow`: borrowed from the shared memory, or the owned buffer.
+    pub fn into_cow(self) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            TensorBytes::Shared { memory, start, len } => {
+                let memory: &'a Memory = memory;
+                std::borrow::Cow::Borrowed(memory.get(start..start + len).unwrap_or_default())
+            }
+            TensorBytes::Owned(v) => std::borrow::Cow::Owned(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_ranges_are_checked() {
+        let memory = Arc::new(Memory::Owned(vec![1, 2, 3, 4]));
+        let b = TensorBytes::shared(&memory, 1, 2).unwrap();
+        assert_eq!((b.as_slice(), b.len()), (&[2u8, 3][..], 2));
+        assert_eq!(b.into_cow().as_ref(), &[2u8, 3]);
+        for (start, len) in [(3, 2), (usize::MAX, 2), (5, 0)] {
+            let e = TensorBytes::shared(&memory, start, len).err().unwrap();
+            assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
+        }
+        assert!(TensorBytes::shared(&memory, 4, 0).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,346 @@
+//! Hugging Face model ids (`org/name`) and the local Hugging Face cache, as `huggingface_hub`
+//! lays it out:
+//!
+//! ```text
+//! <cache>/models--org--name/refs/<revision>       the commit a branch or tag points at
+//!                          /snapshots/<commit>/… the files of that commit (symlinks into blobs/)
+//!                          /blobs/<etag>         the bytes
+//! ```
+//!
+//! `<cache>` is `HF_HUB_CACHE`, else `HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`,
+//! else `~/.cache/huggingface/hub` (huggingface_hub's order, with its legacy
+//! `HUGGINGFACE_HUB_CACHE`). Nothing here touches the network or writes to the cache.
+
+use super::layout::{CONFIG_FILE, DISCOVERY};
+use crate::error::{CoreError, ErrorKind, Result};
+use std::path::{Path, PathBuf};
+
+/// The longest namespace or name of a model id (huggingface_hub's `REPO_ID_REGEX`).
+const MAX_ID_PART: usize = 96;
+/// The longest revision accepted (a branch, a tag, `refs/pr/N`, or a commit hash).
+const MAX_REVISION: usize = 256;
+
+/// The default revision, as huggingface_hub's.
+pub const DEFAULT_REVISION: &str = "main";
+
+/// Whether `target` is meant as a model id rather than a path: exactly one `/`, no `\`, and
+/// not starting as a path does (`/`, `.`, `~`). Callers look for a local path first (a
+/// directory of that name wins); a string that passes this is then checked by
+/// [`check_model_id`].
+pub fn looks_like_model_id(target: &str) -> bool {
+    let drive = target.len() >= 2 && target.as_bytes()[1] == b':'; // C:/models on Windows
+    target.matches('/').count() == 1
+        && !target.contains('\\')
+        && !target.starts_with(['/', '.', '~'])
+        && !target.ends_with('/')
+        && !drive
+}
+
+/// huggingface_hub's `validate_repo_id` for `org/name`: each part 1–96 characters of
+/// `A-Z a-z 0-9 - _ .`, starting and ending with a letter, digit or `_`; no `--` or `..`
+/// (the cache uses `--` as its separator); not ending in `.git`.
+pub fn check_model_id(id: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(CoreError::new(
+            ErrorKind::InvalidArgument,
+            format!("'{id}' is not a Hugging Face model id ('org/name'): {why}"),
+        ))
+    };
+    let Some((org, name)) = id.split_once('/') else {
+        return bad("it needs exactly one '/'");
+    };
+    if name.contains('/') {
+        return bad("it needs exactly one '/'");
+    }
+    for part in [org, name] {
+        if part.is_empty() || part.len() > MAX_ID_PART {
+            return bad("each part has 1 to 96 characters");
+        }
+        if !part
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return bad("only letters, digits, '-', '_' and '.' are allowed");
+        }
+        let edge = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        if !edge(part.as_bytes()[0]) || !edge(part.as_bytes()[part.len() - 1]) {
+            return bad("a part cannot start or end with '-' or '.'");
+        }
+    }
+    if id.contains("--") || id.contains("..") {
+        return bad("'--' and '..' are not allowed");
+    }
+    if id.ends_with(".git") {
+        return bad("it cannot end with '.git'");
+    }
+    Ok(())
+}
+
+/// A revision: a branch, a tag, `refs/pr/N` or a commit hash. It names a file under
+/// `refs/` and goes into a URL (percent-encoded), so: 1–256 characters, no control
+/// characters or `\`, and `/`-separated parts that are neither empty, `.` nor `..`.
+pub fn check_revision(revision: &str) -> Result<()> {
+    let ok = !revision.is_empty()
+        && revision.len() <= MAX_REVISION
+        && !revision.chars().any(|c| c.is_control() || c == '\\')
+        && revision
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "options.revision {revision:?} is not a revision (a branch, tag or commit: \
+                 1 to {MAX_REVISION} characters, '/'-separated parts that are not empty, '.' or '..')"
+            ),
+        ))
+    }
+}
+
+/// A full commit hash (40 lowercase hex digits), as `snapshots/` names them.
+pub fn is_commit_hash(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// `models--org--name`: the cache folder of a model id.
+pub fn repo_folder(id: &str) -> String {
+    format!("models--{}", id.replace('/', "--"))
+}
+
+/// The cache directory the environment names (see the module documentation), given
+/// `getenv`: the caller passes the process environment (or a test's).
+pub fn default_cache_dir(getenv: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let var = |k: &str| getenv(k).filter(|v| !v.is_empty());
+    let home = || {
+        var("HOME")
+            .or_else(|| var("USERPROFILE"))
+            .map(PathBuf::from)
+    };
+    let expand = |v: String| match v.strip_prefix("~/") {
+        Some(rest) => home().map(|h| h.join(rest)),
+        None if v == "~" => home(),
+        None => Some(PathBuf::from(v)),
+    };
+    if let Some(dir) = var("HF_HUB_CACHE").or_else(|| var("HUGGINGFACE_HUB_CACHE")) {
+        return expand(dir);
+    }
+    if let Some(hf_home) = var("HF_HOME") {
+        return expand(hf_home).map(|h| h.join("hub"));
+    }
+    let base = match var("XDG_CACHE_HOME") {
+        Some(xdg) => expand(xdg)?,
+        None => home()?.join(".cache"),
+    };
+    Some(base.join("huggingface").join("hub"))
+}
+
+/// Where a model id stands in the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedModel {
+    /// `<cache>/models--org--name`.
+    pub repo_dir: PathBuf,
+    /// The commit the revision names: the revision itself when it is a commit hash, else
+    /// what `refs/<revision>` holds; `None` when the cache has no such ref.
+    pub commit: Option<String>,
+    /// `snapshots/<commit>` when it holds `config.json` and a weight file of the discovery
+    /// order (the shards of an index are checked when it is loaded); `None` otherwise.
+    pub snapshot: Option<PathBuf>,
+}
+
+/// Look `id` at `revision` up in the cache at `cache` (both checked first). A ref file that
+/// does not hold a commit hash is a damaged cache: ERR_INVALID_MODEL naming it.
+pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel> {
+    check_model_id(id)?;
+    check_revision(revision)?;
+    let repo_dir = cache.join(repo_folder(id));
+    let commit = if is_commit_hash(revision) {
+        Some(revision.to_string())
+    } else {
+        let ref_file = revision
+            .split('/')
+            .fold(repo_dir.join("refs"), |p, part| p.join(part));
+        match std::fs::read(&ref_file) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let commit = text.trim();
+                if !is_commit_hash(commit) {
+                    return Err(CoreError::new(
+                        ErrorKind::InvalidModel,
+                        "the Hugging Face cache's ref file does not hold a commit hash",
+                    )
+                    .with_path(&ref_file));
+                }
+                Some(commit.to_string())
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                None
+            }
+            Err(e) => return Err(CoreError::io(e, &ref_file)),
+        }
+    };
+    let snapshot = commit
+        .as_deref()
+        .map(|c| repo_dir.join("snapshots").join(c))
+        .filter(|dir| {
+            dir.join(CONFIG_FILE).is_file() && DISCOVERY.iter().any(|c| dir.join(c.file).is_file())
+        });
+    Ok(CachedModel {
+        repo_dir,
+        commit,
+        snapshot,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_huggingface_hub() {
+        for ok in [
+            "org/name",
+            "Org_1/name.v2-x",
+            "a/b",
+            "_x/y_",
+            "google-bert/bert-base-uncased",
+        ] {
+            check_model_id(ok).unwrap();
+        }
+        let long = format!("org/{}", "a".repeat(97));
+        for bad in [
+            "name",
+            "a/b/c",
+            "org/",
+            "/name",
+            "org/-name",
+            "org/name.",
+            "org/na me",
+            "org/na--me",
+            "org/na..me",
+            "org/name.git",
+            "örg/name",
+            long.as_str(),
+        ] {
+            assert_eq!(
+                check_model_id(bad).unwrap_err().code(),
+                "ERR_INVALID_ARGUMENT",
+                "{bad}"
+            );
+        }
+        assert!(looks_like_model_id("org/name"));
+        assert!(looks_like_model_id("org/na me"));
+        for path in [
+            "./org/name",
+            "../x",
+            "/abs/x",
+            "~/x",
+            "a/b/c",
+            "name",
+            "org/",
+            "a\\b/c",
+            "C:/models",
+        ] {
+            assert!(!looks_like_model_id(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn revisions_cannot_leave_refs() {
+        for ok in [
+            "main",
+            "v1.0",
+            "refs/pr/1",
+            "0123456789abcdef0123456789abcdef01234567",
+        ] {
+            check_revision(ok).unwrap();
+        }
+        for bad in [
+            "", "..", "../x", "a/../b", "/main", "main/", "a//b", "a\\b", "a\nb",
+        ] {
+            assert_eq!(
+                check_revision(bad).unwrap_err().code(),
+                "ERR_INVALID_ARGUMENT",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cache_dir_follows_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let dir = |pairs| default_cache_dir(env(pairs)).unwrap();
+        let all = &[
+            ("HF_HUB_CACHE", "/c"),
+            ("HF_HOME", "/h"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(dir(all), PathBuf::from("/c"));
+        assert_eq!(dir(&all[1..]), PathBuf::from("/h/hub"));
+        assert_eq!(dir(&all[2..]), PathBuf::from("/x/huggingface/hub"));
+        assert_eq!(
+            dir(&all[3..]),
+            PathBuf::from("/home/u/.cache/huggingface/hub")
+        );
+        assert_eq!(
+            dir(&[("HF_HOME", "~/hf"), ("HOME", "/home/u")]),
+            PathBuf::from("/home/u/hf/hub")
+        );
+        assert_eq!(default_cache_dir(env(&[])), None);
+    }
+
+    #[test]
+    fn refs_name_snapshots() {
+        let tmp = std::env::temp_dir().join(format!("stn-hub-{}", std::process::id()));
+        let repo = tmp.join("models--org--name");
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        std::fs::create_dir_all(repo.join("refs/refs/pr")).unwrap();
+        std::fs::create_dir_all(repo.join("snapshots").join(commit)).unwrap();
+        std::fs::write(repo.join("refs/main"), commit).unwrap();
+        std::fs::write(repo.join("refs/refs/pr/1"), "not a hash").unwrap();
+        let snap = repo.join("snapshots").join(commit);
+        // config.json alone is not a usable snapshot.
+        std::fs::write(snap.join("config.json"), "{}").unwrap();
+        let found = find_cached(&tmp, "org/name", "main").unwrap();
+        assert_eq!(
+            (found.commit.as_deref(), found.snapshot),
+            (Some(commit), None)
+        );
+        std::fs::write(snap.join("model.safetensors"), "").unwrap();
+        assert_eq!(
+            find_cached(&tmp, "org/name", "main").unwrap().snapshot,
+            Some(snap.clone())
+        );
+        assert_eq!(
+            find_cached(&tmp, "org/name", commit).unwrap().snapshot,
+            Some(snap)
+        );
+        let none = find_cached(&tmp, "org/name", "v2").unwrap();
+        assert_eq!((none.commit, none.snapshot), (None, None));
+        assert_eq!(
+            find_cached(&tmp, "org/other", "main").unwrap().snapshot,
+            None
+        );
+        let damaged = find_cached(&tmp, "org/name", "refs/pr/1").unwrap_err();
+        assert_eq!(damaged.code(), "ERR_INVALID_MODEL");
+        assert_eq!(
+            find_cached(&tmp, "org/name", "../x").unwrap_err().code(),
+            "ERR_INVALID_ARGUMENT"
+        );
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}

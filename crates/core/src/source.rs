@@ -1,0 +1,424 @@
+//! [`TensorSource`]: the one shape every weights format takes.
+//!
+//! A format module (SafeTensors, a sharded index, GGUF, weights.mlx, later PyTorch and
+//! NumPy) exports a type implementing this trait and registers how to recognise and open it
+//! in [`crate::format::registry`]. Everything downstream — `getTensor` in the binding,
+//! `Model`, `convert`, `inspect`, `validate`, the CLI, the writers — lists tensors and
+//! fetches their bytes through it, and never asks which format it is reading.
+//!
+//! ```text
+//! bytes ─► detect ─► open ─► dyn TensorSource ─► tensors(): name, dtype, stored type, shape
+//!                                              └► fetch(name): TensorBytes (a view where the
+//!                                                 bytes allow, owned where decoded)
+//! ```
+
+use crate::dtype::DType;
+use crate::error::{CoreError, Result};
+use crate::format::gguf::GgufValue;
+use crate::memory::TensorBytes;
+use crate::tensor::{checked_numel, TensorView};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// The formats a [`TensorSource`] can come from (`WeightsFile.format` in JavaScript).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WeightsFormat {
+    SafeTensors,
+    ShardedSafeTensors,
+    Gguf,
+    PyTorch,
+    NumPy,
+    Mlx,
+}
+
+impl WeightsFormat {
+    pub const ALL: [WeightsFormat; 6] = [
+        WeightsFormat::SafeTensors,
+        WeightsFormat::ShardedSafeTensors,
+        WeightsFormat::Gguf,
+        WeightsFormat::PyTorch,
+        WeightsFormat::NumPy,
+        WeightsFormat::Mlx,
+    ];
+
+    /// The name JavaScript sees (`'safetensors'`, `'sharded-safetensors'`, `'gguf'`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightsFormat::SafeTensors => "safetensors",
+            WeightsFormat::ShardedSafeTensors => "sharded-safetensors",
+            WeightsFormat::Gguf => "gguf",
+            WeightsFormat::PyTorch => "pytorch",
+            WeightsFormat::NumPy => "numpy",
+            WeightsFormat::Mlx => "mlx",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WeightsFormat> {
+        WeightsFormat::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// What a file of this format is, for messages ("a GGUF file").
+    pub fn describe(self) -> &'static str {
+        match self {
+            WeightsFormat::SafeTensors => "a SafeTensors file",
+            WeightsFormat::ShardedSafeTensors => "a sharded checkpoint index",
+            WeightsFormat::Gguf => "a GGUF file",
+            WeightsFormat::PyTorch => "a PyTorch checkpoint",
+            WeightsFormat::NumPy => "a NumPy file",
+            WeightsFormat::Mlx => "an MLX weights file (weights.mlx)",
+        }
+    }
+
+    /// The prefix under which string metadata of this format is kept when it is written to
+    /// another format that namespaces keys (GGUF: `safetensors.format`).
+    pub fn metadata_namespace(self) -> &'static str {
+        match self {
+            WeightsFormat::SafeTensors | WeightsFormat::ShardedSafeTensors => "safetensors",
+            WeightsFormat::Gguf => "gguf",
+            WeightsFormat::PyTorch => "pytorch",
+            WeightsFormat::NumPy => "numpy",
+            WeightsFormat::Mlx => "mlx",
+        }
+    }
+}
+
+impl std::fmt::Display for WeightsFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One tensor of a source, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTensor {
+    pub name: String,
+    /// What [`TensorSource::fetch`] yields: the stored dtype, or the dtype a stored type is
+    /// decoded to (GGUF block types: F32).
+    pub dtype: DType,
+    /// The stored type as the format names it: `"BF16"`, `"Q4_K"`, `"torch.bfloat16"`.
+    pub stored: Cow<'static, str>,
+    /// Row-major, outermost first (whatever order the format stores dimensions in).
+    pub shape: Vec<usize>,
+    /// Bytes as stored ([`TensorSource::fetch_raw`] returns exactly this many).
+    pub stored_len: u64,
+}
+
+impl SourceTensor {
+    /// Elements (checked by every source at open; 0 if it were to overflow).
+    pub fn numel(&self) -> usize {
+        checked_numel(&self.shape).unwrap_or(0)
+    }
+
+    /// Bytes [`TensorSource::fetch`] yields: elements × the size of `dtype`.
+    pub fn byte_len(&self) -> usize {
+        self.dtype.byte_len(self.numel()).unwrap_or(0)
+    }
+}
+
+/// A format's key/values, in the form the format has them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Metadata<'a> {
+    None,
+    /// String pairs: SafeTensors' `__metadata__`, weights.mlx's `metadata`.
+    Strings(&'a BTreeMap<String, String>),
+    /// GGUF's typed pairs, in file order.
+    Gguf(&'a [(String, GgufValue)]),
+    /// Anything else, as a JSON object.
+    Json(&'a serde_json::Value),
+}
+
+impl Metadata<'_> {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Metadata::None)
+    }
+
+    /// The pairs as one JSON object (`null` when there are none): what `inspect` and
+    /// `WeightsFile.metadata` show (GGUF arrays within `JsonBudget::REPORT`).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Metadata::None => serde_json::Value::Null,
+            Metadata::Strings(m) => serde_json::to_value(m).unwrap_or(serde_json::Value::Null),
+            Metadata::Gguf(pairs) => {
+                // Arrays (a vocabulary) are shown within a report's budget, not in full.
+                let mut budget = crate::format::gguf::JsonBudget::REPORT;
+                serde_json::Value::Object(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.to_json_within(&mut budget)))
+                        .collect(),
+                )
+            }
+            Metadata::Json(v) => (*v).clone(),
+        }
+    }
+
+    /// String pairs, when that is what the format holds (what a SafeTensors `__metadata__`
+    /// written from this source may keep).
+    pub fn strings(&self) -> Option<&BTreeMap<String, String>> {
+        match self {
+            Metadata::Strings(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// GGUF's typed pairs, when that is what the format holds.
+    pub fn gguf_pairs(&self) -> Option<&[(String, GgufValue)]> {
+        match self {
+            Metadata::Gguf(pairs) => Some(pairs),
+            _ => None,
+        }
+    }
+
+    /// The pairs as a SafeTensors `__metadata__` (string → string) keeps them: string pairs
+    /// as they are, GGUF's as `gguf.<key>` → its value as text; none for other forms.
+    pub fn as_safetensors_metadata(&self) -> Option<BTreeMap<String, String>> {
+        match self {
+            Metadata::Strings(m) => Some((*m).clone()),
+            Metadata::Gguf(pairs) => Some(crate::format::gguf::export::metadata_as_strings(pairs)),
+            Metadata::None | Metadata::Json(_) => None,
+        }
+    }
+
+    /// The string value of `key`, in whatever form the pairs come.
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        match self {
+            Metadata::None => None,
+            Metadata::Strings(m) => m.get(key).map(String::as_str),
+            Metadata::Gguf(pairs) => pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, v)| v.as_str()),
+            Metadata::Json(v) => v.get(key).and_then(|v| v.as_str()),
+        }
+    }
+}
+
+/// One file a source reads, relative to the source's directory, and its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// A weights file (or a set of them) whose tensors can be listed and fetched one by one.
+///
+/// Implementations validate at open (every listed tensor's bytes lie inside the source and
+/// match its type and shape), so fetching a listed tensor fails only for reasons outside the
+/// source's control (a read error, a file changed on disk, an undecodable stored type).
+pub trait TensorSource: Send + Sync {
+    fn format(&self) -> WeightsFormat;
+
+    /// The tensors, in serving order (the order `tensorNames` lists them), with a name index.
+    fn list(&self) -> &TensorList;
+
+    /// Every tensor, in serving order.
+    fn tensors(&self) -> &[SourceTensor] {
+        self.list().as_slice()
+    }
+
+    /// The listed tensor called `name`.
+    fn tensor(&self, name: &str) -> Option<&SourceTensor> {
+        self.list().get(name)
+    }
+
+    fn metadata(&self) -> Metadata<'_>;
+
+    /// The tensor's bytes as `dtype` (row-major, little endian): borrowed from the source's
+    /// memory where the stored bytes are already that, decoded into owned bytes otherwise.
+    fn fetch(&self, name: &str) -> Result<TensorBytes<'_>>;
+
+    /// The tensor's bytes exactly as stored.
+    fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>>;
+
+    /// The file or directory the source was opened from (none for bytes held in memory).
+    fn path(&self) -> Option<&Path>;
+
+    /// The files read, with their sizes (one for a single file, every shard of a sharded
+    /// checkpoint), named relative to the source's directory.
+    fn files(&self) -> Vec<SourceFile>;
+
+    /// Where the stored bytes of `name` lie, `[start, end)` within the format's data section
+    /// (SafeTensors: `data_offsets`; GGUF: the tensor's offset), for formats that have one.
+    fn stored_range(&self, _name: &str) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// Which of [`files`](Self::files) holds `name`, where there are several.
+    fn file_of(&self, _name: &str) -> Option<&str> {
+        None
+    }
+
+    /// `config.json` of a model directory.
+    fn config(&self) -> Option<&serde_json::Value> {
+        None
+    }
+
+    /// The listed tensor called `name`, or ERR_NOT_FOUND naming it and the source.
+    fn info(&self, name: &str) -> Result<&SourceTensor> {
+        self.tensor(name).ok_or_else(|| {
+            let e = CoreError::not_found(format!(
+                "no such tensor in {}",
+                if self.config().is_some() {
+                    "the model"
+                } else {
+                    "the file"
+                }
+            ))
+            .with_tensor(name);
+            match self.path() {
+                Some(p) => e.with_path(p),
+                None => e,
+            }
+        })
+    }
+
+    /// A [`TensorView`] of [`fetch`](Self::fetch)'s bytes.
+    fn view(&self, name: &str) -> Result<TensorView<'_>> {
+        let t = self.info(name)?;
+        let bytes = self.fetch(name)?;
+        TensorView::new(t.name.clone(), t.dtype, t.shape.clone(), bytes.into_cow())
+    }
+
+    /// A conversion has read `name` and will not read it again: give back this process's
+    /// resident pages of its stored bytes where they are part of a mapping (pages under a view
+    /// handed to JS stay: [`crate::memory::Memory::release`]). Advisory.
+    fn release(&self, name: &str) {
+        if let Ok(TensorBytes::Shared { memory, start, len }) = self.fetch_raw(name) {
+            memory.release(start, len);
+        }
+    }
+
+    /// Listed tensors whose bytes another listed tensor holds (PyTorch's tied weights, one
+    /// storage under several names), as `(kept, dropped)` pairs: a SafeTensors conversion
+    /// writes `kept` and drops `dropped`, as Hugging Face's `convert.py` does. None for
+    /// formats where each tensor has bytes of its own.
+    fn tied_tensors(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn num_parameters(&self) -> u64 {
+        self.tensors().iter().map(|t| t.numel() as u64).sum()
+    }
+
+    /// Bytes on disk of every file read.
+    fn file_size(&self) -> u64 {
+        self.files().iter().map(|f| f.bytes).sum()
+    }
+}
+
+/// A source's tensors in serving order, with a name index ([`TensorSource::list`]).
+#[derive(Debug, Clone, Default)]
+pub struct TensorList {
+    tensors: Vec<SourceTensor>,
+    index: HashMap<String, usize>,
+}
+
+impl TensorList {
+    /// A list in the given order; a name listed twice is `duplicate(name)`'s error.
+    pub fn new(
+        tensors: Vec<SourceTensor>,
+        duplicate: impl Fn(&str) -> CoreError,
+    ) -> Result<TensorList> {
+        let mut index = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if index.insert(t.name.clone(), i).is_some() {
+                return Err(duplicate(&t.name));
+            }
+        }
+        Ok(TensorList { tensors, index })
+    }
+
+    pub fn as_slice(&self) -> &[SourceTensor] {
+        &self.tensors
+    }
+
+    pub fn get(&self, name: &str) -> Option<&SourceTensor> {
+        self.position(name).map(|i| &self.tensors[i])
+    }
+
+    /// Where `name` is in the list.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+}
+
+/// [`TensorSource::files`] of a source read from one file (`path`, if it has one) of `bytes`
+/// bytes: that file, by name.
+pub fn single_file(path: Option<&Path>, bytes: u64) -> Vec<SourceFile> {
+    path.map(|p| SourceFile {
+        name: p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string()),
+        bytes,
+    })
+    .into_iter()
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_names_round_trip() {
+        for f in WeightsFormat::ALL {
+            assert_eq!(WeightsFormat::from_name(f.name()), Some(f));
+        }
+        assert_eq!(WeightsFormat::from_name("onnx"), None);
+    }
+
+    #[test]
+    fn tensor_lists_index_names_and_refuse_duplicates() {
+        let t = |name: &str| SourceTensor {
+            name: name.to_string(),
+            dtype: DType::F32,
+            stored: "F32".into(),
+            shape: vec![2, 3],
+            stored_len: 24,
+        };
+        let list = TensorList::new(vec![t("b"), t("a")], |n| CoreError::invalid_header(n)).unwrap();
+        assert_eq!(list.position("a"), Some(1));
+        assert_eq!(list.get("b").map(|t| t.byte_len()), Some(24));
+        assert!(list.get("c").is_none());
+        let e = TensorList::new(vec![t("a"), t("a")], |n| {
+            CoreError::invalid_header(format!("twice: {n}"))
+        })
+        .unwrap_err();
+        assert_eq!(e.detail(), "twice: a");
+    }
+
+    #[test]
+    fn metadata_in_every_form_answers_the_same_questions() {
+        let strings = BTreeMap::from([("model_type".to_string(), "llama".to_string())]);
+        let gguf = [
+            (
+                "model_type".to_string(),
+                GgufValue::String("llama".to_string()),
+            ),
+            ("n".to_string(), GgufValue::U64(u64::MAX)),
+        ];
+        let json = serde_json::json!({"model_type": "llama"});
+        for m in [
+            Metadata::Strings(&strings),
+            Metadata::Gguf(&gguf),
+            Metadata::Json(&json),
+        ] {
+            assert_eq!(m.get_str("model_type"), Some("llama"));
+            assert_eq!(m.to_json()["model_type"], "llama");
+        }
+        assert_eq!(Metadata::Gguf(&gguf).to_json()["n"], u64::MAX);
+        assert_eq!(Metadata::Strings(&strings).strings(), Some(&strings));
+        assert_eq!(Metadata::Gguf(&gguf).strings(), None);
+        assert_eq!(Metadata::None.to_json(), serde_json::Value::Null);
+    }
+}

@@ -1,0 +1,480 @@
+//! `GgufFile`: a GGUF file with its header as GGUF describes it (version, alignment, typed
+//! metadata, each tensor's ggml type and offset) and its tensors as a `WeightsFile` serves
+//! them (block types decoded to F32, plain types as stored, `as: 'raw'` the stored blocks).
+//! The parsing and decoding are `stcore::format::gguf::GgufSource`'s; this module converts
+//! arguments and values.
+
+use crate::error::{CoreResult, OrThrow};
+use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
+use crate::handle::SourceHandle;
+use crate::tasks::CoreTask;
+use crate::typed::ReadAs;
+use napi::bindgen_prelude::*;
+use napi::{sys, Env};
+use napi_derive::napi;
+use stcore::format::gguf::{GgufArray, GgufHeader, GgufSource, GgufValue};
+use stcore::format::OpenOptions;
+use stcore::memory::Backend;
+use stcore::TensorSource;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A GGUF file (llama.cpp, ggml), validated at open and read lazily.
+#[napi]
+pub struct GgufFile {
+    pub(crate) inner: SourceHandle<GgufSource>,
+    /// Where the bytes came from, for files read from memory (a URL).
+    pub(crate) origin: Option<String>,
+}
+
+pub(crate) fn open_gguf(path: &str, backend: CoreResult<Backend>) -> CoreResult<GgufFile> {
+    let mut options = OpenOptions::with_backend(backend?);
+    let inner = GgufSource::open(Path::new(path), &mut options)?;
+    Ok(GgufFile::wrap(inner, None))
+}
+
+impl GgufFile {
+    pub(crate) fn wrap(source: GgufSource, origin: Option<String>) -> GgufFile {
+        let path = origin
+            .clone()
+            .or_else(|| source.path().map(|p| p.display().to_string()));
+        GgufFile {
+            inner: SourceHandle::new("GgufFile", path, Arc::new(source)),
+            origin,
+        }
+    }
+}
+
+/// The description of one tensor `GgufFile.info` returns: `WeightsFile`'s fields plus the
+/// ones GGUF has.
+#[napi(object, object_from_js = false, js_name = "GgufTensorInfo")]
+pub struct JsGgufTensorInfo {
+    pub name: String,
+    /// What `getTensor` serves: F32 for block types, the stored type for plain ones.
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    /// The ggml type as stored ('Q4_K', 'F16', 'I32', …).
+    pub ggml_type: String,
+    /// Same as `ggmlType` (the `WeightsFile` name).
+    pub stored_type: String,
+    /// Row-major (numpy order, outermost first): the reverse of the file's `ne`.
+    pub shape: Vec<i64>,
+    /// `[start, end)` of the stored bytes relative to the data section.
+    #[napi(ts_type = "[number, number]")]
+    pub data_offsets: Vec<f64>,
+    /// Offset of the stored bytes from the start of the file.
+    pub offset: f64,
+    /// Bytes as stored (what `as: 'raw'` returns).
+    pub byte_length: f64,
+    pub numel: f64,
+}
+
+fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> {
+    let t = source.info(name)?;
+    let g = source.gguf_info(name).ok_or_else(|| {
+        stcore::CoreError::not_found("no such tensor in the file").with_tensor(name)
+    })?;
+    let start = g.offset as f64;
+    Ok(JsGgufTensorInfo {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        ggml_type: g.ggml_type.name().to_string(),
+        stored_type: t.stored.to_string(),
+        shape: shape_to_js(&t.shape),
+        data_offsets: vec![start, start + g.byte_len as f64],
+        offset: (source.header().data_offset as u64 + g.offset) as f64,
+        byte_length: g.byte_len as f64,
+        numel: t.numel() as f64,
+    })
+}
+
+#[napi]
+impl GgufFile {
+    /// Instances come from `open`, `openAsync` and `openUrl` (factories bypass this).
+    #[napi(constructor)]
+    pub fn not_constructible(env: Env) -> napi::Result<Self> {
+        Err(crate::error::not_constructible(
+            &env,
+            "GgufFile",
+            "GgufFile.open(path), openAsync(path) or openUrl(url)",
+        ))
+    }
+
+    /// Open and validate a GGUF file. `backend: 'read'` uses plain reads instead of a memory
+    /// map.
+    #[napi(
+        strict,
+        factory,
+        writable,
+        ts_args_type = "path: string, options?: OpenOptions"
+    )]
+    pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<GgufFile> {
+        open_gguf(&path, parse_backend(&options)).or_throw(&env)
+    }
+
+    /// `open` off the event loop.
+    #[napi(
+        strict,
+        writable,
+        ts_args_type = "path: string, options?: OpenOptions",
+        ts_return_type = "Promise<GgufFile>"
+    )]
+    pub fn open_async(path: String, options: Option<Object>) -> AsyncTask<CoreTask<GgufFile>> {
+        let backend = parse_backend(&options);
+        CoreTask::new(move || open_gguf(&path, backend))
+    }
+
+    #[napi(getter, ts_return_type = "'gguf'")]
+    pub fn format(&self, env: Env) -> napi::Result<String> {
+        Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+    }
+
+    /// The file opened (the URL for `openUrl`).
+    #[napi(getter)]
+    pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
+        let inner = self.inner.get_or_throw(&env)?;
+        Ok(self
+            .origin
+            .clone()
+            .or_else(|| inner.path().map(|p| p.display().to_string())))
+    }
+
+    /// The GGUF version of the file (2 or 3).
+    #[napi(getter)]
+    pub fn version(&self, env: Env) -> napi::Result<u32> {
+        Ok(self.inner.get_or_throw(&env)?.header().version)
+    }
+
+    /// The alignment of the data section and of each tensor (`general.alignment`, default 32).
+    #[napi(getter)]
+    pub fn alignment(&self, env: Env) -> napi::Result<u32> {
+        Ok(self.inner.get_or_throw(&env)?.header().alignment as u32)
+    }
+
+    /// Offset of the data section from the start of the file.
+    #[napi(getter)]
+    pub fn data_offset(&self, env: Env) -> napi::Result<f64> {
+        Ok(self.inner.get_or_throw(&env)?.header().data_offset as f64)
+    }
+
+    /// Every key/value in file order, typed: see `GgufValue`.
+    #[napi(getter, ts_return_type = "Record<string, GgufValue>")]
+    pub fn metadata(&self, env: Env) -> napi::Result<GgufMetadata> {
+        Ok(GgufMetadata(self.inner.get_or_throw(&env)?))
+    }
+
+    /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
+    /// ('ARRAY[ARRAY]' for arrays of arrays).
+    #[napi(getter, ts_return_type = "Record<string, string>")]
+    pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
+        Ok(crate::file::StringRecord(
+            self.inner
+                .get_or_throw(&env)?
+                .header()
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), type_name(v)))
+                .collect(),
+        ))
+    }
+
+    /// Always null (model directories have one).
+    #[napi(getter, ts_return_type = "null")]
+    pub fn config(&self, env: Env) -> napi::Result<Null> {
+        self.inner.get_or_throw(&env)?;
+        Ok(Null)
+    }
+
+    /// Tensor names in file order.
+    #[napi(getter)]
+    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
+        self.inner.tensor_names(&env)
+    }
+
+    #[napi(getter)]
+    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
+        self.inner.num_parameters(&env)
+    }
+
+    /// Size of the whole file in bytes.
+    #[napi(getter)]
+    pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
+        Ok(self.inner.get_or_throw(&env)?.file_len() as f64)
+    }
+
+    #[napi(strict)]
+    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
+        self.inner.has(&env, &name)
+    }
+
+    #[napi(strict, ts_return_type = "GgufTensorInfo")]
+    pub fn info(&self, env: Env, name: String) -> napi::Result<JsGgufTensorInfo> {
+        self.inner
+            .get()
+            .and_then(|inner| tensor_info(&inner, &name))
+            .or_throw(&env)
+    }
+
+    #[napi(strict)]
+    pub fn get_tensor(
+        &self,
+        env: Env,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> napi::Result<Tensor> {
+        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+    }
+
+    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    pub fn get_tensor_async(
+        &self,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> AsyncTask<CoreTask<Tensor>> {
+        self.inner.get_tensor_async(name, &options, ReadAs::Native)
+    }
+
+    /// Every tensor, keyed by name in file order.
+    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
+        self.inner.tensors(&env, &options, ReadAs::Native)
+    }
+
+    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
+    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
+        self.inner.tensors_async(&options, ReadAs::Native)
+    }
+
+    /// Release the file now (see `SafeTensorsFile.close`). A second call does nothing.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close()
+    }
+}
+
+/// A GGUF type name for `metadataTypes`.
+fn type_name(v: &GgufValue) -> String {
+    match v {
+        GgufValue::Array(a) => format!("ARRAY[{}]", array_type_name(a)),
+        other => other.value_type().name().to_string(),
+    }
+}
+
+fn array_type_name(a: &GgufArray) -> &'static str {
+    match a {
+        GgufArray::U8(_) => "UINT8",
+        GgufArray::I8(_) => "INT8",
+        GgufArray::U16(_) => "UINT16",
+        GgufArray::I16(_) => "INT16",
+        GgufArray::U32(_) => "UINT32",
+        GgufArray::I32(_) => "INT32",
+        GgufArray::F32(_) => "FLOAT32",
+        GgufArray::Bool(_) => "BOOL",
+        GgufArray::String(_) => "STRING",
+        GgufArray::U64(_) => "UINT64",
+        GgufArray::I64(_) => "INT64",
+        GgufArray::F64(_) => "FLOAT64",
+        GgufArray::Array(_) => "ARRAY",
+    }
+}
+
+/// The metadata of a file as a JS object, built when it reaches JS.
+pub struct GgufMetadata(Arc<GgufSource>);
+
+impl TypeName for GgufMetadata {
+    fn type_name() -> &'static str {
+        "Record<string, GgufValue>"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for GgufMetadata {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        let pairs = &val.0.header().metadata;
+        // SAFETY: called by napi-rs with a live env, as this trait requires.
+        unsafe { crate::file::own_record(env, pairs.iter().map(|(k, v)| (k.clone(), Value(v)))) }
+    }
+}
+
+/// One metadata value: numbers for 8/16/32-bit integers and floats, BigInt for 64-bit
+/// integers, strings, booleans; arrays of numbers as the typed array of their type, arrays
+/// of strings, booleans and arrays as JS arrays.
+struct Value<'a>(&'a GgufValue);
+
+impl ToNapiValue for Value<'_> {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        // SAFETY (all arms): called with a live env, as this trait requires.
+        unsafe {
+            match val.0 {
+                GgufValue::U8(v) => u32::to_napi_value(env, u32::from(*v)),
+                GgufValue::I8(v) => i32::to_napi_value(env, i32::from(*v)),
+                GgufValue::U16(v) => u32::to_napi_value(env, u32::from(*v)),
+                GgufValue::I16(v) => i32::to_napi_value(env, i32::from(*v)),
+                GgufValue::U32(v) => u32::to_napi_value(env, *v),
+                GgufValue::I32(v) => i32::to_napi_value(env, *v),
+                GgufValue::F32(v) => f64::to_napi_value(env, f64::from(*v)),
+                GgufValue::F64(v) => f64::to_napi_value(env, *v),
+                GgufValue::Bool(v) => bool::to_napi_value(env, *v),
+                GgufValue::String(v) => <&str>::to_napi_value(env, v.as_str()),
+                GgufValue::U64(v) => BigInt::to_napi_value(env, BigInt::from(*v)),
+                GgufValue::I64(v) => BigInt::to_napi_value(env, BigInt::from(*v)),
+                GgufValue::Array(a) => JsArray(a).to_napi_value_inner(env),
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct JsArray<'a>(&'a GgufArray);
+
+impl JsArray<'_> {
+    /// # Safety
+    /// `env` must be the live env of the current Node-API call.
+    unsafe fn to_napi_value_inner(self, env: sys::napi_env) -> napi::Result<sys::napi_value> {
+        // SAFETY (all arms): called with a live env.
+        unsafe {
+            match self.0 {
+                GgufArray::U8(v) => Uint8Array::to_napi_value(env, Uint8Array::new(v.clone())),
+                GgufArray::I8(v) => Int8Array::to_napi_value(env, Int8Array::new(v.clone())),
+                GgufArray::U16(v) => Uint16Array::to_napi_value(env, Uint16Array::new(v.clone())),
+                GgufArray::I16(v) => Int16Array::to_napi_value(env, Int16Array::new(v.clone())),
+                GgufArray::U32(v) => Uint32Array::to_napi_value(env, Uint32Array::new(v.clone())),
+                GgufArray::I32(v) => Int32Array::to_napi_value(env, Int32Array::new(v.clone())),
+                GgufArray::F32(v) => Float32Array::to_napi_value(env, Float32Array::new(v.clone())),
+                GgufArray::F64(v) => Float64Array::to_napi_value(env, Float64Array::new(v.clone())),
+                GgufArray::U64(v) => {
+                    BigUint64Array::to_napi_value(env, BigUint64Array::new(v.clone()))
+                }
+                GgufArray::I64(v) => {
+                    BigInt64Array::to_napi_value(env, BigInt64Array::new(v.clone()))
+                }
+                GgufArray::Bool(v) => js_array(env, v.iter().map(|b| bool::to_napi_value(env, *b))),
+                GgufArray::String(v) => js_array(
+                    env,
+                    v.iter().map(|s| <&str>::to_napi_value(env, s.as_str())),
+                ),
+                GgufArray::Array(v) => {
+                    js_array(env, v.iter().map(|a| JsArray(a).to_napi_value_inner(env)))
+                }
+            }
+        }
+    }
+}
+
+/// A JS array of the given values, in order.
+///
+/// # Safety
+/// `env` must be the live env of the current Node-API call.
+unsafe fn js_array(
+    env: sys::napi_env,
+    items: impl ExactSizeIterator<Item = napi::Result<sys::napi_value>>,
+) -> napi::Result<sys::napi_value> {
+    let mut array = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the caller's env with values created here.
+    unsafe {
+        napi::check_status!(sys::napi_create_array_with_length(
+            env,
+            items.len(),
+            &mut array
+        ))?;
+        for (i, item) in items.enumerate() {
+            napi::check_status!(sys::napi_set_element(env, array, i as u32, item?))?;
+        }
+    }
+    Ok(array)
+}
+
+/// The header of a remote GGUF file from its first bytes `head` (of a file of `fileLen`
+/// bytes): a `GgufFile` holding only the header, or the number of bytes the header needs
+/// when `head` is too short. Internal: lib/remote-gguf.js fetches by range requests.
+#[napi(
+    strict,
+    ts_args_type = "head: Uint8Array, fileLen: number, url: string",
+    ts_return_type = "GgufFile | number"
+)]
+pub fn gguf_from_header(
+    env: Env,
+    head: Unknown,
+    file_len: f64,
+    url: String,
+) -> napi::Result<Either<GgufFile, f64>> {
+    let run = || -> CoreResult<Either<GgufFile, f64>> {
+        if !(file_len.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&file_len)) {
+            return Err(crate::error::invalid_argument(format!(
+                "fileLen must be a non-negative integer, got {file_len}"
+            )));
+        }
+        let view = crate::args::bytes_arg(&head, "head")?;
+        let parsed = crate::args::with_view(&view, |b| {
+            stcore::format::gguf::parse_header(b, file_len as u64)
+        })
+        .map_err(|e| e.with_path(&url))?;
+        Ok(match parsed {
+            GgufHeader::NeedBytes(n) => Either::B(n as f64),
+            GgufHeader::Parsed(parts) => Either::A(GgufFile::wrap(
+                GgufSource::from_header(parts, file_len as u64)?,
+                Some(url.clone()),
+            )),
+        })
+    };
+    run().or_throw(&env)
+}
+
+/// `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js).
+#[napi(strict, ts_return_type = "[number, number]")]
+pub fn gguf_tensor_range(env: Env, file: &GgufFile, name: String) -> napi::Result<Vec<f64>> {
+    let run = || -> CoreResult<Vec<f64>> {
+        let inner = file.inner.get()?;
+        let t = inner.info(&name)?;
+        let start = inner.file_offset(&name).unwrap_or(0);
+        Ok(vec![start as f64, (start + t.stored_len) as f64])
+    };
+    run().or_throw(&env)
+}
+
+/// A tensor of `file` from its stored bytes (fetched separately), as `getTensor` gives it.
+/// Internal (lib/remote-gguf.js).
+#[napi(
+    strict,
+    ts_args_type = "file: GgufFile, name: string, bytes: Uint8Array, options?: GetOptions"
+)]
+pub fn gguf_decode_tensor(
+    env: Env,
+    file: &GgufFile,
+    name: String,
+    bytes: Unknown,
+    options: Option<GetOptions>,
+) -> napi::Result<Tensor> {
+    let run = || -> CoreResult<Tensor> {
+        // `options` was converted before this body ran: the bytes are taken last, copied.
+        let mode = GetOptions::mode(&options, ReadAs::Native)?;
+        let inner = file.inner.get()?;
+        let t = inner.info(&name)?;
+        let view = crate::args::bytes_arg(&bytes, "bytes")?;
+        let raw = crate::args::with_view(&view, |b| Ok(b.to_vec()))?;
+        if raw.len() as u64 != t.stored_len {
+            return Err(crate::error::invalid_argument(format!(
+                "{} bytes given for a tensor of {} stored bytes",
+                raw.len(),
+                t.stored_len
+            ))
+            .with_tensor(&name));
+        }
+        let served = if mode.as_ == ReadAs::Raw {
+            stcore::format::safetensors::TensorBytes::Owned(raw)
+        } else {
+            inner.serve_stored(&name, raw)?
+        };
+        let data = crate::typed::to_typed_array(t.dtype, served, mode)
+            .map_err(|e| e.with_tensor(&name))?;
+        Ok(Tensor {
+            name: t.name.clone(),
+            dtype: t.dtype.name().to_string(),
+            shape: shape_to_js(&t.shape),
+            data,
+        })
+    };
+    run().or_throw(&env)
+}

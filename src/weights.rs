@@ -1,0 +1,393 @@
+//! `WeightsFile` (`openWeights`, `openWeightsSync`): one reader for every format, detected by
+//! content. Everything format-specific lives behind `stcore::TensorSource`; this module
+//! only converts arguments and hands tensors out as typed arrays (views of the mapping
+//! where the bytes allow, as `SafeTensorsFile` does).
+
+use crate::args::{bytes_arg, with_view};
+use crate::convert::Json;
+use crate::error::{invalid_argument, option, CoreResult, OrThrow};
+use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
+use crate::gguf::GgufFile;
+use crate::handle::SourceHandle;
+use crate::tasks::CoreTask;
+use crate::typed::{to_typed_array, ReadAs, ReadMode};
+use napi::bindgen_prelude::*;
+use napi::Env;
+use napi_derive::napi;
+use stcore::format::safetensors::{SliceArg, SlicePlan, TensorBytes, TensorInfo as CoreInfo};
+use stcore::format::OpenOptions;
+use stcore::{TensorSource, WeightsFormat};
+use std::path::Path;
+use std::sync::Arc;
+
+/// One tensor of a source in the form `mode` asks for: `as: 'raw'` gives the bytes as
+/// stored, anything else the bytes `fetch` yields (decoded where the stored type needs it).
+pub fn read_source_tensor(
+    source: &dyn TensorSource,
+    name: &str,
+    mode: ReadMode,
+) -> CoreResult<Tensor> {
+    let t = source.info(name)?;
+    let bytes = if mode.as_ == ReadAs::Raw {
+        source.fetch_raw(name)?
+    } else {
+        source.fetch(name)?
+    };
+    let data = to_typed_array(t.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        shape: shape_to_js(&t.shape),
+        data,
+    })
+}
+
+/// A sub-tensor of a source's tensor along its leading dimensions (as
+/// `SafeTensorsFile.getSlice`), cut from the bytes `fetch` serves: a range of the shared
+/// memory when the selection is one run, gathered otherwise.
+pub fn read_source_slice(
+    source: &dyn TensorSource,
+    name: &str,
+    ranges: &[SliceArg],
+    mode: ReadMode,
+) -> CoreResult<Tensor> {
+    let t = source.info(name)?;
+    let info = CoreInfo {
+        name: t.name.clone(),
+        dtype: t.dtype,
+        shape: t.shape.clone(),
+        data_offsets: (0, t.dtype.byte_len(t.numel()).unwrap_or(usize::MAX)),
+    };
+    let context = |e: stcore::CoreError| match source.path() {
+        Some(p) => e.with_tensor(name).with_path(p),
+        None => e.with_tensor(name),
+    };
+    let plan = SlicePlan::new(&info, ranges).map_err(context)?;
+    let bytes = source.fetch(name)?;
+    if bytes.len() != info.data_offsets.1 {
+        return Err(context(stcore::CoreError::size_mismatch(format!(
+            "{} bytes served for {} of shape {:?}",
+            bytes.len(),
+            t.dtype,
+            t.shape
+        ))));
+    }
+    let bytes = match (bytes, &plan.spans[..]) {
+        (TensorBytes::Shared { memory, start, .. }, [(s, l)]) => {
+            TensorBytes::shared(memory, start + s, *l)?
+        }
+        (bytes, spans) => {
+            let all = bytes.as_slice();
+            let mut out = Vec::with_capacity(plan.byte_len);
+            for &(s, l) in spans {
+                // Inside the tensor by the plan's construction; checked all the same.
+                let part = s.checked_add(l).and_then(|end| all.get(s..end));
+                out.extend_from_slice(part.ok_or_else(|| {
+                    context(stcore::CoreError::invalid_argument(
+                        "slice outside the tensor",
+                    ))
+                })?);
+            }
+            TensorBytes::Owned(out)
+        }
+    };
+    let data = to_typed_array(t.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        shape: shape_to_js(&plan.shape),
+        data,
+    })
+}
+
+/// Every tensor of a source, keyed by name in serving order.
+pub fn read_source_all(source: &dyn TensorSource, mode: ReadMode) -> CoreResult<TensorRecord> {
+    source
+        .tensors()
+        .iter()
+        .map(|t| read_source_tensor(source, &t.name, mode))
+        .collect::<CoreResult<Vec<_>>>()
+        .map(TensorRecord)
+}
+
+fn parse_format(name: Option<String>) -> CoreResult<Option<WeightsFormat>> {
+    name.map(|n| {
+        WeightsFormat::from_name(&n).ok_or_else(|| {
+            let names: Vec<String> = WeightsFormat::ALL
+                .iter()
+                .map(|f| format!("'{}'", f.name()))
+                .collect();
+            invalid_argument(format!(
+                "options.format must be one of {}, not '{n}'",
+                names.join(", ")
+            ))
+        })
+    })
+    .transpose()
+}
+
+struct OpenArgs {
+    format: Option<WeightsFormat>,
+    backend: stcore::memory::Backend,
+}
+
+fn open_args(options: &Option<Object>) -> CoreResult<OpenArgs> {
+    Ok(OpenArgs {
+        format: parse_format(option::<String>(options, "format")?)?,
+        backend: parse_backend(options)?,
+    })
+}
+
+/// What `openWeights` returns: a `GgufFile` for GGUF (which adds the header's own
+/// description), a `WeightsFile` for everything else.
+pub type Opened = Either<WeightsFile, GgufFile>;
+
+fn open_source(path: &str, args: CoreResult<OpenArgs>) -> CoreResult<Opened> {
+    let args = args?;
+    if path.starts_with("http://") || path.starts_with("https://") {
+        return Err(invalid_argument(
+            "a URL needs the network: use openWeights (async)",
+        ));
+    }
+    use stcore::format::detect::Detected;
+    let p = Path::new(path);
+    // A regular file is recognised here (once), so that GGUF becomes a `GgufFile`; anything
+    // else (a directory, a path that cannot be read) goes to `format::open` for its errors.
+    let is_file = std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let detected = match args.format {
+        Some(f) => Some(Detected::Format(f)),
+        None if is_file => stcore::format::detect_file(p).ok(),
+        None => None,
+    };
+    if is_file && detected == Some(Detected::Format(WeightsFormat::Gguf)) {
+        return crate::gguf::open_gguf(path, Ok(args.backend)).map(Either::B);
+    }
+    let mut options = OpenOptions::with_backend(args.backend);
+    let source = match detected {
+        Some(d) if is_file => stcore::format::open_detected(p, d, &mut options)?,
+        _ => stcore::format::open(p, args.format, &mut options)?,
+    };
+    Ok(Either::A(WeightsFile::wrap(Arc::from(source), None)))
+}
+
+/// The per-tensor description `WeightsFile.info` returns.
+#[napi(object, object_from_js = false)]
+pub struct WeightsTensorInfo {
+    pub name: String,
+    /// What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
+    /// block types: F32).
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    /// The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', …
+    pub stored_type: String,
+    pub shape: Vec<i64>,
+    /// Where the stored bytes lie in the format's data section, for formats that have one
+    /// (SafeTensors, GGUF).
+    #[napi(ts_type = "[number, number]")]
+    pub data_offsets: Option<Vec<f64>>,
+    /// Bytes as stored (what `as: 'raw'` returns).
+    pub byte_length: f64,
+    pub numel: f64,
+}
+
+/// The description of one tensor of a source.
+pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<WeightsTensorInfo> {
+    let t = source.info(name)?;
+    Ok(WeightsTensorInfo {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        stored_type: t.stored.to_string(),
+        shape: shape_to_js(&t.shape),
+        data_offsets: source
+            .stored_range(name)
+            .map(|(a, b)| vec![a as f64, b as f64]),
+        byte_length: t.stored_len as f64,
+        numel: t.numel() as f64,
+    })
+}
+
+/// A weights file of any format this package reads (SafeTensors, a sharded index, a model
+/// directory, GGUF, weights.mlx), detected by its bytes. Tensors come back as typed arrays
+/// that view the file's mapping where the bytes allow, copies otherwise.
+#[napi]
+pub struct WeightsFile {
+    pub(crate) inner: SourceHandle<dyn TensorSource>,
+    /// Where the bytes came from, for sources read from memory (a URL).
+    origin: Option<String>,
+}
+
+impl WeightsFile {
+    fn wrap(source: Arc<dyn TensorSource>, origin: Option<String>) -> WeightsFile {
+        let path = origin
+            .clone()
+            .or_else(|| source.path().map(|p| p.display().to_string()));
+        WeightsFile {
+            inner: SourceHandle::new("WeightsFile", path, source),
+            origin,
+        }
+    }
+}
+
+/// `openWeightsSync`: open and validate a file or model directory on the calling thread.
+#[napi(
+    strict,
+    ts_args_type = "path: string, options?: OpenWeightsOptions",
+    ts_return_type = "WeightsFile | GgufFile"
+)]
+pub fn open_weights_sync(env: Env, path: String, options: Option<Object>) -> napi::Result<Opened> {
+    open_source(&path, open_args(&options)).or_throw(&env)
+}
+
+/// `openWeights` of a local path: open off the event loop. Internal (index.js routes URLs
+/// to lib/remote.js and paths here).
+#[napi(
+    strict,
+    ts_args_type = "path: string, options?: OpenWeightsOptions",
+    ts_return_type = "Promise<WeightsFile | GgufFile>"
+)]
+pub fn open_weights_async(path: String, options: Option<Object>) -> AsyncTask<CoreTask<Opened>> {
+    let args = open_args(&options);
+    CoreTask::new(move || open_source(&path, args))
+}
+
+/// A whole file held in memory (copied), recognised by its bytes or read as
+/// `options.format`; `options.path` names where it came from. Internal: lib/remote.js reads
+/// remote files fetched whole with it.
+#[napi(
+    strict,
+    ts_args_type = "bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }",
+    ts_return_type = "WeightsFile | GgufFile"
+)]
+pub fn weights_from_bytes(
+    env: Env,
+    bytes: Unknown,
+    options: Option<Object>,
+) -> napi::Result<Opened> {
+    let run = || -> CoreResult<Opened> {
+        // Every property first, then the bytes (see crate::args).
+        let format = parse_format(option::<String>(&options, "format")?)?;
+        let origin = option::<String>(&options, "path")?;
+        let bytes = bytes_arg(&bytes, "bytes")?;
+        let bytes = with_view(&bytes, |b| Ok(b.to_vec()))?;
+        let gguf = match format {
+            Some(f) => f == WeightsFormat::Gguf,
+            None => {
+                stcore::format::detect::sniff(&stcore::format::detect::Head::of(&bytes))
+                    == stcore::format::detect::Detected::Format(WeightsFormat::Gguf)
+            }
+        };
+        if gguf {
+            let memory = Arc::new(stcore::memory::Memory::Owned(bytes));
+            let source = stcore::format::gguf::GgufSource::from_memory(memory);
+            let source = match &origin {
+                Some(p) => source.map_err(|e| e.with_path(p))?,
+                None => source?,
+            };
+            return Ok(Either::B(GgufFile::wrap(source, origin)));
+        }
+        let source = stcore::format::open_bytes(bytes, format);
+        let source = match &origin {
+            Some(p) => source.map_err(|e| e.with_path(p))?,
+            None => source?,
+        };
+        Ok(Either::A(WeightsFile::wrap(Arc::from(source), origin)))
+    };
+    run().or_throw(&env)
+}
+
+#[napi]
+impl WeightsFile {
+    /// Instances come from `openWeights` and `openWeightsSync`.
+    #[napi(constructor)]
+    pub fn not_constructible(env: Env) -> napi::Result<Self> {
+        Err(crate::error::not_constructible(
+            &env,
+            "WeightsFile",
+            "openWeights(pathOrUrl) or openWeightsSync(path)",
+        ))
+    }
+
+    #[napi(getter, ts_return_type = "WeightsFormat")]
+    pub fn format(&self, env: Env) -> napi::Result<String> {
+        Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+    }
+
+    /// The file or directory opened (a URL for remote files), or null for bytes.
+    #[napi(getter)]
+    pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
+        let inner = self.inner.get_or_throw(&env)?;
+        Ok(self
+            .origin
+            .clone()
+            .or_else(|| inner.path().map(|p| p.display().to_string())))
+    }
+
+    /// The format's key/values (SafeTensors `__metadata__`, GGUF's pairs, …), or null.
+    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    pub fn metadata(&self, env: Env) -> napi::Result<Option<Json>> {
+        self.inner.metadata(&env)
+    }
+
+    /// `config.json` of a model directory, or null.
+    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    pub fn config(&self, env: Env) -> napi::Result<Option<Json>> {
+        Ok(self.inner.get_or_throw(&env)?.config().cloned().map(Json))
+    }
+
+    /// Tensor names in serving order (data order for SafeTensors, file order for GGUF).
+    #[napi(getter)]
+    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
+        self.inner.tensor_names(&env)
+    }
+
+    #[napi(getter)]
+    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
+        self.inner.num_parameters(&env)
+    }
+
+    #[napi(strict)]
+    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
+        self.inner.has(&env, &name)
+    }
+
+    #[napi(strict)]
+    pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
+        self.inner.info(&env, &name)
+    }
+
+    #[napi(strict)]
+    pub fn get_tensor(
+        &self,
+        env: Env,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> napi::Result<Tensor> {
+        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+    }
+
+    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    pub fn get_tensor_async(
+        &self,
+        name: String,
+        options: Option<GetOptions>,
+    ) -> AsyncTask<CoreTask<Tensor>> {
+        self.inner.get_tensor_async(name, &options, ReadAs::Native)
+    }
+
+    /// Every tensor, keyed by name in serving order.
+    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
+        self.inner.tensors(&env, &options, ReadAs::Native)
+    }
+
+    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
+    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
+        self.inner.tensors_async(&options, ReadAs::Native)
+    }
+
+    /// Release the file now (see `SafeTensorsFile.close`). A second call does nothing.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close()
+    }
+}
