@@ -254,3 +254,20 @@ fn tensor_entry_forms_get_the_reference_verdict() {
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
 }
+
+/// fuzz target safetensors_read (CI, 2026-11-23): an end-of-central-directory record
+/// (`PK\x05\x06`) followed by a SafeTensors-like header. The reference reads the magic as a
+/// header length and says "header too large"; we recognise a zip archive and say so with
+/// ERR_UNKNOWN_FORMAT. Both reject (the oracle allows exactly this divergence); what is
+/// pinned here is our verdict and that it names the format.
+#[test]
+fn zip_end_record_is_named_not_misread_as_a_header_length() {
+    let mut file = b"PK\x05\x06\x00\x00\x00\x7f\x00\x00\x00\x00".to_vec();
+    file.extend_from_slice(br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#);
+    file.extend_from_slice(&[0u8; 8]);
+    let err = SafeTensors::from_bytes(file.clone()).err().expect("refused");
+    assert_eq!(err.code(), "ERR_UNKNOWN_FORMAT", "{err}");
+    assert!(err.to_string().contains("zip archive"), "{err}");
+    let theirs = safetensors::SafeTensors::deserialize(&file).err().expect("refused");
+    assert!(matches!(theirs, safetensors::SafeTensorError::HeaderTooLarge), "{theirs}");
+}
