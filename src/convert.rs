@@ -6,6 +6,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use stcore::convert::{self, Target};
 use stcore::format::gguf::Preset;
+use stcore::fsutil;
 use std::path::Path;
 
 #[napi(object)]
@@ -122,24 +123,28 @@ pub fn convert(
         let (to, quantization, durable) = (to?, quantization?, durable?);
         // Report at most ~100 steps: each one is a round trip to the JS thread.
         let mut last_percent = None;
-        let report = convert::convert_with(
+        let mut report_progress = |done: u64, total: u64| {
+            let percent = (done * 100).checked_div(total).unwrap_or(100);
+            if let Some(sink) = &sink {
+                if last_percent != Some(percent) {
+                    last_percent = Some(percent);
+                    sink.send(ConvertProgress {
+                        done_bytes: done as f64,
+                        total_bytes: total as f64,
+                    });
+                }
+            }
+        };
+        let options = fsutil::WriteOptions {
+            durability: crate::write::durability(durable),
+            progress: Some(&mut report_progress),
+        };
+        let report = convert::convert(
             Path::new(&input),
             Path::new(&output),
             to,
             quantization,
-            crate::write::durability(durable),
-            &mut |done, total| {
-                let percent = (done * 100).checked_div(total).unwrap_or(100);
-                if let Some(sink) = &sink {
-                    if last_percent != Some(percent) {
-                        last_percent = Some(percent);
-                        sink.send(ConvertProgress {
-                            done_bytes: done as f64,
-                            total_bytes: total as f64,
-                        });
-                    }
-                }
-            },
+            options,
         )?;
         json(report)
     }))

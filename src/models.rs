@@ -4,13 +4,14 @@ use crate::args::{with_view, ViewArg};
 use crate::error::{invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::typed::{new_array, JsArray};
-use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
+use crate::write::{durability, metadata_arg, natural_dtype, write_options, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use stcore::buffer::Output;
 use stcore::cast;
 use stcore::format::gguf::Preset;
+use stcore::fsutil::WriteOptions as CoreWriteOptions;
 use stcore::models::{
     matrix_from_rows, AnyModel, LinearRegression as CoreLinear, LogisticRegression as CoreLogistic,
     LogisticRegressionParams, MatrixData, MatrixRef, ModelKind,
@@ -255,12 +256,12 @@ macro_rules! persistence_methods {
                 path: String,
                 options: Option<SaveOptions>,
             ) -> napi::Result<()> {
-                let durable = durability(options.as_ref().and_then(|o| o.durable));
+                let write = write_options(options.as_ref().and_then(|o| o.durable));
                 let run = || {
-                    self.any().save_safetensors_with(
+                    self.any().save_safetensors(
                         Path::new(&path),
                         metadata_arg(&options)?.as_ref(),
-                        durable,
+                        write,
                     )
                 };
                 run().or_throw(&env)
@@ -276,7 +277,11 @@ macro_rules! persistence_methods {
                 let metadata = metadata_arg(&options);
                 let durable = durability(options.as_ref().and_then(|o| o.durable));
                 CoreTask::new(move || {
-                    model.save_safetensors_with(Path::new(&path), metadata?.as_ref(), durable)
+                    model.save_safetensors(
+                        Path::new(&path),
+                        metadata?.as_ref(),
+                        CoreWriteOptions::with_durability(durable),
+                    )
                 })
             }
 
@@ -300,7 +305,9 @@ macro_rules! persistence_methods {
             ) -> AsyncTask<CoreTask<()>> {
                 let model = self.any();
                 let durable = durability(options.and_then(|o| o.durable));
-                CoreTask::new(move || model.save_dir_with(Path::new(&dir), durable))
+                CoreTask::new(move || {
+                    model.save_dir(Path::new(&dir), CoreWriteOptions::with_durability(durable))
+                })
             }
 
             /// Export to GGUF (`quantization` applies to 2-D coefficient matrices).
@@ -311,13 +318,10 @@ macro_rules! persistence_methods {
                 path: String,
                 options: Option<GgufOptions>,
             ) -> napi::Result<()> {
-                let durable = durability(options.as_ref().and_then(|o| o.durable));
+                let write = write_options(options.as_ref().and_then(|o| o.durable));
                 let run = || {
-                    self.fitted()?.to_gguf_with(
-                        Path::new(&path),
-                        quantization_arg(&options)?,
-                        durable,
-                    )
+                    self.fitted()?
+                        .to_gguf(Path::new(&path), quantization_arg(&options)?, write)
                 };
                 run().or_throw(&env)
             }
@@ -330,8 +334,8 @@ macro_rules! persistence_methods {
                 path: String,
                 options: Option<WriteOptions>,
             ) -> napi::Result<()> {
-                let durable = durability(options.and_then(|o| o.durable));
-                let run = || self.fitted()?.to_onnx_with(Path::new(&path), durable);
+                let write = write_options(options.and_then(|o| o.durable));
+                let run = || self.fitted()?.to_onnx(Path::new(&path), write);
                 run().or_throw(&env)
             }
         }

@@ -35,6 +35,11 @@ pub fn durability(durable: Option<bool>) -> fsutil::Durability {
     }
 }
 
+/// The core's write options for `durable` (no progress reports).
+pub fn write_options(durable: Option<bool>) -> fsutil::WriteOptions<'static> {
+    fsutil::WriteOptions::with_durability(durability(durable))
+}
+
 /// `__metadata__` from the caller: every value must be a string.
 pub fn metadata_arg(options: &Option<SaveOptions>) -> CoreResult<Option<BTreeMap<String, String>>> {
     let Some(value) = options.as_ref().and_then(|o| o.metadata.as_ref()) else {
@@ -238,11 +243,11 @@ pub fn save_file(
     let run = || {
         let metadata = metadata_arg(&options)?;
         TensorArgs::read(&tensors)?.with_views(|views| {
-            safetensors::save_file_with(
+            safetensors::save_file(
                 Path::new(&path),
                 views,
                 metadata.as_ref(),
-                durability(options.as_ref().and_then(|o| o.durable)),
+                write_options(options.as_ref().and_then(|o| o.durable)),
             )
         })
     };
@@ -269,7 +274,12 @@ pub fn save_file_async(
     let durability = durability(options.as_ref().and_then(|o| o.durable));
     Ok(CoreTask::new(move || {
         let views = packed.views();
-        safetensors::save_file_with(Path::new(&path), &views, metadata.as_ref(), durability)
+        safetensors::save_file(
+            Path::new(&path),
+            &views,
+            metadata.as_ref(),
+            fsutil::WriteOptions::with_durability(durability),
+        )
     }))
 }
 

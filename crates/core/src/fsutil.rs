@@ -147,7 +147,7 @@ pub fn read_regular_capped(
     }
 }
 
-/// How far a finished write is pushed before [`write_atomic_with`] returns.
+/// How far a finished write is pushed before a writer returns.
 ///
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
 /// process leaves the complete old file or the complete new one, never a torn one. The
@@ -166,26 +166,68 @@ pub enum Durability {
     Sync,
 }
 
+/// How a writer writes: the one options value every writer of the core takes (`save_file`,
+/// `save_streaming`, `write_gguf_file`, `save_mlx`, `convert`, the models' `save_*` and
+/// `to_*`). The default is what the writers did without options: atomic, no `fsync`, no
+/// progress reports.
+#[derive(Default)]
+pub struct WriteOptions<'p> {
+    pub durability: Durability,
+    /// Called with (bytes done, bytes in all) as the output is written: after each tensor by
+    /// the writers that stream tensors (`save_streaming`, `save_file`: tensor data bytes;
+    /// `write_gguf_file`: the GGUF data bytes of each tensor; `convert`: input tensor
+    /// bytes, from `(0, total)` on), and once, when the output is complete, by the writers
+    /// that write it in one piece.
+    pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
+}
+
+impl WriteOptions<'_> {
+    /// The options with `durability` and no progress reports.
+    pub fn with_durability(durability: Durability) -> WriteOptions<'static> {
+        WriteOptions {
+            durability,
+            progress: None,
+        }
+    }
+
+    /// The default options, reporting progress to `progress`.
+    pub fn with_progress(progress: &mut dyn FnMut(u64, u64)) -> WriteOptions<'_> {
+        WriteOptions {
+            durability: Durability::default(),
+            progress: Some(progress),
+        }
+    }
+
+    /// Report progress, if anyone listens.
+    pub fn report(&mut self, done: u64, total: u64) {
+        if let Some(p) = self.progress.as_mut() {
+            p(done, total)
+        }
+    }
+}
+
+impl std::fmt::Debug for WriteOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("durability", &self.durability)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
 /// Write a file atomically: the bytes go to a temporary file in the same directory, which is
 /// then renamed over `path`. Readers (and existing memory maps of the old file) see either
 /// the complete old file or the complete new one, never a torn one; on any error the
-/// temporary file is removed and `path` is untouched. No `fsync` (see [`Durability`]).
-pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
-where
-    F: FnOnce(&mut dyn Write) -> Result<()>,
-{
-    write_atomic_with(path, Durability::default(), write)
-}
-
-/// [`write_atomic`], with the [`Durability`] asked for.
-pub fn write_atomic_with<F>(path: &Path, durability: Durability, write: F) -> Result<()>
+/// temporary file is removed and `path` is untouched. `durability` says whether the file
+/// and the rename are fsynced (see [`Durability`]).
+pub fn write_atomic<F>(path: &Path, durability: Durability, write: F) -> Result<()>
 where
     F: FnOnce(&mut dyn Write) -> Result<()>,
 {
     write_atomic_sized(path, durability, 0, write)
 }
 
-/// [`write_atomic_with`] for a file of at least `min_len` bytes, which are reserved on disk
+/// [`write_atomic`] for a file of at least `min_len` bytes, which are reserved on disk
 /// before writing (`fallocate` with `FALLOC_FL_KEEP_SIZE` on Linux: the size still grows
 /// only as bytes are written, and nothing is reserved past what the writer writes if
 /// `min_len` is a true lower bound). Reserving the extents at once spares the file system a
@@ -264,7 +306,7 @@ fn preallocate(file: &File, len: u64) {
 /// `fs::create_dir_all`; with [`Durability::Sync`], each directory it creates is also
 /// fsynced into its parent, top-down, so that the new directory survives a power cut with
 /// the files later written into it.
-pub fn create_dir_all_with(dir: &Path, durability: Durability) -> Result<()> {
+pub fn create_dir_all(dir: &Path, durability: Durability) -> Result<()> {
     if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(CoreError::invalid_argument("exists and is not a directory").with_path(dir));
     }
@@ -303,6 +345,36 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A writer counting the bytes written through it (for the progress reports of writers
+/// that do not know their output's size beforehand).
+pub struct Counted<'w> {
+    inner: &'w mut dyn Write,
+    written: u64,
+}
+
+impl<'w> Counted<'w> {
+    pub fn new(inner: &'w mut dyn Write) -> Counted<'w> {
+        Counted { inner, written: 0 }
+    }
+
+    /// The bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// `write_all` with the error mapped to the destination path.
 pub fn write_all(out: &mut dyn Write, bytes: &[u8], path: &Path) -> Result<()> {
     out.write_all(bytes).map_err(|e| CoreError::io(e, path))
@@ -316,12 +388,12 @@ mod tests {
     fn replaces_whole_file_and_cleans_up_on_error() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.bin");
-        write_atomic(&p, |w| {
+        write_atomic(&p, Durability::RenameOnly, |w| {
             w.write_all(b"old").unwrap();
             Ok(())
         })
         .unwrap();
-        let err = write_atomic(&p, |w| {
+        let err = write_atomic(&p, Durability::RenameOnly, |w| {
             w.write_all(b"partial").unwrap();
             Err(CoreError::invalid_argument("boom"))
         })
@@ -337,7 +409,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("d.bin");
         for bytes in [&b"first"[..], b"second"] {
-            write_atomic_with(&p, Durability::Sync, |w| {
+            write_atomic(&p, Durability::Sync, |w| {
                 w.write_all(bytes).unwrap();
                 Ok(())
             })
@@ -395,7 +467,7 @@ mod tests {
         let sub = dir.path().join("sub");
         fs::create_dir(&sub).unwrap();
         for path in [fifo.as_path(), sub.as_path(), Path::new("/dev/null")] {
-            let err = write_atomic_with(path, Durability::Sync, |w| {
+            let err = write_atomic(path, Durability::Sync, |w| {
                 w.write_all(b"x").unwrap();
                 Ok(())
             })
@@ -416,7 +488,7 @@ mod tests {
         // A directory to create where a file is: refused the same way.
         let file = dir.path().join("f");
         fs::write(&file, b"x").unwrap();
-        let err = create_dir_all_with(&file, Durability::RenameOnly).unwrap_err();
+        let err = create_dir_all(&file, Durability::RenameOnly).unwrap_err();
         assert_eq!(err.code(), "ERR_INVALID_ARGUMENT");
     }
 
@@ -425,13 +497,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nested = dir.path().join("a/b/c");
         for durability in [Durability::Sync, Durability::RenameOnly, Durability::Sync] {
-            create_dir_all_with(&nested, durability).unwrap();
+            create_dir_all(&nested, durability).unwrap();
             assert!(nested.is_dir());
         }
         // A file in the way is an error naming the path, not a panic.
         let file = dir.path().join("f");
         fs::write(&file, b"x").unwrap();
-        let err = create_dir_all_with(&file.join("d"), Durability::Sync).unwrap_err();
+        let err = create_dir_all(&file.join("d"), Durability::Sync).unwrap_err();
         assert_eq!(err.code(), "ERR_IO");
     }
 
@@ -484,7 +556,7 @@ mod tests {
         assert!(fs::symlink_metadata(&tmp).unwrap().file_type().is_file());
         fs::remove_file(&tmp).unwrap();
         for _ in 0..20 {
-            write_atomic(&dest, |w| {
+            write_atomic(&dest, Durability::RenameOnly, |w| {
                 w.write_all(b"new data").unwrap();
                 Ok(())
             })
@@ -580,7 +652,12 @@ mod tests {
 
     #[test]
     fn missing_directory_is_not_found() {
-        let e = write_atomic(Path::new("/nonexistent-dir-xyz/a.bin"), |_| Ok(())).unwrap_err();
+        let e = write_atomic(
+            Path::new("/nonexistent-dir-xyz/a.bin"),
+            Durability::RenameOnly,
+            |_| Ok(()),
+        )
+        .unwrap_err();
         assert_eq!(e.code(), "ERR_NOT_FOUND");
     }
 }

@@ -366,6 +366,13 @@ pub struct SaveOptions {
     pub durability: fsutil::Durability,
 }
 
+impl SaveOptions {
+    /// The options of each file the save writes.
+    fn write(&self) -> fsutil::WriteOptions<'static> {
+        fsutil::WriteOptions::with_durability(self.durability)
+    }
+}
+
 /// Write `config.json` and the weights to `dir` (created if missing). Returns the weight
 /// files written.
 ///
@@ -390,7 +397,7 @@ pub fn save_model_dir(
     tensors: &[TensorView<'_>],
     options: &SaveOptions,
 ) -> Result<Vec<String>> {
-    fsutil::create_dir_all_with(dir, options.durability)?;
+    fsutil::create_dir_all(dir, options.durability)?;
     let save_id = format!("{:016x}", fsutil::random_u64());
     let mut metadata = options.metadata.clone().unwrap_or_default();
     metadata.insert(SAVE_ID_KEY.to_string(), save_id.clone());
@@ -399,7 +406,7 @@ pub fn save_model_dir(
     let result = (|| {
         let written: Vec<String> = if options.mlx {
             let p = Pending::new(dir, MLX_FILE, &save_id);
-            mlx::save_mlx_with(&p.tmp, options.durability, tensors, Some(&metadata))?;
+            mlx::save_mlx(&p.tmp, tensors, Some(&metadata), options.write())?;
             pending.push(p);
             vec![MLX_FILE.to_string()]
         } else {
@@ -409,7 +416,7 @@ pub fn save_model_dir(
                     let (files, index) =
                         save_shards(dir, tensors, max, &metadata, &save_id, options)?;
                     let p = Pending::new(dir, INDEX_FILE, &save_id);
-                    fsutil::write_atomic_with(&p.tmp, options.durability, |out| {
+                    fsutil::write_atomic(&p.tmp, options.durability, |out| {
                         fsutil::write_all(out, index.as_bytes(), &p.path)
                     })?;
                     pending.push(p);
@@ -417,7 +424,7 @@ pub fn save_model_dir(
                 }
                 _ => {
                     let p = Pending::new(dir, SINGLE_FILES[0], &save_id);
-                    st::save_file_with(&p.tmp, tensors, Some(&metadata), options.durability)?;
+                    st::save_file(&p.tmp, tensors, Some(&metadata), options.write())?;
                     pending.push(p);
                     vec![SINGLE_FILES[0].to_string()]
                 }
@@ -430,7 +437,7 @@ pub fn save_model_dir(
         let text = serde_json::to_string_pretty(&config)
             .map_err(|e| CoreError::invalid_argument(e.to_string()))?;
         let p = Pending::new(dir, CONFIG_FILE, &save_id);
-        fsutil::write_atomic_with(&p.tmp, options.durability, |out| {
+        fsutil::write_atomic(&p.tmp, options.durability, |out| {
             fsutil::write_all(out, text.as_bytes(), &p.path)
         })?;
         // config.json goes in first: discovery's file right after it is the commit.
@@ -522,7 +529,7 @@ fn save_shards(
             weight_map.insert(t.name.clone(), name.clone());
             total_size += t.data.len() as u64;
         }
-        st::save_file_with(&dir.join(&name), &views, Some(metadata), options.durability)?;
+        st::save_file(&dir.join(&name), &views, Some(metadata), options.write())?;
         files.push(name);
     }
     let index = serde_json::json!({

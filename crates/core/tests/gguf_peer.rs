@@ -6,6 +6,7 @@
 use stcore::format::gguf::{
     standard_metadata, write_gguf_file, GgmlType, GgufArray, GgufFile, GgufTensorSpec, GgufValue,
 };
+use stcore::fsutil::WriteOptions;
 use stcore::TensorView;
 use std::path::PathBuf;
 use std::process::Command;
@@ -107,9 +108,13 @@ fn gguf_py_reads_our_files_and_quantizes_identically() {
         ),
     ]);
     let gguf_path = dir.path().join("m.gguf");
-    write_gguf_file(&gguf_path, &metadata, &specs, |i, s| {
-        TensorView::from_f32(&s.name, s.shape.clone(), &data[i])
-    })
+    write_gguf_file(
+        &gguf_path,
+        &metadata,
+        &specs,
+        WriteOptions::default(),
+        |i, s| TensorView::from_f32(&s.name, s.shape.clone(), &data[i]),
+    )
     .unwrap();
 
     // gguf-py reads everything we wrote, with the same metadata, shapes and numbers.

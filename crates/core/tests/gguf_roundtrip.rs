@@ -5,6 +5,7 @@ use stcore::format::gguf::{
     self, choose_type, standard_metadata, write_gguf, write_gguf_file, GgmlType, GgufArray,
     GgufFile, GgufTensorSpec, GgufValue, Preset,
 };
+use stcore::fsutil::WriteOptions;
 use stcore::{DType, TensorView};
 
 fn f32_of(view: &TensorView<'_>) -> Vec<f32> {
@@ -290,7 +291,7 @@ fn file_writer_is_atomic_and_readable() {
     let specs = [GgufTensorSpec::new("w", vec![32, 32], GgmlType::Q4_0)];
     let metadata = standard_metadata("x", "x", &specs);
     let w = values(1024, 9);
-    write_gguf_file(&path, &metadata, &specs, |_, _| {
+    write_gguf_file(&path, &metadata, &specs, WriteOptions::default(), |_, _| {
         TensorView::from_f32("w", vec![32, 32], &w)
     })
     .unwrap();
@@ -300,13 +301,53 @@ fn file_writer_is_atomic_and_readable() {
 
     // A failing load leaves no file and names the tensor.
     let path2 = dir.path().join("bad.gguf");
-    let err = write_gguf_file(&path2, &metadata, &specs, |_, _| {
-        Err(stcore::CoreError::invalid_argument("boom"))
-    })
+    let err = write_gguf_file(
+        &path2,
+        &metadata,
+        &specs,
+        WriteOptions::default(),
+        |_, _| Err(stcore::CoreError::invalid_argument("boom")),
+    )
     .unwrap_err();
     assert_eq!(err.tensor(), Some("w"));
     assert!(!path2.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+/// Progress counts each tensor's GGUF data bytes once it is written (Q4_0: 18 bytes per 32
+/// values), with durability asked for too.
+#[test]
+fn file_writer_reports_progress_per_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.gguf");
+    let specs = [
+        GgufTensorSpec::new("w", vec![32, 32], GgmlType::Q4_0),
+        GgufTensorSpec::new("b", vec![3], GgmlType::F32),
+    ];
+    let metadata = standard_metadata("x", "x", &specs);
+    let w = values(1024, 3);
+    let mut reports = Vec::new();
+    let mut loads = Vec::new();
+    let options = WriteOptions {
+        durability: stcore::fsutil::Durability::Sync,
+        progress: Some(&mut |done, total| reports.push((done, total))),
+    };
+    write_gguf_file(&path, &metadata, &specs, options, |i, s| {
+        loads.push(i);
+        match i {
+            0 => TensorView::from_f32(&s.name, s.shape.clone(), &w),
+            _ => TensorView::from_f32(&s.name, s.shape.clone(), &[1.0, 2.0, 3.0]),
+        }
+    })
+    .unwrap();
+    assert_eq!(loads, [0, 1]);
+    assert_eq!(
+        reports,
+        [(32 * 18, 32 * 18 + 12), (32 * 18 + 12, 32 * 18 + 12)]
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    assert_eq!(file.tensor("b").unwrap().shape, vec![3]);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use stcore::convert::{convert, Target};
 use stcore::format::gguf::{GgufFile, Preset};
+use stcore::fsutil::WriteOptions;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -178,7 +179,14 @@ fn every_preset_gives_llama_quantizes_types_and_bytes() {
                 "llama-quantize {preset}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            convert(model, &ours, Target::Gguf, Some(preset), &mut |_, _| {}).unwrap();
+            convert(
+                model,
+                &ours,
+                Target::Gguf,
+                Some(preset),
+                WriteOptions::default(),
+            )
+            .unwrap();
             let diffs = differences(
                 &std::fs::read(&theirs).unwrap(),
                 &std::fs::read(&ours).unwrap(),

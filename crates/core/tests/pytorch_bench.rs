@@ -5,6 +5,7 @@
 
 use stcore::format::pytorch::PyTorchFile;
 use stcore::format::safetensors::{save_streaming, TensorBytes, TensorSpec};
+use stcore::fsutil::WriteOptions;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -43,27 +44,33 @@ fn convert_a_checkpoint() {
     // the page cache) before serving the next, so RSS holds about one tensor.
     let release = std::env::var("STN_RELEASE").is_ok();
     let mut previous: Option<(usize, usize)> = None;
-    save_streaming(&out, &specs, Some(&metadata), &mut |i| {
-        if let (true, Some((ptr, len))) = (release, previous.take()) {
-            let page = 4096;
-            let start = ptr.div_ceil(page) * page;
-            let end = (ptr + len) / page * page;
-            if end > start {
-                // SAFETY: a range inside the live private mapping, no longer referenced.
-                unsafe {
-                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
-                };
+    save_streaming(
+        &out,
+        &specs,
+        Some(&metadata),
+        WriteOptions::default(),
+        &mut |i| {
+            if let (true, Some((ptr, len))) = (release, previous.take()) {
+                let page = 4096;
+                let start = ptr.div_ceil(page) * page;
+                let end = (ptr + len) / page * page;
+                if end > start {
+                    // SAFETY: a range inside the live private mapping, no longer referenced.
+                    unsafe {
+                        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
+                    };
+                }
             }
-        }
-        Ok(match f.fetch(&keep[i].name)? {
-            TensorBytes::Shared { memory, start, len } => {
-                let bytes = &memory[start..start + len];
-                previous = Some((bytes.as_ptr() as usize, len));
-                Cow::Borrowed(bytes)
-            }
-            TensorBytes::Owned(v) => Cow::Owned(v),
-        })
-    })
+            Ok(match f.fetch(&keep[i].name)? {
+                TensorBytes::Shared { memory, start, len } => {
+                    let bytes = &memory[start..start + len];
+                    previous = Some((bytes.as_ptr() as usize, len));
+                    Cow::Borrowed(bytes)
+                }
+                TensorBytes::Owned(v) => Cow::Owned(v),
+            })
+        },
+    )
     .unwrap();
     println!(
         "ours: open {:.3} s, total {:.2} s, peak RSS {} MiB, {} tensors written, dropped {:?}",

@@ -224,7 +224,7 @@ fn convert_probe() {
             &dir.join("model.safetensors"),
             stcore::convert::Target::SafeTensors,
             None,
-            &mut |_, _| {},
+            stcore::fsutil::WriteOptions::default(),
         )
         .map(|r| r.tensors)
     };

@@ -10,6 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use stcore::format::safetensors::save_file;
+use stcore::fsutil::WriteOptions;
 use stcore::pretrained::{safe_join, ModelDir, INDEX_FILE};
 use stcore::TensorSource;
 use stcore::TensorView;
@@ -27,7 +28,7 @@ fn shard(path: &Path, names: &[&str]) {
         .enumerate()
         .map(|(i, n)| TensorView::from_f32(*n, vec![2], &[i as f32, -(i as f32)]).unwrap())
         .collect();
-    save_file(path, &views, None).unwrap();
+    save_file(path, &views, None, WriteOptions::default()).unwrap();
 }
 
 /// `<tmp>/stcore-fuzz-shards-<pid>/{model,outside}` (scripts/fuzz.mjs removes it afterwards).

@@ -11,7 +11,7 @@ use crate::format::gguf::{self, export, GgufTensorSpec, GgufValue, Preset};
 use crate::format::mlx;
 use crate::format::safetensors::{self as st, TensorSpec};
 use crate::format::{self as formats, OpenOptions};
-use crate::fsutil::Durability;
+use crate::fsutil::WriteOptions;
 use crate::models::AnyModel;
 use crate::pretrained::ModelDir;
 use crate::source::TensorSource;
@@ -324,35 +324,25 @@ pub fn validate_open(file: &st::SafeTensors) -> ValidationReport {
 
 /// Convert `input` to `output` in the `to` format. `quantization` applies to GGUF: a
 /// llama-quantize preset choosing each tensor's type (see [`gguf::plan_export`]); without
-/// one every tensor keeps its type. `progress(done, total)` counts
-/// input tensor bytes. The output is written atomically, without `fsync` (see
-/// [`convert_with`]).
+/// one every tensor keeps its type. The output is written atomically (see
+/// [`WriteOptions`]); progress `(done, total)` counts input tensor bytes, from `(0, total)`
+/// to `(total, total)`.
 pub fn convert(
     input_path: &Path,
     output: &Path,
     to: Target,
     quantization: Option<Preset>,
-    progress: &mut dyn FnMut(u64, u64),
+    options: WriteOptions<'_>,
 ) -> Result<ConvertReport> {
-    convert_with(
-        input_path,
-        output,
-        to,
-        quantization,
-        Durability::default(),
-        progress,
-    )
-}
-
-/// [`convert`] with the [`Durability`] asked for.
-pub fn convert_with(
-    input_path: &Path,
-    output: &Path,
-    to: Target,
-    quantization: Option<Preset>,
-    durability: Durability,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<ConvertReport> {
+    let WriteOptions {
+        durability,
+        progress: mut listener,
+    } = options;
+    let mut progress = |done: u64, total: u64| {
+        if let Some(p) = listener.as_mut() {
+            p(done, total)
+        }
+    };
     if quantization.is_some() && to != Target::Gguf {
         return Err(CoreError::invalid_argument(
             "options.quantization applies only to: 'gguf'",
@@ -387,12 +377,18 @@ pub fn convert_with(
         }
         Target::SafeTensors => {
             let kept = metadata.as_safetensors_metadata();
-            st::save_streaming_with(output, &specs, kept.as_ref(), durability, &mut |i| {
-                let bytes = s.fetch(&specs[i].name)?;
-                done += specs[i].byte_len as u64;
-                progress(done, total);
-                Ok(bytes.into_cow())
-            })?;
+            st::save_streaming(
+                output,
+                &specs,
+                kept.as_ref(),
+                WriteOptions::with_durability(durability),
+                &mut |i| {
+                    let bytes = s.fetch(&specs[i].name)?;
+                    done += specs[i].byte_len as u64;
+                    progress(done, total);
+                    Ok(bytes.into_cow())
+                },
+            )?;
         }
         Target::Gguf => {
             let choice = match quantization {
@@ -427,7 +423,7 @@ pub fn convert_with(
                 // tensor of the input at a time (not the whole model, as a mapping would).
                 let release = |name: &str| s.release(name);
                 let mut previous: Option<String> = None;
-                export.write(output, durability, |name| {
+                export.write(output, WriteOptions::with_durability(durability), |name| {
                     if let Some(p) = previous.replace(name.to_string()) {
                         release(&p);
                     }
@@ -466,11 +462,11 @@ pub fn convert_with(
                     .map(|(s, ty)| GgufTensorSpec::new(&s.name, s.shape.clone(), ty))
                     .collect();
                 let gguf_metadata = gguf_export_metadata(s, input_path, quantization, &gspecs);
-                gguf::write_gguf_file_with(
+                gguf::write_gguf_file(
                     output,
-                    durability,
                     &gguf_metadata,
                     &gspecs,
+                    WriteOptions::with_durability(durability),
                     |i, spec| {
                         let view = s.view(&spec.name)?;
                         done += specs[i].byte_len as u64;
@@ -485,11 +481,16 @@ pub fn convert_with(
                 .iter()
                 .map(|t| s.view(&t.name))
                 .collect::<Result<_>>()?;
-            mlx::save_mlx_with(output, durability, &views, metadata.strings())?;
+            mlx::save_mlx(
+                output,
+                &views,
+                metadata.strings(),
+                WriteOptions::with_durability(durability),
+            )?;
             progress(total, total);
         }
         Target::Onnx => {
-            model_of(s)?.to_onnx_with(output, durability)?;
+            model_of(s)?.to_onnx(output, WriteOptions::with_durability(durability))?;
             progress(total, total);
         }
     }

@@ -22,7 +22,7 @@
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::format::detect::Detected;
 use crate::format::safetensors::{self as st, TensorSpec};
-use crate::fsutil::{self, Durability};
+use crate::fsutil::{self, Durability, WriteOptions};
 use crate::memory::Backend;
 use crate::pretrained::layout::{self, Layout};
 use crate::source::{TensorSource, WeightsFormat};
@@ -174,7 +174,7 @@ pub fn to_safetensors(
         if groups.is_empty() {
             groups.push((rename(layout::PYTORCH_FILE), Vec::new()));
         }
-        fsutil::create_dir_all_with(output, durability)?;
+        fsutil::create_dir_all(output, durability)?;
     } else {
         groups.push((String::new(), names.clone()));
     }
@@ -186,7 +186,7 @@ pub fn to_safetensors(
         let path = if as_dir {
             let path = crate::pretrained::safe_join(output, file)?;
             if let Some(parent) = path.parent() {
-                fsutil::create_dir_all_with(parent, durability)?;
+                fsutil::create_dir_all(parent, durability)?;
             }
             path
         } else {
@@ -240,7 +240,7 @@ pub fn to_safetensors(
         if let Some(index) = &index {
             let name = layout::INDEX_FILE;
             let text = rewrite_index(index, &weight_map, total_size)?;
-            fsutil::write_atomic_with(&output.join(name), durability, |out| {
+            fsutil::write_atomic(&output.join(name), durability, |out| {
                 fsutil::write_all(out, text.as_bytes(), &output.join(name))
             })?;
             written.bytes += text.len() as u64;
@@ -269,16 +269,22 @@ fn write_file(
 ) -> Result<Vec<u32>> {
     let mut crcs = vec![0u32; specs.len()];
     let mut previous: Option<usize> = None;
-    st::save_streaming_with(path, specs, Some(metadata), durability, &mut |i| {
-        // The writer asks for the next tensor once the previous one is written.
-        if let Some(p) = previous.replace(i) {
-            source.release(from[p]);
-        }
-        let bytes = source.fetch(from[i])?;
-        crcs[i] = crate::format::zip::crc32(bytes.as_slice());
-        progress(specs[i].byte_len as u64);
-        Ok(bytes.into_cow())
-    })?;
+    st::save_streaming(
+        path,
+        specs,
+        Some(metadata),
+        WriteOptions::with_durability(durability),
+        &mut |i| {
+            // The writer asks for the next tensor once the previous one is written.
+            if let Some(p) = previous.replace(i) {
+                source.release(from[p]);
+            }
+            let bytes = source.fetch(from[i])?;
+            crcs[i] = crate::format::zip::crc32(bytes.as_slice());
+            progress(specs[i].byte_len as u64);
+            Ok(bytes.into_cow())
+        },
+    )?;
     if let Some(p) = previous {
         source.release(from[p]);
     }
@@ -375,7 +381,7 @@ fn copy_companions(input: &Path, output: &Path, durability: Durability) -> Resul
         let from = input.join(name);
         let to = output.join(name);
         let (mut file, _) = fsutil::open_regular(&from, "a model file")?;
-        fsutil::write_atomic_with(&to, durability, |out| {
+        fsutil::write_atomic(&to, durability, |out| {
             std::io::copy(&mut file, out)
                 .map(|_| ())
                 .map_err(|e| CoreError::io(e, &from))

@@ -21,7 +21,7 @@ fn checkpoint(dir: &Path) -> std::path::PathBuf {
         .unwrap(),
     ];
     let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
-    st::save_file(&p, &tensors, Some(&meta)).unwrap();
+    st::save_file(&p, &tensors, Some(&meta), WriteOptions::default()).unwrap();
     p
 }
 
@@ -34,7 +34,7 @@ fn inputs_are_named_by_content_and_directories_as_model_dirs() {
     std::fs::copy(&ck, &renamed).unwrap();
     assert_eq!(inspect(&renamed).unwrap().format, "safetensors");
     let gg = d.path().join("really-gguf.safetensors");
-    convert(&ck, &gg, Target::Gguf, None, &mut |_, _| {}).unwrap();
+    convert(&ck, &gg, Target::Gguf, None, WriteOptions::default()).unwrap();
     assert_eq!(inspect(&gg).unwrap().format, "gguf");
     assert_eq!(validate(&gg).format.as_deref(), Some("gguf"));
     std::fs::write(d.path().join("config.json"), "{}").unwrap();
@@ -44,7 +44,7 @@ fn inputs_are_named_by_content_and_directories_as_model_dirs() {
         &d.path().join("x.mlx"),
         Target::Mlx,
         None,
-        &mut |_, _| {},
+        WriteOptions::default(),
     )
     .unwrap();
     assert_eq!(report.input_format, MODEL_DIR);
@@ -60,9 +60,13 @@ fn safetensors_gguf_safetensors_round_trip() {
     let ck = checkpoint(d.path());
     let mut events = Vec::new();
     let gg = d.path().join("ck.gguf");
-    let report = convert(&ck, &gg, Target::Gguf, Some(Preset::Q8_0), &mut |a, b| {
-        events.push((a, b))
-    })
+    let report = convert(
+        &ck,
+        &gg,
+        Target::Gguf,
+        Some(Preset::Q8_0),
+        WriteOptions::with_progress(&mut |a, b| events.push((a, b))),
+    )
     .unwrap();
     assert_eq!((report.tensors, report.output_format.as_str()), (3, "gguf"));
     assert_eq!(events.last().map(|&(a, b)| a == b), Some(true));
@@ -77,7 +81,14 @@ fn safetensors_gguf_safetensors_round_trip() {
     assert_eq!(info.metadata["general.quantization_version"], 2);
     assert_eq!(info.metadata["safetensors.format"], "pt");
     let back = d.path().join("back.safetensors");
-    convert(&gg, &back, Target::SafeTensors, None, &mut |_, _| {}).unwrap();
+    convert(
+        &gg,
+        &back,
+        Target::SafeTensors,
+        None,
+        WriteOptions::default(),
+    )
+    .unwrap();
     let a = SafeTensors::open(&ck, Backend::Mmap).unwrap();
     let b = SafeTensors::open(&back, Backend::Mmap).unwrap();
     assert_eq!(
@@ -102,11 +113,18 @@ fn mlx_round_trip_and_inspect() {
     let d = tempfile::tempdir().unwrap();
     let ck = checkpoint(d.path());
     let m = d.path().join("weights.mlx");
-    convert(&ck, &m, Target::Mlx, None, &mut |_, _| {}).unwrap();
+    convert(&ck, &m, Target::Mlx, None, WriteOptions::default()).unwrap();
     let info = inspect(&m).unwrap();
     assert_eq!((info.format.as_str(), info.num_tensors), ("mlx", 3));
     let back = d.path().join("back.safetensors");
-    convert(&m, &back, Target::SafeTensors, None, &mut |_, _| {}).unwrap();
+    convert(
+        &m,
+        &back,
+        Target::SafeTensors,
+        None,
+        WriteOptions::default(),
+    )
+    .unwrap();
     let a = SafeTensors::open(&ck, Backend::Mmap).unwrap();
     let b = SafeTensors::open(&back, Backend::Mmap).unwrap();
     for t in a.tensors() {
@@ -123,7 +141,7 @@ fn onnx_needs_a_model_and_validate_lists_problems() {
         &d.path().join("x.onnx"),
         Target::Onnx,
         None,
-        &mut |_, _| {},
+        WriteOptions::default(),
     )
     .unwrap_err();
     assert_eq!(e.code(), "ERR_INVALID_MODEL");
@@ -133,13 +151,39 @@ fn onnx_needs_a_model_and_validate_lists_problems() {
         .fit(MatrixRef::from_f64(&x, 3, 2).unwrap(), &[1.0, 2.0, 3.0])
         .unwrap();
     let mp = d.path().join("lin.safetensors");
-    AnyModel::Linear(model).save_safetensors(&mp, None).unwrap();
+    let model = AnyModel::Linear(model);
+    model
+        .save_safetensors(&mp, None, WriteOptions::default())
+        .unwrap();
+    // The one-piece writers report once, with what they wrote.
+    let mut reports = Vec::new();
+    let direct = d.path().join("direct.onnx");
+    model
+        .to_onnx(
+            &direct,
+            WriteOptions::with_progress(&mut |a, b| reports.push((a, b))),
+        )
+        .unwrap();
+    let size = std::fs::metadata(&direct).unwrap().len();
+    assert_eq!(reports, [(size, size)]);
+    reports.clear();
+    let saved = d.path().join("saved");
+    model
+        .save_dir(
+            &saved,
+            WriteOptions::with_progress(&mut |a, b| reports.push((a, b))),
+        )
+        .unwrap();
+    let size = std::fs::metadata(saved.join("weights.safetensors"))
+        .unwrap()
+        .len();
+    assert_eq!(reports, [(size, size)]);
     convert(
         &mp,
         &d.path().join("lin.onnx"),
         Target::Onnx,
         None,
-        &mut |_, _| {},
+        WriteOptions::default(),
     )
     .unwrap();
     assert!(
@@ -159,7 +203,7 @@ fn onnx_needs_a_model_and_validate_lists_problems() {
             &d.path().join("x"),
             Target::SafeTensors,
             Some(Preset::Q8_0),
-            &mut |_, _| {}
+            WriteOptions::default()
         )
         .unwrap_err()
         .code(),

@@ -6,7 +6,7 @@ use crate::error::{CoreError, Result};
 use crate::format::gguf::{self, GgufTensorSpec, GgufValue, Preset};
 use crate::format::onnx;
 use crate::format::safetensors::{self as st, Backend, SafeTensors};
-use crate::fsutil;
+use crate::fsutil::{self, WriteOptions};
 use crate::pretrained::{self, SaveOptions};
 use crate::source::TensorSource;
 use crate::tensor::TensorView;
@@ -49,19 +49,10 @@ impl AnyModel {
         &self,
         path: &Path,
         user_metadata: Option<&BTreeMap<String, String>>,
-    ) -> Result<()> {
-        self.save_safetensors_with(path, user_metadata, fsutil::Durability::default())
-    }
-
-    /// [`save_safetensors`](Self::save_safetensors) with the [`fsutil::Durability`] asked for.
-    pub fn save_safetensors_with(
-        &self,
-        path: &Path,
-        user_metadata: Option<&BTreeMap<String, String>>,
-        durability: fsutil::Durability,
+        options: WriteOptions<'_>,
     ) -> Result<()> {
         let (tensors, metadata) = self.tensors_with_metadata(user_metadata)?;
-        st::save_file_with(path, &tensors, Some(&metadata), durability)
+        st::save_file(path, &tensors, Some(&metadata), options)
     }
 
     fn tensors_with_metadata(
@@ -81,20 +72,23 @@ impl AnyModel {
         Ok((tensors, metadata))
     }
 
-    /// Write `config.json` + `weights.safetensors` to `dir`.
-    pub fn save_dir(&self, dir: &Path) -> Result<()> {
-        self.save_dir_with(dir, fsutil::Durability::default())
-    }
-
-    /// [`save_dir`](Self::save_dir) with the [`fsutil::Durability`] asked for.
-    pub fn save_dir_with(&self, dir: &Path, durability: fsutil::Durability) -> Result<()> {
+    /// Write `config.json` + `weights.safetensors` to `dir` (progress is reported once, with
+    /// the weight file's size, when the directory is written).
+    pub fn save_dir(&self, dir: &Path, mut options: WriteOptions<'_>) -> Result<()> {
         let (tensors, metadata) = self.tensors_with_metadata(None)?;
-        let options = SaveOptions {
+        let save = SaveOptions {
             metadata: Some(metadata),
-            durability,
+            durability: options.durability,
             ..Default::default()
         };
-        pretrained::save_model_dir(dir, &self.config_json(), &tensors, &options).map(|_| ())
+        let files = pretrained::save_model_dir(dir, &self.config_json(), &tensors, &save)?;
+        let written = files
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum();
+        options.report(written, written);
+        Ok(())
     }
 
     /// The model a source holds: its `config.json` (a model directory) or its metadata names
@@ -117,16 +111,11 @@ impl AnyModel {
     /// tensor). 2-D coefficient matrices take the preset's main type (with llama-quantize's
     /// fallbacks when their rows are not whole blocks); 1-D vectors stay F32 unless F16 or
     /// BF16 is asked (see `gguf::choose_type`).
-    pub fn to_gguf(&self, path: &Path, quantization: Preset) -> Result<()> {
-        self.to_gguf_with(path, quantization, fsutil::Durability::default())
-    }
-
-    /// [`to_gguf`](Self::to_gguf) with the [`fsutil::Durability`] asked for.
-    pub fn to_gguf_with(
+    pub fn to_gguf(
         &self,
         path: &Path,
         quantization: Preset,
-        durability: fsutil::Durability,
+        options: WriteOptions<'_>,
     ) -> Result<()> {
         let (tensors, _) = self.to_tensors()?;
         let tensors: Vec<TensorView> = tensors
@@ -161,19 +150,15 @@ impl AnyModel {
                 GgufValue::Array(gguf::GgufArray::I32(m.classes().to_vec())),
             ));
         }
-        gguf::write_gguf_file_with(path, durability, &metadata, &specs, |i, _| {
+        gguf::write_gguf_file(path, &metadata, &specs, options, |i, _| {
             Ok(tensors[i].clone())
         })
     }
 
     /// An ONNX model (IR 8, opset 17) computing `predict` (linear) or `predictProba`
-    /// (logistic, plus a `label` output).
-    pub fn to_onnx(&self, path: &Path) -> Result<()> {
-        self.to_onnx_with(path, fsutil::Durability::default())
-    }
-
-    /// [`to_onnx`](Self::to_onnx) with the [`fsutil::Durability`] asked for.
-    pub fn to_onnx_with(&self, path: &Path, durability: fsutil::Durability) -> Result<()> {
+    /// (logistic, plus a `label` output). Progress is reported once, with the file's size,
+    /// when it is written.
+    pub fn to_onnx(&self, path: &Path, mut options: WriteOptions<'_>) -> Result<()> {
         let bytes = match self {
             AnyModel::Linear(m) => {
                 if !m.is_fitted() {
@@ -199,7 +184,11 @@ impl AnyModel {
                 )?
             }
         };
-        fsutil::write_atomic_with(path, durability, |out| fsutil::write_all(out, &bytes, path))
-            .map_err(|e| e.with_path(path))
+        fsutil::write_atomic(path, options.durability, |out| {
+            fsutil::write_all(out, &bytes, path)
+        })
+        .map_err(|e| e.with_path(path))?;
+        options.report(bytes.len() as u64, bytes.len() as u64);
+        Ok(())
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::dtype::DType;
 use crate::format::safetensors::SafeTensors;
+use crate::fsutil::WriteOptions;
 
 fn tensor(name: &str, values: &[f32]) -> TensorView<'static> {
     TensorView::from_f32(name, vec![values.len()], values).unwrap()
@@ -26,6 +27,7 @@ fn single_file_and_discovery_order() {
         &d.path().join("model.safetensors"),
         &[tensor("m", &[1.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     let m = open(d.path()).unwrap();
@@ -42,6 +44,7 @@ fn single_file_and_discovery_order() {
         &d.path().join("weights.safetensors"),
         &[tensor("w", &[2.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     let m = open(d.path()).unwrap();
@@ -117,12 +120,14 @@ fn sharded_dir(weight_map: serde_json::Value) -> tempfile::TempDir {
         &d.path().join("a.safetensors"),
         &[tensor("x", &[1.0]), tensor("y", &[2.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     st::save_file(
         &d.path().join("b.safetensors"),
         &[tensor("z", &[3.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     std::fs::write(
@@ -166,6 +171,7 @@ fn sharded_errors() {
         &outside.path().join("evil.safetensors"),
         &[tensor("x", &[1.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     // A symlink placed in the directory is its owner's choice: followed, wherever it leads
@@ -193,6 +199,7 @@ fn sharded_errors() {
         &d.path().join("b.safetensors"),
         &[tensor("z", &[3.0]), tensor("y", &[0.0])],
         None,
+        WriteOptions::default(),
     )
     .unwrap();
     let e = open(d.path()).err().unwrap();
@@ -236,6 +243,7 @@ fn config_and_weights_errors() {
             &d.path().join("weights.safetensors"),
             &[tensor("w", &[2.0])],
             None,
+            WriteOptions::default(),
         )
         .unwrap();
         open(d.path()).unwrap()

@@ -101,7 +101,7 @@ impl LlamaExport {
     pub fn write<'a>(
         &self,
         path: &Path,
-        durability: crate::fsutil::Durability,
+        options: crate::fsutil::WriteOptions<'_>,
         mut fetch: impl FnMut(&str) -> Result<TensorView<'a>>,
     ) -> Result<()> {
         let specs: Vec<GgufTensorSpec> = self
@@ -109,13 +109,9 @@ impl LlamaExport {
             .iter()
             .map(|t| GgufTensorSpec::new(&t.name, t.shape.clone(), t.ggml_type))
             .collect();
-        crate::format::gguf::write_gguf_file_with(
-            path,
-            durability,
-            &self.metadata,
-            &specs,
-            |i, _| self.load(&self.tensors[i], &mut fetch),
-        )
+        crate::format::gguf::write_gguf_file(path, &self.metadata, &specs, options, |i, _| {
+            self.load(&self.tensors[i], &mut fetch)
+        })
     }
 
     /// The data of `tensor` to write, from `fetch(source name)` for source tensors.

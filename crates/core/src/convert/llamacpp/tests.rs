@@ -698,7 +698,8 @@ fn a_released_tensor_leaves_the_process_rss() {
         TensorView::from_f32("a", vec![n], &values).unwrap(),
         TensorView::from_f32("b", vec![n], &values).unwrap(),
     ];
-    crate::format::safetensors::save_file(&path, &views, None).unwrap();
+    let options = crate::fsutil::WriteOptions::default();
+    crate::format::safetensors::save_file(&path, &views, None, options).unwrap();
     let file = ModelDir::open(dir.path(), &mut |_| {}).unwrap();
     let touch = |name: &str| {
         let v = file.view(name).unwrap();

@@ -1,5 +1,6 @@
 use super::*;
 use crate::format::{self, OpenOptions};
+use crate::fsutil::WriteOptions;
 use crate::tensor::TensorView;
 use std::path::PathBuf;
 
@@ -93,7 +94,7 @@ fn our_own_formats_are_recognised_by_content_whatever_their_names() {
     let d = tempfile::tempdir().unwrap();
     let views = [TensorView::from_f32("w", vec![2, 32], &[0.5; 64]).unwrap()];
     let st = d.path().join("a.gguf");
-    crate::format::safetensors::save_file(&st, &views, None).unwrap();
+    crate::format::safetensors::save_file(&st, &views, None, WriteOptions::default()).unwrap();
     let gg = d.path().join("a.safetensors");
     let specs = [crate::format::gguf::GgufTensorSpec::new(
         "w",
@@ -101,10 +102,16 @@ fn our_own_formats_are_recognised_by_content_whatever_their_names() {
         crate::format::gguf::GgmlType::F32,
     )];
     let metadata = crate::format::gguf::standard_metadata("x", "x", &specs);
-    crate::format::gguf::write_gguf_file(&gg, &metadata, &specs, |i, _| Ok(views[i].clone()))
-        .unwrap();
+    crate::format::gguf::write_gguf_file(
+        &gg,
+        &metadata,
+        &specs,
+        WriteOptions::default(),
+        |i, _| Ok(views[i].clone()),
+    )
+    .unwrap();
     let mlx = d.path().join("a.json");
-    crate::format::mlx::save_mlx(&mlx, &views, None).unwrap();
+    crate::format::mlx::save_mlx(&mlx, &views, None, WriteOptions::default()).unwrap();
     let index = d.path().join("index");
     std::fs::write(
         &index,

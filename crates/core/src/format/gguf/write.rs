@@ -330,38 +330,41 @@ where
     Ok(out.written)
 }
 
-/// [`write_gguf`] to a file, atomically (see [`fsutil::write_atomic`]).
+/// [`write_gguf`] to a file, atomically (see [`fsutil::write_atomic`] and
+/// [`fsutil::WriteOptions`]); progress is reported after each tensor is written, in GGUF
+/// data bytes (padding not counted).
 pub fn write_gguf_file<'d, F>(
     path: &Path,
     metadata: &[(String, GgufValue)],
     tensors: &[GgufTensorSpec],
-    load: F,
-) -> Result<()>
-where
-    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
-{
-    write_gguf_file_with(path, fsutil::Durability::default(), metadata, tensors, load)
-}
-
-/// [`write_gguf_file`] with the [`fsutil::Durability`] asked for.
-pub fn write_gguf_file_with<'d, F>(
-    path: &Path,
-    durability: fsutil::Durability,
-    metadata: &[(String, GgufValue)],
-    tensors: &[GgufTensorSpec],
-    load: F,
+    mut options: fsutil::WriteOptions<'_>,
+    mut load: F,
 ) -> Result<()>
 where
     F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
 {
     // A lower bound of the size: the tensor data without header or padding (an invalid
     // spec counts 0 here and is reported by write_gguf).
-    let data_len = tensors
+    let sizes: Vec<u64> = tensors
         .iter()
         .map(|t| t.byte_len().map_or(0, |n| n as u64))
-        .fold(0u64, u64::saturating_add);
-    fsutil::write_atomic_sized(path, durability, data_len, |w| {
-        write_gguf(w, metadata, tensors, load).map(|_| ())
+        .collect();
+    let data_len = sizes.iter().copied().fold(0u64, u64::saturating_add);
+    fsutil::write_atomic_sized(path, options.durability, data_len, |w| {
+        // write_gguf asks for tensor i once tensor i - 1 is written.
+        let mut done = 0u64;
+        let mut previous: Option<usize> = None;
+        write_gguf(w, metadata, tensors, |i, spec| {
+            if let Some(p) = previous.replace(i) {
+                done = done.saturating_add(sizes[p]);
+                options.report(done, data_len);
+            }
+            load(i, spec)
+        })?;
+        if let Some(p) = previous {
+            options.report(done.saturating_add(sizes[p]), data_len);
+        }
+        Ok(())
     })
     .map_err(|e| e.with_path(path))
 }

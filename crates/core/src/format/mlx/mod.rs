@@ -210,24 +210,25 @@ pub fn write_mlx(
         .map_err(|e| CoreError::new(ErrorKind::Io, format!("writing MLX weights failed: {e}")))
 }
 
-/// Write a `weights.mlx` file atomically (see [`fsutil::write_atomic`]).
+/// Write a `weights.mlx` file atomically (see [`fsutil::write_atomic`] and
+/// [`fsutil::WriteOptions`]; progress is reported once, with the file's size, when it is
+/// written).
 pub fn save_mlx(
     path: &Path,
     tensors: &[TensorView<'_>],
     metadata: Option<&BTreeMap<String, String>>,
+    mut options: fsutil::WriteOptions<'_>,
 ) -> Result<()> {
-    save_mlx_with(path, fsutil::Durability::default(), tensors, metadata)
-}
-
-/// [`save_mlx`] with the [`fsutil::Durability`] asked for.
-pub fn save_mlx_with(
-    path: &Path,
-    durability: fsutil::Durability,
-    tensors: &[TensorView<'_>],
-    metadata: Option<&BTreeMap<String, String>>,
-) -> Result<()> {
-    fsutil::write_atomic_with(path, durability, |out| write_mlx(out, tensors, metadata))
-        .map_err(|e| e.with_path(path))
+    let mut written = 0u64;
+    fsutil::write_atomic(path, options.durability, |out| {
+        let mut counted = fsutil::Counted::new(out);
+        write_mlx(&mut counted, tensors, metadata)?;
+        written = counted.written();
+        Ok(())
+    })
+    .map_err(|e| e.with_path(path))?;
+    options.report(written, written);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

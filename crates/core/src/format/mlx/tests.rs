@@ -1,6 +1,7 @@
 use super::read::integer_to_f64_round_to_odd;
 use super::*;
 use crate::cast;
+use crate::fsutil::WriteOptions;
 
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -505,8 +506,17 @@ fn files_round_trip_with_progress_limits_and_paths() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weights.mlx");
     let tensors = [TensorView::from_f32("w", vec![2], &[0.5, -1.25]).unwrap()];
-    save_mlx(&path, &tensors, None).unwrap();
+    let mut written = Vec::new();
+    let mut report = |done, total| written.push((done, total));
+    save_mlx(
+        &path,
+        &tensors,
+        None,
+        WriteOptions::with_progress(&mut report),
+    )
+    .unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(written, [(size, size)]);
     let mut reports = Vec::new();
     let weights =
         read_mlx_with_progress(&path, &mut |done, total| reports.push((done, total))).unwrap();
@@ -542,7 +552,7 @@ fn files_round_trip_with_progress_limits_and_paths() {
     // save_mlx refuses unsupported tensors without leaving a file behind.
     let f64_tensor = TensorView::new("d", DType::F64, vec![1], vec![0; 8]).unwrap();
     let out = dir.path().join("other.mlx");
-    let e = save_mlx(&out, &[f64_tensor], None).unwrap_err();
+    let e = save_mlx(&out, &[f64_tensor], None, WriteOptions::default()).unwrap_err();
     assert_eq!(e.code(), "ERR_UNSUPPORTED_DTYPE");
     assert!(!out.exists());
 }

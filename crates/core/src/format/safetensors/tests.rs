@@ -1,5 +1,6 @@
 use super::*;
 use crate::dtype::DType;
+use crate::fsutil::{Durability, WriteOptions};
 use crate::tensor::{checked_numel, TensorView};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -412,7 +413,7 @@ fn writer_rejects_bad_input_and_is_atomic() {
     );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("out.safetensors");
-    save_file(&p, std::slice::from_ref(&t), None).unwrap();
+    save_file(&p, std::slice::from_ref(&t), None, WriteOptions::default()).unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), serialize(&[t], None).unwrap());
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -421,12 +422,37 @@ fn writer_rejects_bad_input_and_is_atomic() {
     );
 }
 
+/// Progress counts tensor data bytes, in the order the tensors are written (largest
+/// alignment first, then by name), up to the data section's size.
+#[test]
+fn save_file_reports_progress_after_each_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.safetensors");
+    let tensors = [
+        TensorView::from_f32("b", vec![2], &[1.0, 2.0]).unwrap(),
+        TensorView::from_f32("a", vec![1], &[3.0]).unwrap(),
+        TensorView::new("c", DType::U8, vec![3], vec![1u8, 2, 3]).unwrap(),
+    ];
+    for durability in [Durability::RenameOnly, Durability::Sync] {
+        let mut reports = Vec::new();
+        let options = WriteOptions {
+            durability,
+            progress: Some(&mut |done, total| reports.push((done, total))),
+        };
+        save_file(&p, &tensors, None, options).unwrap();
+        assert_eq!(reports, [(4, 15), (12, 15), (15, 15)]);
+        let bytes = std::fs::read(&p).unwrap();
+        let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+        assert_eq!(bytes.len() as u64 - 8 - header_len, 15);
+    }
+}
+
 #[test]
 fn detects_file_changed_since_open() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("a.safetensors");
     let t = TensorView::new("x", DType::U8, vec![1], vec![1u8]).unwrap();
-    save_file(&p, std::slice::from_ref(&t), None).unwrap();
+    save_file(&p, std::slice::from_ref(&t), None, WriteOptions::default()).unwrap();
     let st = SafeTensors::open(&p, Backend::Read).unwrap();
     st.check_unchanged().unwrap();
     std::fs::write(&p, b"short").unwrap();
@@ -444,7 +470,15 @@ fn changes_since_open_name_what_happened() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("w.safetensors");
     let t = TensorView::new("x", DType::U8, vec![4], vec![1u8, 2, 3, 4]).unwrap();
-    let write = |path: &std::path::Path| save_file(path, std::slice::from_ref(&t), None).unwrap();
+    let write = |path: &std::path::Path| {
+        save_file(
+            path,
+            std::slice::from_ref(&t),
+            None,
+            WriteOptions::default(),
+        )
+        .unwrap()
+    };
     let codes = |st: &SafeTensors| -> Vec<&'static str> {
         st.changes_since_open().iter().map(|e| e.code()).collect()
     };

@@ -3,7 +3,7 @@
 use super::header::{MAX_HEADER_SIZE, N_LEN};
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::fsutil::{self, Durability};
+use crate::fsutil::{self, WriteOptions};
 use crate::tensor::{checked_numel, TensorView};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -134,45 +134,27 @@ pub fn serialize(
 }
 
 /// Write tensors to `path` atomically (temporary file in the same directory, then rename;
-/// no `fsync`: see [`save_file_with`] and [`Durability`]).
+/// see [`WriteOptions`] for `fsync` and progress).
 pub fn save_file(
     path: &Path,
     tensors: &[TensorView<'_>],
     metadata: Option<&BTreeMap<String, String>>,
-) -> Result<()> {
-    save_file_with(path, tensors, metadata, Durability::default())
-}
-
-/// [`save_file`] with the [`Durability`] asked for.
-pub fn save_file_with(
-    path: &Path,
-    tensors: &[TensorView<'_>],
-    metadata: Option<&BTreeMap<String, String>>,
-    durability: Durability,
+    options: WriteOptions<'_>,
 ) -> Result<()> {
     let specs: Vec<TensorSpec> = tensors.iter().map(TensorSpec::of).collect();
-    save_streaming_with(path, &specs, metadata, durability, &mut |i| {
+    save_streaming(path, &specs, metadata, options, &mut |i| {
         Ok(Cow::Borrowed(tensors[i].data.as_ref()))
     })
 }
 
 /// Write a file whose tensor data is produced one tensor at a time by `fetch(i)` (an index
-/// into `specs`), so a conversion never holds the whole model in memory twice. Atomic.
+/// into `specs`), so a conversion never holds the whole model in memory twice. Atomic;
+/// progress is reported after each tensor is written, in tensor data bytes.
 pub fn save_streaming<'d>(
     path: &Path,
     specs: &[TensorSpec],
     metadata: Option<&BTreeMap<String, String>>,
-    fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
-) -> Result<()> {
-    save_streaming_with(path, specs, metadata, Durability::default(), fetch)
-}
-
-/// [`save_streaming`] with the [`Durability`] asked for.
-pub fn save_streaming_with<'d>(
-    path: &Path,
-    specs: &[TensorSpec],
-    metadata: Option<&BTreeMap<String, String>>,
-    durability: Durability,
+    mut options: WriteOptions<'_>,
     fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
 ) -> Result<()> {
     let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
@@ -180,7 +162,9 @@ pub fn save_streaming_with<'d>(
     let len = specs.iter().fold(header.len() as u64, |n, s| {
         n.saturating_add(s.byte_len as u64)
     });
-    fsutil::write_atomic_sized(path, durability, len, |out: &mut dyn Write| {
+    let data_total = len - header.len() as u64;
+    let mut done = 0u64;
+    fsutil::write_atomic_sized(path, options.durability, len, |out: &mut dyn Write| {
         fsutil::write_all(out, &header, path)?;
         for i in order {
             let spec = &specs[i];
@@ -194,6 +178,8 @@ pub fn save_streaming_with<'d>(
                 .with_tensor(&spec.name));
             }
             fsutil::write_all(out, &data, path)?;
+            done += spec.byte_len as u64;
+            options.report(done, data_total);
         }
         Ok(())
     })
