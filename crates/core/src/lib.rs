@@ -7,6 +7,7 @@
 pub mod buffer;
 pub mod cast;
 pub mod codecs;
+#[cfg(feature = "fs")]
 pub mod convert;
 pub mod cpu;
 pub mod dtype;

@@ -18,15 +18,16 @@ pub mod hub;
 pub mod layout;
 
 use crate::error::{CoreError, Result};
-use crate::format::mlx;
-use crate::format::safetensors as st;
 use crate::format::sharded::ShardedSource;
 use crate::format::OpenOptions;
+#[cfg(feature = "fs")]
+use crate::format::{mlx, safetensors as st};
 use crate::fsutil;
 use crate::memory::{Backend, TensorBytes};
 use crate::source::{Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use crate::tensor::TensorView;
 use layout::Layout;
+#[cfg(feature = "fs")]
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -181,7 +182,7 @@ impl ModelDir {
         for candidate in layout::DISCOVERY {
             let mut paths = vec![dir.join(candidate.file)];
             if let Some(save) = config_save {
-                paths.push(Pending::new(dir, candidate.file, save).tmp);
+                paths.push(pending_path(dir, candidate.file, save));
             }
             for path in paths {
                 if !path.is_file() {
@@ -299,6 +300,7 @@ impl ModelDir {
     }
 
     /// Write this model to `dir` (see [`save_model_dir`]).
+    #[cfg(feature = "fs")]
     pub fn save(&self, dir: &Path, options: &SaveOptions) -> Result<Vec<String>> {
         save_model_dir(dir, &self.config, &self.views()?, options)
     }
@@ -352,6 +354,7 @@ impl TensorSource for ModelDir {
     }
 }
 
+#[cfg(feature = "fs")]
 /// How [`save_model_dir`] lays out the weights.
 #[derive(Debug, Clone, Default)]
 pub struct SaveOptions {
@@ -366,6 +369,7 @@ pub struct SaveOptions {
     pub durability: fsutil::Durability,
 }
 
+#[cfg(feature = "fs")]
 impl SaveOptions {
     /// The options of each file the save writes.
     fn write(&self) -> fsutil::WriteOptions<'static> {
@@ -373,6 +377,7 @@ impl SaveOptions {
     }
 }
 
+#[cfg(feature = "fs")]
 /// Write `config.json` and the weights to `dir` (created if missing). Returns the weight
 /// files written.
 ///
@@ -460,6 +465,12 @@ pub fn save_model_dir(
     result
 }
 
+/// Where a save with id `save_id` writes `name` before renaming it into place.
+fn pending_path(dir: &Path, name: &str, save_id: &str) -> PathBuf {
+    dir.join(format!(".{name}.{save_id}{PENDING_SUFFIX}"))
+}
+
+#[cfg(feature = "fs")]
 /// A file of a save written whole under a temporary name (`.NAME.<save id>.pending`),
 /// renamed to `NAME` by [`Pending::commit`].
 struct Pending {
@@ -469,10 +480,11 @@ struct Pending {
 
 const PENDING_SUFFIX: &str = ".pending";
 
+#[cfg(feature = "fs")]
 impl Pending {
     fn new(dir: &Path, name: &str, save_id: &str) -> Pending {
         Pending {
-            tmp: dir.join(format!(".{name}.{save_id}{PENDING_SUFFIX}")),
+            tmp: pending_path(dir, name, save_id),
             path: dir.join(name),
         }
     }
@@ -482,6 +494,7 @@ impl Pending {
     }
 }
 
+#[cfg(feature = "fs")]
 /// Write the shards (each atomically, under names of this save) and return their names,
 /// plus the index text (written by the caller).
 fn save_shards(
@@ -543,6 +556,7 @@ fn save_shards(
     Ok((all, text))
 }
 
+#[cfg(feature = "fs")]
 /// Whether `name` is a weight file of some layout (or a shard of any save).
 fn is_weight_file(name: &str) -> bool {
     SINGLE_FILES.contains(&name)
@@ -551,6 +565,7 @@ fn is_weight_file(name: &str) -> bool {
         || (name.starts_with("model-") && name.contains("-of-") && name.ends_with(".safetensors"))
 }
 
+#[cfg(feature = "fs")]
 /// Remove weight files of other layouts and shards not in the new index — first those that
 /// discovery would pick before the new weights, so they stop shadowing them at once — and
 /// the `.pending` files of interrupted saves.
@@ -580,6 +595,7 @@ fn remove_stale_weights(dir: &Path, written: &[String]) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "fs")]
 /// The names discovery looks for, first match first.
 const DISCOVERY_ORDER: [&str; 4] = [
     layout::DISCOVERY[0].file,
@@ -588,5 +604,5 @@ const DISCOVERY_ORDER: [&str; 4] = [
     layout::DISCOVERY[3].file,
 ];
 
-#[cfg(test)]
+#[cfg(all(test, feature = "fs"))]
 mod tests;

@@ -14,11 +14,13 @@
 //! `__metadata__`); the binary layouts are exactly those of the Rust crate `aprender`
 //! (`coefficients` F32 `[n_features]`, `intercept` F32 `[1]`), so files move both ways.
 
+#[cfg(feature = "fs")]
 mod files;
 mod linalg;
 mod linear;
 mod logistic;
 mod persist;
+#[cfg(feature = "fs")]
 pub use files::ModelKind;
 
 pub use linear::LinearRegression;

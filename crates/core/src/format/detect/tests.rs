@@ -1,6 +1,8 @@
 use super::*;
 use crate::format::{self, OpenOptions};
+#[cfg(feature = "fs")]
 use crate::fsutil::WriteOptions;
+#[cfg(feature = "fs")]
 use crate::tensor::TensorView;
 use std::path::PathBuf;
 
@@ -89,6 +91,7 @@ fn recognised_formats_without_a_reader_are_unknown_format_naming_them() {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn our_own_formats_are_recognised_by_content_whatever_their_names() {
     let d = tempfile::tempdir().unwrap();

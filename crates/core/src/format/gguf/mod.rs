@@ -33,7 +33,9 @@ pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{decode_f32, parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::GgufSource;
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
-pub use write::{choose_type, standard_metadata, write_gguf, write_gguf_file, GgufTensorSpec};
+#[cfg(feature = "fs")]
+pub use write::write_gguf_file;
+pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec};
 
 /// The four bytes every GGUF file starts with.
 pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";

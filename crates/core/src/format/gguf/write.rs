@@ -22,10 +22,12 @@ use crate::cast;
 use crate::codecs::presets::{self, Preset};
 use crate::dtype::DType;
 use crate::error::{CoreError, ErrorKind, Result};
+#[cfg(feature = "fs")]
 use crate::fsutil;
 use crate::tensor::{checked_numel, TensorView};
 use std::collections::HashSet;
 use std::io::Write;
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 /// Elements per piece when a tensor is converted: pieces are encoded on every core and
@@ -330,6 +332,7 @@ where
     Ok(out.written)
 }
 
+#[cfg(feature = "fs")]
 /// [`write_gguf`] to a file, atomically (see [`fsutil::write_atomic`] and
 /// [`fsutil::WriteOptions`]); progress is reported after each tensor is written, in GGUF
 /// data bytes (padding not counted).

@@ -210,6 +210,7 @@ pub fn write_mlx(
         .map_err(|e| CoreError::new(ErrorKind::Io, format!("writing MLX weights failed: {e}")))
 }
 
+#[cfg(feature = "fs")]
 /// Write a `weights.mlx` file atomically (see [`fsutil::write_atomic`] and
 /// [`fsutil::WriteOptions`]; progress is reported once, with the file's size, when it is
 /// written).

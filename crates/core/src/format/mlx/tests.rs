@@ -1,6 +1,7 @@
 use super::read::integer_to_f64_round_to_odd;
 use super::*;
 use crate::cast;
+#[cfg(feature = "fs")]
 use crate::fsutil::WriteOptions;
 
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -501,6 +502,7 @@ fn writer_refuses_what_the_format_cannot_hold() {
     assert!(out.is_empty());
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn files_round_trip_with_progress_limits_and_paths() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
 use super::*;
 use crate::dtype::DType;
+#[cfg(feature = "fs")]
 use crate::fsutil::{Durability, WriteOptions};
 use crate::tensor::{checked_numel, TensorView};
 use serde::Deserialize;
@@ -401,6 +402,7 @@ fn slices_select_leading_dimensions() {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn writer_rejects_bad_input_and_is_atomic() {
     let t = TensorView::new("x", DType::U8, vec![1], vec![1u8]).unwrap();
@@ -422,6 +424,7 @@ fn writer_rejects_bad_input_and_is_atomic() {
     );
 }
 
+#[cfg(feature = "fs")]
 /// Progress counts tensor data bytes, in the order the tensors are written (largest
 /// alignment first, then by name), up to the data section's size.
 #[test]
@@ -447,6 +450,7 @@ fn save_file_reports_progress_after_each_tensor() {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn detects_file_changed_since_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -463,6 +467,7 @@ fn detects_file_changed_since_open() {
     assert_eq!(st.view("x").unwrap_err().code(), "ERR_INCOMPLETE_FILE");
 }
 
+#[cfg(feature = "fs")]
 /// One `stat` tells what happened to an open file: nothing, replaced, modified in place,
 /// resized (the SIGBUS hazard of a mapping) or removed — each with its code.
 #[test]

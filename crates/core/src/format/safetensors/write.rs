@@ -3,12 +3,14 @@
 use super::header::{MAX_HEADER_SIZE, N_LEN};
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
+#[cfg(feature = "fs")]
 use crate::fsutil::{self, WriteOptions};
 use crate::tensor::{checked_numel, TensorView};
+#[cfg(feature = "fs")]
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
+#[cfg(feature = "fs")]
+use std::{io::Write, path::Path};
 
 /// What the writer needs to know of a tensor before its data: name, dtype, shape, size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +135,7 @@ pub fn serialize(
     Ok(out)
 }
 
+#[cfg(feature = "fs")]
 /// Write tensors to `path` atomically (temporary file in the same directory, then rename;
 /// see [`WriteOptions`] for `fsync` and progress).
 pub fn save_file(
@@ -147,6 +150,7 @@ pub fn save_file(
     })
 }
 
+#[cfg(feature = "fs")]
 /// Write a file whose tensor data is produced one tensor at a time by `fetch(i)` (an index
 /// into `specs`), so a conversion never holds the whole model in memory twice. Atomic;
 /// progress is reported after each tensor is written, in tensor data bytes.
