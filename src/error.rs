@@ -24,6 +24,56 @@ pub fn to_js(env: &Env, e: &CoreError) -> napi::Error {
     build().unwrap_or_else(|fallback| fallback)
 }
 
+/// The body of every synchronous `#[napi]` function, method, getter and constructor: a panic
+/// in `f` (a bug) becomes a thrown ERR_INTERNAL naming `call`, as a panic in an asynchronous
+/// task does (`crate::tasks`), instead of unwinding into Node. The items also carry
+/// `#[napi(catch_unwind)]`, which covers napi-rs's own argument and return-value conversion
+/// around this body — there a panic is thrown as napi-rs's plain `GenericFailure` error
+/// (that attribute cannot build our coded error). `__test__/panic-policy.spec.ts` checks
+/// that every item has both.
+///
+/// `SAFETENSORS_NODE_TEST_PANIC` (comma-separated call names such as
+/// `SafeTensorsFile.tensorNames`, read once) makes the next call of each named one panic
+/// here, once, so that the spec can check this path end to end in a child process; nothing
+/// sets it otherwise (unset, the check is one atomic load).
+pub fn guard<T>(
+    env: &Env,
+    call: &'static str,
+    f: impl FnOnce() -> napi::Result<T>,
+) -> napi::Result<T> {
+    let run = move || {
+        if injected_panic(call) {
+            panic!("panic injected by SAFETENSORS_NODE_TEST_PANIC");
+        }
+        f()
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .unwrap_or_else(|payload| Err(to_js(env, &CoreError::panicked(call, payload.as_ref()))))
+}
+
+/// Whether `SAFETENSORS_NODE_TEST_PANIC` names `call` and it has not panicked yet (see [`guard`]).
+fn injected_panic(call: &str) -> bool {
+    use std::sync::{Mutex, OnceLock};
+    static PENDING: OnceLock<Option<Mutex<Vec<String>>>> = OnceLock::new();
+    let pending = PENDING.get_or_init(|| {
+        let names = std::env::var("SAFETENSORS_NODE_TEST_PANIC").ok()?;
+        Some(Mutex::new(
+            names.split(',').map(|n| n.trim().to_string()).collect(),
+        ))
+    });
+    let Some(pending) = pending else { return false };
+    let mut names = pending
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match names.iter().position(|n| n == call) {
+        Some(i) => {
+            names.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Extension to map `CoreResult<T>` in sync calls.
 pub trait OrThrow<T> {
     fn or_throw(self, env: &Env) -> napi::Result<T>;

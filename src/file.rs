@@ -1,6 +1,6 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::error::{invalid_argument, option, CoreResult, OrThrow};
+use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
 use crate::typed::{to_typed_array, ReadAs, ReadMode, TypedArrayOut};
@@ -190,137 +190,177 @@ impl SafeTensorsFile {
 #[napi]
 impl SafeTensorsFile {
     /// Instances come from `open`, `openAsync` and `fromBytes` (factories bypass this).
-    #[napi(constructor)]
+    #[napi(catch_unwind, constructor)]
     pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        Err(crate::error::not_constructible(
-            &env,
-            "SafeTensorsFile",
-            "SafeTensorsFile.open(path), openAsync(path), fromBytes(bytes) or openUrl(url)",
-        ))
+        guard(&env, "SafeTensorsFile.constructor", || {
+            Err(crate::error::not_constructible(
+                &env,
+                "SafeTensorsFile",
+                "SafeTensorsFile.open(path), openAsync(path), fromBytes(bytes) or openUrl(url)",
+            ))
+        })
     }
 
     /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
     #[napi(
+        catch_unwind,
         strict,
         factory,
         writable,
         ts_args_type = "path: string, options?: OpenOptions"
     )]
     pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<SafeTensorsFile> {
-        open_file(&path, parse_backend(&options)).or_throw(&env)
+        guard(&env, "SafeTensorsFile.open", || {
+            open_file(&path, parse_backend(&options)).or_throw(&env)
+        })
     }
 
     /// `open` off the event loop.
     #[napi(
+        catch_unwind,
         strict,
         writable,
         ts_args_type = "path: string, options?: OpenOptions",
         ts_return_type = "Promise<SafeTensorsFile>"
     )]
     pub fn open_async(
+        env: Env,
         path: String,
         options: Option<Object>,
-    ) -> AsyncTask<CoreTask<SafeTensorsFile>> {
-        let backend = parse_backend(&options);
-        CoreTask::new(move || open_file(&path, backend))
+    ) -> napi::Result<AsyncTask<CoreTask<SafeTensorsFile>>> {
+        guard(&env, "SafeTensorsFile.openAsync", || {
+            let backend = parse_backend(&options);
+            Ok(CoreTask::new(move || open_file(&path, backend)))
+        })
     }
 
     /// Validate a whole file held in memory (the bytes are copied).
-    #[napi(strict, factory, writable, ts_args_type = "bytes: Uint8Array")]
+    #[napi(
+        catch_unwind,
+        strict,
+        factory,
+        writable,
+        ts_args_type = "bytes: Uint8Array"
+    )]
     pub fn from_bytes(env: Env, bytes: Unknown) -> napi::Result<SafeTensorsFile> {
-        crate::args::bytes_arg(&bytes, "bytes")
-            .and_then(|view| crate::args::with_view(&view, |b| Ok(b.to_vec())))
-            .and_then(SafeTensors::from_bytes)
-            .map(SafeTensorsFile::wrap)
-            .or_throw(&env)
+        guard(&env, "SafeTensorsFile.fromBytes", || {
+            crate::args::bytes_arg(&bytes, "bytes")
+                .and_then(|view| crate::args::with_view(&view, |b| Ok(b.to_vec())))
+                .and_then(SafeTensors::from_bytes)
+                .map(SafeTensorsFile::wrap)
+                .or_throw(&env)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
-        let inner = self.inner.get().or_throw(&env)?;
-        Ok(inner.path().map(|p| p.display().to_string()))
+        guard(&env, "SafeTensorsFile.path", || {
+            let inner = self.inner.get().or_throw(&env)?;
+            Ok(inner.path().map(|p| p.display().to_string()))
+        })
     }
 
     /// The `__metadata__` map, or null.
-    #[napi(getter, ts_return_type = "Record<string, string> | null")]
+    #[napi(catch_unwind, getter, ts_return_type = "Record<string, string> | null")]
     pub fn metadata(&self, env: Env) -> napi::Result<Option<StringRecord>> {
-        let inner = self.inner.get().or_throw(&env)?;
-        Ok(inner
-            .metadata()
-            .map(|m| StringRecord(m.clone().into_iter().collect())))
+        guard(&env, "SafeTensorsFile.metadata", || {
+            let inner = self.inner.get().or_throw(&env)?;
+            Ok(inner
+                .metadata()
+                .map(|m| StringRecord(m.clone().into_iter().collect())))
+        })
     }
 
     /// Tensor names in data-offset order.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        self.inner.tensor_names(&env)
+        guard(&env, "SafeTensorsFile.tensorNames", || {
+            self.inner.tensor_names(&env)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        self.inner.num_parameters(&env)
+        guard(&env, "SafeTensorsFile.numParameters", || {
+            self.inner.num_parameters(&env)
+        })
     }
 
     /// Size of the whole file in bytes.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
-        let inner = self.inner.get().or_throw(&env)?;
-        Ok(inner.file_len() as f64)
+        guard(&env, "SafeTensorsFile.byteLength", || {
+            let inner = self.inner.get().or_throw(&env)?;
+            Ok(inner.file_len() as f64)
+        })
     }
 
     /// Release the file now: later calls throw ERR_CLOSED, and the mapping goes as soon as
     /// no array handed out before views it (those stay valid). A second call does nothing.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close()
+    #[napi(catch_unwind)]
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        guard(&env, "SafeTensorsFile.close", || {
+            self.inner.close();
+            Ok(())
+        })
     }
 
     /// Whether the file on disk changed since it was opened (one `stat`): removed
     /// (ERR_NOT_FOUND), replaced (ERR_IO; this object keeps reading the file it opened),
     /// modified in place (ERR_IO), or resized in place (ERR_INCOMPLETE_FILE: reading a
     /// memory map past the new end would fault). Always ok for `fromBytes`.
-    #[napi(strict, ts_return_type = "ValidationReport")]
+    #[napi(catch_unwind, strict, ts_return_type = "ValidationReport")]
     pub fn validate(&self, env: Env) -> napi::Result<crate::convert::Json> {
-        let inner = self.inner.get().or_throw(&env)?;
-        crate::convert::json(stcore::convert::validate_open(&inner)).or_throw(&env)
+        guard(&env, "SafeTensorsFile.validate", || {
+            let inner = self.inner.get().or_throw(&env)?;
+            crate::convert::json(stcore::convert::validate_open(&inner)).or_throw(&env)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        self.inner.has(&env, &name)
+        guard(&env, "SafeTensorsFile.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
-        self.inner
-            .get()
-            .and_then(|inner| inner.info(&name))
-            .map(|i| TensorInfo::from(&i))
-            .or_throw(&env)
+        guard(&env, "SafeTensorsFile.info", || {
+            self.inner
+                .get()
+                .and_then(|inner| inner.info(&name))
+                .map(|i| TensorInfo::from(&i))
+                .or_throw(&env)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn get_tensor(
         &self,
         env: Env,
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        guard(&env, "SafeTensorsFile.getTensor", || {
+            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
+        env: Env,
         name: String,
         options: Option<GetOptions>,
-    ) -> AsyncTask<CoreTask<Tensor>> {
-        self.inner.get_tensor_async(name, &options, ReadAs::Native)
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "SafeTensorsFile.getTensorAsync", || {
+            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
+        })
     }
 
     /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
     /// (which drops the dimension), or null for all of it. Negative values count from the end.
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
     )]
@@ -331,35 +371,49 @@ impl SafeTensorsFile {
         ranges: Vec<Option<Either<Vec<f64>, f64>>>,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        let run = || -> CoreResult<Tensor> {
-            let mode = GetOptions::mode(&options, ReadAs::Native)?;
-            let args = ranges
-                .iter()
-                .map(slice_arg)
-                .collect::<CoreResult<Vec<_>>>()?;
-            let inner = self.inner.get()?;
-            let (shape, bytes) = inner.slice(&name, &args)?;
-            let info = inner.info(&name)?;
-            let data = to_typed_array(info.dtype, bytes, mode)?;
-            Ok(Tensor {
-                name: name.clone(),
-                dtype: info.dtype.name().to_string(),
-                shape: shape_to_js(&shape),
-                data,
-            })
-        };
-        run().or_throw(&env)
+        guard(&env, "SafeTensorsFile.getSlice", || {
+            let run = || -> CoreResult<Tensor> {
+                let mode = GetOptions::mode(&options, ReadAs::Native)?;
+                let args = ranges
+                    .iter()
+                    .map(slice_arg)
+                    .collect::<CoreResult<Vec<_>>>()?;
+                let inner = self.inner.get()?;
+                let (shape, bytes) = inner.slice(&name, &args)?;
+                let info = inner.info(&name)?;
+                let data = to_typed_array(info.dtype, bytes, mode)?;
+                Ok(Tensor {
+                    name: name.clone(),
+                    dtype: info.dtype.name().to_string(),
+                    shape: shape_to_js(&shape),
+                    data,
+                })
+            };
+            run().or_throw(&env)
+        })
     }
 
     /// Every tensor, keyed by name in data-offset order.
-    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        self.inner.tensors(&env, &options, ReadAs::Native)
+        guard(&env, "SafeTensorsFile.tensors", || {
+            self.inner.tensors(&env, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
-    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
-        self.inner.tensors_async(&options, ReadAs::Native)
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "Promise<Record<string, Tensor>>"
+    )]
+    pub fn tensors_async(
+        &self,
+        env: Env,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
+        guard(&env, "SafeTensorsFile.tensorsAsync", || {
+            Ok(self.inner.tensors_async(&options, ReadAs::Native))
+        })
     }
 }
 
@@ -390,20 +444,29 @@ fn load_all(path: &str, mode: CoreResult<ReadMode>) -> CoreResult<TensorRecord> 
 }
 
 /// Open a file and read every tensor.
-#[napi(strict, ts_return_type = "Record<string, Tensor>")]
+#[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
 pub fn load_file(
     env: Env,
     path: String,
     options: Option<GetOptions>,
 ) -> napi::Result<TensorRecord> {
-    load_all(&path, GetOptions::mode(&options, ReadAs::Native)).or_throw(&env)
+    guard(&env, "loadFile", || {
+        load_all(&path, GetOptions::mode(&options, ReadAs::Native)).or_throw(&env)
+    })
 }
 
-#[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
+#[napi(
+    catch_unwind,
+    strict,
+    ts_return_type = "Promise<Record<string, Tensor>>"
+)]
 pub fn load_file_async(
+    env: Env,
     path: String,
     options: Option<GetOptions>,
-) -> AsyncTask<CoreTask<TensorRecord>> {
-    let mode = GetOptions::mode(&options, ReadAs::Native);
-    CoreTask::new(move || load_all(&path, mode))
+) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
+    guard(&env, "loadFileAsync", || {
+        let mode = GetOptions::mode(&options, ReadAs::Native);
+        Ok(CoreTask::new(move || load_all(&path, mode)))
+    })
 }

@@ -4,7 +4,7 @@
 //! The parsing and decoding are `stcore::format::gguf::GgufSource`'s; this module converts
 //! arguments and values.
 
-use crate::error::{CoreResult, OrThrow};
+use crate::error::{guard, CoreResult, OrThrow};
 use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
@@ -91,164 +91,220 @@ fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> 
 #[napi]
 impl GgufFile {
     /// Instances come from `open`, `openAsync` and `openUrl` (factories bypass this).
-    #[napi(constructor)]
+    #[napi(catch_unwind, constructor)]
     pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        Err(crate::error::not_constructible(
-            &env,
-            "GgufFile",
-            "GgufFile.open(path), openAsync(path) or openUrl(url)",
-        ))
+        guard(&env, "GgufFile.constructor", || {
+            Err(crate::error::not_constructible(
+                &env,
+                "GgufFile",
+                "GgufFile.open(path), openAsync(path) or openUrl(url)",
+            ))
+        })
     }
 
     /// Open and validate a GGUF file. `backend: 'read'` uses plain reads instead of a memory
     /// map.
     #[napi(
+        catch_unwind,
         strict,
         factory,
         writable,
         ts_args_type = "path: string, options?: OpenOptions"
     )]
     pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<GgufFile> {
-        open_gguf(&path, parse_backend(&options)).or_throw(&env)
+        guard(&env, "GgufFile.open", || {
+            open_gguf(&path, parse_backend(&options)).or_throw(&env)
+        })
     }
 
     /// `open` off the event loop.
     #[napi(
+        catch_unwind,
         strict,
         writable,
         ts_args_type = "path: string, options?: OpenOptions",
         ts_return_type = "Promise<GgufFile>"
     )]
-    pub fn open_async(path: String, options: Option<Object>) -> AsyncTask<CoreTask<GgufFile>> {
-        let backend = parse_backend(&options);
-        CoreTask::new(move || open_gguf(&path, backend))
+    pub fn open_async(
+        env: Env,
+        path: String,
+        options: Option<Object>,
+    ) -> napi::Result<AsyncTask<CoreTask<GgufFile>>> {
+        guard(&env, "GgufFile.openAsync", || {
+            let backend = parse_backend(&options);
+            Ok(CoreTask::new(move || open_gguf(&path, backend)))
+        })
     }
 
-    #[napi(getter, ts_return_type = "'gguf'")]
+    #[napi(catch_unwind, getter, ts_return_type = "'gguf'")]
     pub fn format(&self, env: Env) -> napi::Result<String> {
-        Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+        guard(&env, "GgufFile.format", || {
+            Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+        })
     }
 
     /// The file opened (the URL for `openUrl`).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
-        let inner = self.inner.get_or_throw(&env)?;
-        Ok(self
-            .origin
-            .clone()
-            .or_else(|| inner.path().map(|p| p.display().to_string())))
+        guard(&env, "GgufFile.path", || {
+            let inner = self.inner.get_or_throw(&env)?;
+            Ok(self
+                .origin
+                .clone()
+                .or_else(|| inner.path().map(|p| p.display().to_string())))
+        })
     }
 
     /// The GGUF version of the file (2 or 3).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn version(&self, env: Env) -> napi::Result<u32> {
-        Ok(self.inner.get_or_throw(&env)?.header().version)
+        guard(&env, "GgufFile.version", || {
+            Ok(self.inner.get_or_throw(&env)?.header().version)
+        })
     }
 
     /// The alignment of the data section and of each tensor (`general.alignment`, default 32).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn alignment(&self, env: Env) -> napi::Result<u32> {
-        Ok(self.inner.get_or_throw(&env)?.header().alignment as u32)
+        guard(&env, "GgufFile.alignment", || {
+            Ok(self.inner.get_or_throw(&env)?.header().alignment as u32)
+        })
     }
 
     /// Offset of the data section from the start of the file.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn data_offset(&self, env: Env) -> napi::Result<f64> {
-        Ok(self.inner.get_or_throw(&env)?.header().data_offset as f64)
+        guard(&env, "GgufFile.dataOffset", || {
+            Ok(self.inner.get_or_throw(&env)?.header().data_offset as f64)
+        })
     }
 
     /// Every key/value in file order, typed: see `GgufValue`.
-    #[napi(getter, ts_return_type = "Record<string, GgufValue>")]
+    #[napi(catch_unwind, getter, ts_return_type = "Record<string, GgufValue>")]
     pub fn metadata(&self, env: Env) -> napi::Result<GgufMetadata> {
-        Ok(GgufMetadata(self.inner.get_or_throw(&env)?))
+        guard(&env, "GgufFile.metadata", || {
+            Ok(GgufMetadata(self.inner.get_or_throw(&env)?))
+        })
     }
 
     /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
     /// ('ARRAY[ARRAY]' for arrays of arrays).
-    #[napi(getter, ts_return_type = "Record<string, string>")]
+    #[napi(catch_unwind, getter, ts_return_type = "Record<string, string>")]
     pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
-        Ok(crate::file::StringRecord(
-            self.inner
-                .get_or_throw(&env)?
-                .header()
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.clone(), type_name(v)))
-                .collect(),
-        ))
+        guard(&env, "GgufFile.metadataTypes", || {
+            Ok(crate::file::StringRecord(
+                self.inner
+                    .get_or_throw(&env)?
+                    .header()
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| (k.clone(), type_name(v)))
+                    .collect(),
+            ))
+        })
     }
 
     /// Always null (model directories have one).
-    #[napi(getter, ts_return_type = "null")]
+    #[napi(catch_unwind, getter, ts_return_type = "null")]
     pub fn config(&self, env: Env) -> napi::Result<Null> {
-        self.inner.get_or_throw(&env)?;
-        Ok(Null)
+        guard(&env, "GgufFile.config", || {
+            self.inner.get_or_throw(&env)?;
+            Ok(Null)
+        })
     }
 
     /// Tensor names in file order.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        self.inner.tensor_names(&env)
+        guard(&env, "GgufFile.tensorNames", || {
+            self.inner.tensor_names(&env)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        self.inner.num_parameters(&env)
+        guard(&env, "GgufFile.numParameters", || {
+            self.inner.num_parameters(&env)
+        })
     }
 
     /// Size of the whole file in bytes.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
-        Ok(self.inner.get_or_throw(&env)?.file_len() as f64)
+        guard(&env, "GgufFile.byteLength", || {
+            Ok(self.inner.get_or_throw(&env)?.file_len() as f64)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        self.inner.has(&env, &name)
+        guard(&env, "GgufFile.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(strict, ts_return_type = "GgufTensorInfo")]
+    #[napi(catch_unwind, strict, ts_return_type = "GgufTensorInfo")]
     pub fn info(&self, env: Env, name: String) -> napi::Result<JsGgufTensorInfo> {
-        self.inner
-            .get()
-            .and_then(|inner| tensor_info(&inner, &name))
-            .or_throw(&env)
+        guard(&env, "GgufFile.info", || {
+            self.inner
+                .get()
+                .and_then(|inner| tensor_info(&inner, &name))
+                .or_throw(&env)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn get_tensor(
         &self,
         env: Env,
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        guard(&env, "GgufFile.getTensor", || {
+            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
+        env: Env,
         name: String,
         options: Option<GetOptions>,
-    ) -> AsyncTask<CoreTask<Tensor>> {
-        self.inner.get_tensor_async(name, &options, ReadAs::Native)
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "GgufFile.getTensorAsync", || {
+            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
+        })
     }
 
     /// Every tensor, keyed by name in file order.
-    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        self.inner.tensors(&env, &options, ReadAs::Native)
+        guard(&env, "GgufFile.tensors", || {
+            self.inner.tensors(&env, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
-    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
-        self.inner.tensors_async(&options, ReadAs::Native)
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "Promise<Record<string, Tensor>>"
+    )]
+    pub fn tensors_async(
+        &self,
+        env: Env,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
+        guard(&env, "GgufFile.tensorsAsync", || {
+            Ok(self.inner.tensors_async(&options, ReadAs::Native))
+        })
     }
 
     /// Release the file now (see `SafeTensorsFile.close`). A second call does nothing.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close()
+    #[napi(catch_unwind)]
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        guard(&env, "GgufFile.close", || {
+            self.inner.close();
+            Ok(())
+        })
     }
 }
 
@@ -390,6 +446,7 @@ unsafe fn js_array(
 /// bytes): a `GgufFile` holding only the header, or the number of bytes the header needs
 /// when `head` is too short. Internal: lib/remote-gguf.js fetches by range requests.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "head: Uint8Array, fileLen: number, url: string",
     ts_return_type = "GgufFile | number"
@@ -400,43 +457,48 @@ pub fn gguf_from_header(
     file_len: f64,
     url: String,
 ) -> napi::Result<Either<GgufFile, f64>> {
-    let run = || -> CoreResult<Either<GgufFile, f64>> {
-        if !(file_len.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&file_len)) {
-            return Err(crate::error::invalid_argument(format!(
-                "fileLen must be a non-negative integer, got {file_len}"
-            )));
-        }
-        let view = crate::args::bytes_arg(&head, "head")?;
-        let parsed = crate::args::with_view(&view, |b| {
-            stcore::format::gguf::parse_header(b, file_len as u64)
-        })
-        .map_err(|e| e.with_path(&url))?;
-        Ok(match parsed {
-            GgufHeader::NeedBytes(n) => Either::B(n as f64),
-            GgufHeader::Parsed(parts) => Either::A(GgufFile::wrap(
-                GgufSource::from_header(parts, file_len as u64)?,
-                Some(url.clone()),
-            )),
-        })
-    };
-    run().or_throw(&env)
+    guard(&env, "ggufFromHeader", || {
+        let run = || -> CoreResult<Either<GgufFile, f64>> {
+            if !(file_len.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&file_len)) {
+                return Err(crate::error::invalid_argument(format!(
+                    "fileLen must be a non-negative integer, got {file_len}"
+                )));
+            }
+            let view = crate::args::bytes_arg(&head, "head")?;
+            let parsed = crate::args::with_view(&view, |b| {
+                stcore::format::gguf::parse_header(b, file_len as u64)
+            })
+            .map_err(|e| e.with_path(&url))?;
+            Ok(match parsed {
+                GgufHeader::NeedBytes(n) => Either::B(n as f64),
+                GgufHeader::Parsed(parts) => Either::A(GgufFile::wrap(
+                    GgufSource::from_header(parts, file_len as u64)?,
+                    Some(url.clone()),
+                )),
+            })
+        };
+        run().or_throw(&env)
+    })
 }
 
 /// `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js).
-#[napi(strict, ts_return_type = "[number, number]")]
+#[napi(catch_unwind, strict, ts_return_type = "[number, number]")]
 pub fn gguf_tensor_range(env: Env, file: &GgufFile, name: String) -> napi::Result<Vec<f64>> {
-    let run = || -> CoreResult<Vec<f64>> {
-        let inner = file.inner.get()?;
-        let t = inner.info(&name)?;
-        let start = inner.file_offset(&name).unwrap_or(0);
-        Ok(vec![start as f64, (start + t.stored_len) as f64])
-    };
-    run().or_throw(&env)
+    guard(&env, "ggufTensorRange", || {
+        let run = || -> CoreResult<Vec<f64>> {
+            let inner = file.inner.get()?;
+            let t = inner.info(&name)?;
+            let start = inner.file_offset(&name).unwrap_or(0);
+            Ok(vec![start as f64, (start + t.stored_len) as f64])
+        };
+        run().or_throw(&env)
+    })
 }
 
 /// A tensor of `file` from its stored bytes (fetched separately), as `getTensor` gives it.
 /// Internal (lib/remote-gguf.js).
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "file: GgufFile, name: string, bytes: Uint8Array, options?: GetOptions"
 )]
@@ -447,34 +509,36 @@ pub fn gguf_decode_tensor(
     bytes: Unknown,
     options: Option<GetOptions>,
 ) -> napi::Result<Tensor> {
-    let run = || -> CoreResult<Tensor> {
-        // `options` was converted before this body ran: the bytes are taken last, copied.
-        let mode = GetOptions::mode(&options, ReadAs::Native)?;
-        let inner = file.inner.get()?;
-        let t = inner.info(&name)?;
-        let view = crate::args::bytes_arg(&bytes, "bytes")?;
-        let raw = crate::args::with_view(&view, |b| Ok(b.to_vec()))?;
-        if raw.len() as u64 != t.stored_len {
-            return Err(crate::error::invalid_argument(format!(
-                "{} bytes given for a tensor of {} stored bytes",
-                raw.len(),
-                t.stored_len
-            ))
-            .with_tensor(&name));
-        }
-        let served = if mode.as_ == ReadAs::Raw {
-            stcore::format::safetensors::TensorBytes::Owned(raw)
-        } else {
-            inner.serve_stored(&name, raw)?
+    guard(&env, "ggufDecodeTensor", || {
+        let run = || -> CoreResult<Tensor> {
+            // `options` was converted before this body ran: the bytes are taken last, copied.
+            let mode = GetOptions::mode(&options, ReadAs::Native)?;
+            let inner = file.inner.get()?;
+            let t = inner.info(&name)?;
+            let view = crate::args::bytes_arg(&bytes, "bytes")?;
+            let raw = crate::args::with_view(&view, |b| Ok(b.to_vec()))?;
+            if raw.len() as u64 != t.stored_len {
+                return Err(crate::error::invalid_argument(format!(
+                    "{} bytes given for a tensor of {} stored bytes",
+                    raw.len(),
+                    t.stored_len
+                ))
+                .with_tensor(&name));
+            }
+            let served = if mode.as_ == ReadAs::Raw {
+                stcore::format::safetensors::TensorBytes::Owned(raw)
+            } else {
+                inner.serve_stored(&name, raw)?
+            };
+            let data = crate::typed::to_typed_array(t.dtype, served, mode)
+                .map_err(|e| e.with_tensor(&name))?;
+            Ok(Tensor {
+                name: t.name.clone(),
+                dtype: t.dtype.name().to_string(),
+                shape: shape_to_js(&t.shape),
+                data,
+            })
         };
-        let data = crate::typed::to_typed_array(t.dtype, served, mode)
-            .map_err(|e| e.with_tensor(&name))?;
-        Ok(Tensor {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape: shape_to_js(&t.shape),
-            data,
-        })
-    };
-    run().or_throw(&env)
+        run().or_throw(&env)
+    })
 }

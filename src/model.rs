@@ -1,7 +1,7 @@
 //! `Model`: pretrained model directories (config.json + weights) from JavaScript.
 
 use crate::convert::Json;
-use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
 use crate::file::{GetOptions, Tensor, TensorRecord};
 use crate::handle::{Held, JsRanges, SourceHandle};
 use crate::models::{parse_matrix, with_matrix, MatrixArg};
@@ -137,17 +137,20 @@ impl Loaded {
 #[napi]
 impl Model {
     /// Instances come from `Model.loadPretrained` / `loadPretrainedSync` (factories bypass this).
-    #[napi(constructor)]
+    #[napi(catch_unwind, constructor)]
     pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        Err(crate::error::not_constructible(
-            &env,
-            "Model",
-            "Model.loadPretrained(dir) or Model.loadPretrainedSync(dir)",
-        ))
+        guard(&env, "Model.constructor", || {
+            Err(crate::error::not_constructible(
+                &env,
+                "Model",
+                "Model.loadPretrained(dir) or Model.loadPretrainedSync(dir)",
+            ))
+        })
     }
 
     /// `loadPretrained` on the calling thread.
     #[napi(
+        catch_unwind,
         strict,
         writable,
         ts_args_type = "dir: string, options?: LoadPretrainedOptions"
@@ -157,123 +160,157 @@ impl Model {
         dir: String,
         options: Option<Object>,
     ) -> napi::Result<Model> {
-        if dir.starts_with("http://") || dir.starts_with("https://") {
-            return Err(crate::error::to_js(
-                &env,
-                &invalid_argument(
-                    "remote directories need the network: use Model.loadPretrained (async)",
-                ),
-            ));
-        }
-        let default_as = default_as(&options).or_throw(&env)?;
-        let callback = progress_callback(&options).or_throw(&env)?;
-        let mut callback_error = None;
-        let inner = ModelDir::open(Path::new(&dir), &mut |p| {
-            if let Some(f) = &callback {
-                if let Err(e) = f.call(ProgressEvent::from(p)) {
-                    callback_error.get_or_insert(e);
-                }
+        guard(&env, "Model.loadPretrainedSync", || {
+            if dir.starts_with("http://") || dir.starts_with("https://") {
+                return Err(crate::error::to_js(
+                    &env,
+                    &invalid_argument(
+                        "remote directories need the network: use Model.loadPretrained (async)",
+                    ),
+                ));
             }
+            let default_as = default_as(&options).or_throw(&env)?;
+            let callback = progress_callback(&options).or_throw(&env)?;
+            let mut callback_error = None;
+            let inner = ModelDir::open(Path::new(&dir), &mut |p| {
+                if let Some(f) = &callback {
+                    if let Err(e) = f.call(ProgressEvent::from(p)) {
+                        callback_error.get_or_insert(e);
+                    }
+                }
+            })
+            .or_throw(&env)?;
+            if let Some(e) = callback_error {
+                return Err(e);
+            }
+            Ok(Model::new(inner, default_as))
         })
-        .or_throw(&env)?;
-        if let Some(e) = callback_error {
-            return Err(e);
-        }
-        Ok(Model::new(inner, default_as))
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn dir(&self, env: Env) -> napi::Result<String> {
-        let m = self.inner.get().or_throw(&env)?;
-        Ok(m.dir.dir().display().to_string())
+        guard(&env, "Model.dir", || {
+            let m = self.inner.get().or_throw(&env)?;
+            Ok(m.dir.dir().display().to_string())
+        })
     }
 
     /// config.json, parsed (keys as written).
-    #[napi(getter, ts_return_type = "Record<string, unknown>")]
+    #[napi(catch_unwind, getter, ts_return_type = "Record<string, unknown>")]
     pub fn config(&self, env: Env) -> napi::Result<Json> {
-        let m = self.inner.get().or_throw(&env)?;
-        Ok(Json(m.dir.config().clone()))
+        guard(&env, "Model.config", || {
+            let m = self.inner.get().or_throw(&env)?;
+            Ok(Json(m.dir.config().clone()))
+        })
     }
 
     /// The format of the weights (each weight file is recognised by its bytes).
-    #[napi(getter, ts_return_type = "WeightsFormat")]
+    #[napi(catch_unwind, getter, ts_return_type = "WeightsFormat")]
     pub fn format(&self, env: Env) -> napi::Result<String> {
-        let m = self.inner.get().or_throw(&env)?;
-        Ok(m.dir.format().name().to_string())
+        guard(&env, "Model.format", || {
+            let m = self.inner.get().or_throw(&env)?;
+            Ok(m.dir.format().name().to_string())
+        })
     }
 
     /// Weight files used, relative to `dir`.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn files(&self, env: Env) -> napi::Result<Vec<String>> {
-        let m = self.inner.get().or_throw(&env)?;
-        Ok(m.dir.files().to_vec())
+        guard(&env, "Model.files", || {
+            let m = self.inner.get().or_throw(&env)?;
+            Ok(m.dir.files().to_vec())
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        self.inner.tensor_names(&env)
+        guard(&env, "Model.tensorNames", || self.inner.tensor_names(&env))
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        self.inner.num_parameters(&env)
+        guard(&env, "Model.numParameters", || {
+            self.inner.num_parameters(&env)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        self.inner.has(&env, &name)
+        guard(&env, "Model.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn get_tensor(
         &self,
         env: Env,
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        self.inner
-            .get_tensor(&env, &name, &options, self.default_as)
+        guard(&env, "Model.getTensor", || {
+            self.inner
+                .get_tensor(&env, &name, &options, self.default_as)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
+        env: Env,
         name: String,
         options: Option<GetOptions>,
-    ) -> AsyncTask<CoreTask<Tensor>> {
-        self.inner.get_tensor_async(name, &options, self.default_as)
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "Model.getTensorAsync", || {
+            Ok(self.inner.get_tensor_async(name, &options, self.default_as))
+        })
     }
 
     /// The directory (as `dir`).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<String> {
-        self.dir(env)
+        guard(&env, "Model.path", || self.dir(env))
     }
 
     /// The weights' key/values (a SafeTensors `__metadata__`, …), or null.
-    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    #[napi(
+        catch_unwind,
+        getter,
+        ts_return_type = "Record<string, unknown> | null"
+    )]
     pub fn metadata(&self, env: Env) -> napi::Result<Option<Json>> {
-        self.inner.metadata(&env)
+        guard(&env, "Model.metadata", || self.inner.metadata(&env))
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
-        self.inner.info(&env, &name)
+        guard(&env, "Model.info", || self.inner.info(&env, &name))
     }
 
-    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
-    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
-        self.inner.tensors_async(&options, self.default_as)
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "Promise<Record<string, Tensor>>"
+    )]
+    pub fn tensors_async(
+        &self,
+        env: Env,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
+        guard(&env, "Model.tensorsAsync", || {
+            Ok(self.inner.tensors_async(&options, self.default_as))
+        })
     }
 
-    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        self.inner.tensors(&env, &options, self.default_as)
+        guard(&env, "Model.tensors", || {
+            self.inner.tensors(&env, &options, self.default_as)
+        })
     }
 
     /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
     /// (which drops the dimension), or null for all of it. Negative values count from the end.
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
     )]
@@ -284,39 +321,58 @@ impl Model {
         ranges: JsRanges,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        self.inner
-            .get_slice(&env, &name, &ranges, &options, self.default_as)
+        guard(&env, "Model.getSlice", || {
+            self.inner
+                .get_slice(&env, &name, &ranges, &options, self.default_as)
+        })
     }
 
     /// `getSlice` off the event loop.
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
         ts_return_type = "Promise<Tensor>"
     )]
     pub fn get_slice_async(
         &self,
+        env: Env,
         name: String,
         ranges: JsRanges,
         options: Option<GetOptions>,
-    ) -> AsyncTask<CoreTask<Tensor>> {
-        self.inner
-            .get_slice_async(name, &ranges, &options, self.default_as)
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "Model.getSliceAsync", || {
+            Ok(self
+                .inner
+                .get_slice_async(name, &ranges, &options, self.default_as))
+        })
     }
 
     /// Release the weights now (see `SafeTensorsFile.close`); a `save` already started
     /// finishes. A second call does nothing.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close()
+    #[napi(catch_unwind)]
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        guard(&env, "Model.close", || {
+            self.inner.close();
+            Ok(())
+        })
     }
 
     /// Write config.json and the weights to `dir` (atomically per file).
-    #[napi(strict, ts_return_type = "Promise<void>")]
-    pub fn save(&self, dir: String, options: Option<ModelSaveOptions>) -> AsyncTask<CoreTask<()>> {
-        let m = self.inner.get();
-        let options = save_options(&options);
-        CoreTask::new(move || m?.dir.save(Path::new(&dir), &options?).map(|_| ()))
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<void>")]
+    pub fn save(
+        &self,
+        env: Env,
+        dir: String,
+        options: Option<ModelSaveOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<()>>> {
+        guard(&env, "Model.save", || {
+            let m = self.inner.get();
+            let options = save_options(&options);
+            Ok(CoreTask::new(move || {
+                m?.dir.save(Path::new(&dir), &options?).map(|_| ())
+            }))
+        })
     }
 }
 
@@ -341,44 +397,58 @@ impl Model {
     /// per row (Float32Array); logistic → one class label per row (Int32Array). Other
     /// models: ERR_INVALID_MODEL.
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix",
         ts_return_type = "Float32Array | Int32Array"
     )]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
-        match loaded.predictor().or_throw(&env)? {
-            AnyModel::Linear(model) => new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
-                with_matrix(&x, |x| model.predict_into(x, out))
-            }),
-            AnyModel::Logistic(model) => new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
-                with_matrix(&x, |x| model.predict_into(x, out))
-            }),
-        }
+        guard(&env, "Model.predict", || {
+            let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
+            match loaded.predictor().or_throw(&env)? {
+                AnyModel::Linear(model) => {
+                    new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
+                        with_matrix(&x, |x| model.predict_into(x, out))
+                    })
+                }
+                AnyModel::Logistic(model) => {
+                    new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
+                        with_matrix(&x, |x| model.predict_into(x, out))
+                    })
+                }
+            }
+        })
     }
 
     /// Class probabilities of a classifier directory (`LogisticRegression.save`): rows ×
     /// classes, row-major, columns in the order of config.json's `classes`. A regression
     /// model has none: ERR_INVALID_ARGUMENT.
-    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Float32Array"
+    )]
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
-        match loaded.predictor().or_throw(&env)? {
-            AnyModel::Logistic(model) => {
-                let len = x.rows().saturating_mul(model.classes().len());
-                new_array(&env, TypedArrayType::Float32, len, |out| {
-                    with_matrix(&x, |x| model.predict_proba_into(x, out))
-                })
+        guard(&env, "Model.predictProba", || {
+            let (loaded, x) = self.model_and_matrix(&x).or_throw(&env)?;
+            match loaded.predictor().or_throw(&env)? {
+                AnyModel::Logistic(model) => {
+                    let len = x.rows().saturating_mul(model.classes().len());
+                    new_array(&env, TypedArrayType::Float32, len, |out| {
+                        with_matrix(&x, |x| model.predict_proba_into(x, out))
+                    })
+                }
+                other => Err(crate::error::to_js(
+                    &env,
+                    &invalid_argument(format!(
+                        "predictProba needs a classifier; this directory holds a {} (use predict)",
+                        other.model_type()
+                    ))
+                    .with_path(loaded.dir.dir()),
+                )),
             }
-            other => Err(crate::error::to_js(
-                &env,
-                &invalid_argument(format!(
-                    "predictProba needs a classifier; this directory holds a {} (use predict)",
-                    other.model_type()
-                ))
-                .with_path(loaded.dir.dir()),
-            )),
-        }
+        })
     }
 }
 
@@ -395,29 +465,33 @@ impl Model {
 /// Load a local model directory off the event loop (index.js's `Model.loadPretrained` calls
 /// this for paths; URLs go to lib/remote.js). Internal: not exported by the package entry.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "dir: string, options?: LoadPretrainedOptions",
     ts_return_type = "Promise<Model>"
 )]
 pub fn load_model_dir(
+    env: Env,
     dir: String,
     options: Option<Object>,
 ) -> napi::Result<AsyncTask<CoreTask<Model>>> {
-    // Bad options reject the promise (like every other failure) rather than throw.
-    let default_as = default_as(&options);
-    let callback = progress_callback(&options);
-    let (sink, callback_ok) = match callback {
-        Ok(f) => (ProgressSink::new(f)?, Ok(())),
-        Err(e) => (None, Err(e)),
-    };
-    Ok(CoreTask::new(move || {
-        callback_ok?;
-        let default_as = default_as?;
-        let inner = ModelDir::open(Path::new(&dir), &mut |p| {
-            if let Some(sink) = &sink {
-                sink.send(ProgressEvent::from(p));
-            }
-        })?;
-        Ok(Model::new(inner, default_as))
-    }))
+    guard(&env, "loadModelDir", || {
+        // Bad options reject the promise (like every other failure) rather than throw.
+        let default_as = default_as(&options);
+        let callback = progress_callback(&options);
+        let (sink, callback_ok) = match callback {
+            Ok(f) => (ProgressSink::new(f)?, Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        Ok(CoreTask::new(move || {
+            callback_ok?;
+            let default_as = default_as?;
+            let inner = ModelDir::open(Path::new(&dir), &mut |p| {
+                if let Some(sink) = &sink {
+                    sink.send(ProgressEvent::from(p));
+                }
+            })?;
+            Ok(Model::new(inner, default_as))
+        }))
+    })
 }

@@ -1,10 +1,10 @@
 //! `LinearRegression` and `LogisticRegression` from JavaScript.
 
 use crate::args::{with_view, ViewArg};
-use crate::error::{invalid_argument, option, CoreResult, OrThrow};
+use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::typed::{new_array, JsArray};
-use crate::write::{durability, metadata_arg, natural_dtype, write_options, SaveOptions};
+use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -249,94 +249,131 @@ macro_rules! persistence_methods {
         impl $class {
             /// Save as SafeTensors in aprender's layout, with `model_type`, `n_features`, …
             /// and the caller's metadata in `__metadata__`.
-            #[napi(strict)]
+            #[napi(catch_unwind, strict)]
             pub fn save_safetensors(
                 &self,
                 env: Env,
                 path: String,
                 options: Option<SaveOptions>,
             ) -> napi::Result<()> {
-                let write = write_options(options.as_ref().and_then(|o| o.durable));
-                let run = || {
-                    self.any().save_safetensors(
-                        Path::new(&path),
-                        metadata_arg(&options)?.as_ref(),
-                        write,
-                    )
-                };
-                run().or_throw(&env)
+                guard(
+                    &env,
+                    concat!(stringify!($class), ".saveSafetensors"),
+                    || {
+                        let durable = durability(options.as_ref().and_then(|o| o.durable));
+                        let run = || {
+                            self.any().save_safetensors(
+                                Path::new(&path),
+                                metadata_arg(&options)?.as_ref(),
+                                CoreWriteOptions::with_durability(durable),
+                            )
+                        };
+                        run().or_throw(&env)
+                    },
+                )
             }
 
-            #[napi(strict, ts_return_type = "Promise<void>")]
+            #[napi(catch_unwind, strict, ts_return_type = "Promise<void>")]
             pub fn save_safetensors_async(
                 &self,
+                env: Env,
                 path: String,
                 options: Option<SaveOptions>,
-            ) -> AsyncTask<CoreTask<()>> {
-                let model = self.any();
-                let metadata = metadata_arg(&options);
-                let durable = durability(options.as_ref().and_then(|o| o.durable));
-                CoreTask::new(move || {
-                    model.save_safetensors(
-                        Path::new(&path),
-                        metadata?.as_ref(),
-                        CoreWriteOptions::with_durability(durable),
-                    )
-                })
+            ) -> napi::Result<AsyncTask<CoreTask<()>>> {
+                guard(
+                    &env,
+                    concat!(stringify!($class), ".saveSafetensorsAsync"),
+                    || {
+                        let model = self.any();
+                        let metadata = metadata_arg(&options);
+                        let durable = durability(options.as_ref().and_then(|o| o.durable));
+                        Ok(CoreTask::new(move || {
+                            model.save_safetensors(
+                                Path::new(&path),
+                                metadata?.as_ref(),
+                                CoreWriteOptions::with_durability(durable),
+                            )
+                        }))
+                    },
+                )
             }
 
             /// Load a file written by `saveSafetensors` or by aprender.
-            #[napi(strict, factory, writable)]
+            #[napi(catch_unwind, strict, factory, writable)]
             pub fn load_safetensors(env: Env, path: String) -> napi::Result<$class> {
-                Self::from_file(&path).or_throw(&env)
+                guard(
+                    &env,
+                    concat!(stringify!($class), ".loadSafetensors"),
+                    || Self::from_file(&path).or_throw(&env),
+                )
             }
 
-            #[napi(strict, writable, ts_return_type = $promise)]
-            pub fn load_safetensors_async(path: String) -> AsyncTask<CoreTask<$class>> {
-                CoreTask::new(move || Self::from_file(&path))
+            #[napi(catch_unwind, strict, writable, ts_return_type = $promise)]
+            pub fn load_safetensors_async(
+                env: Env,
+                path: String,
+            ) -> napi::Result<AsyncTask<CoreTask<$class>>> {
+                guard(
+                    &env,
+                    concat!(stringify!($class), ".loadSafetensorsAsync"),
+                    || Ok(CoreTask::new(move || Self::from_file(&path))),
+                )
             }
 
             /// Write `config.json` + `weights.safetensors` to `dir` (loadable by `Model.loadPretrained`).
-            #[napi(strict, ts_return_type = "Promise<void>")]
+            #[napi(catch_unwind, strict, ts_return_type = "Promise<void>")]
             pub fn save(
                 &self,
+                env: Env,
                 dir: String,
                 options: Option<WriteOptions>,
-            ) -> AsyncTask<CoreTask<()>> {
-                let model = self.any();
-                let durable = durability(options.and_then(|o| o.durable));
-                CoreTask::new(move || {
-                    model.save_dir(Path::new(&dir), CoreWriteOptions::with_durability(durable))
+            ) -> napi::Result<AsyncTask<CoreTask<()>>> {
+                guard(&env, concat!(stringify!($class), ".save"), || {
+                    let model = self.any();
+                    let durable = durability(options.and_then(|o| o.durable));
+                    Ok(CoreTask::new(move || {
+                        model.save_dir(Path::new(&dir), CoreWriteOptions::with_durability(durable))
+                    }))
                 })
             }
 
             /// Export to GGUF (`quantization` applies to 2-D coefficient matrices).
-            #[napi(strict)]
+            #[napi(catch_unwind, strict)]
             pub fn to_gguf(
                 &self,
                 env: Env,
                 path: String,
                 options: Option<GgufOptions>,
             ) -> napi::Result<()> {
-                let write = write_options(options.as_ref().and_then(|o| o.durable));
-                let run = || {
-                    self.fitted()?
-                        .to_gguf(Path::new(&path), quantization_arg(&options)?, write)
-                };
-                run().or_throw(&env)
+                guard(&env, concat!(stringify!($class), ".toGguf"), || {
+                    let durable = durability(options.as_ref().and_then(|o| o.durable));
+                    let run = || {
+                        self.fitted()?.to_gguf(
+                            Path::new(&path),
+                            quantization_arg(&options)?,
+                            CoreWriteOptions::with_durability(durable),
+                        )
+                    };
+                    run().or_throw(&env)
+                })
             }
 
             /// Export to ONNX (IR 8, opset 17), runnable by ONNX Runtime.
-            #[napi(strict)]
+            #[napi(catch_unwind, strict)]
             pub fn to_onnx(
                 &self,
                 env: Env,
                 path: String,
                 options: Option<WriteOptions>,
             ) -> napi::Result<()> {
-                let write = write_options(options.and_then(|o| o.durable));
-                let run = || self.fitted()?.to_onnx(Path::new(&path), write);
-                run().or_throw(&env)
+                guard(&env, concat!(stringify!($class), ".toOnnx"), || {
+                    let durable = durability(options.and_then(|o| o.durable));
+                    let run = || {
+                        self.fitted()?
+                            .to_onnx(Path::new(&path), CoreWriteOptions::with_durability(durable))
+                    };
+                    run().or_throw(&env)
+                })
             }
         }
 
@@ -373,17 +410,24 @@ pub struct LinearRegression {
 
 #[napi]
 impl LinearRegression {
-    #[napi(constructor, ts_args_type = "options?: { fitIntercept?: boolean }")]
+    #[napi(
+        catch_unwind,
+        constructor,
+        ts_args_type = "options?: { fitIntercept?: boolean }"
+    )]
     pub fn new(env: Env, options: Option<Object>) -> napi::Result<Self> {
-        let fit_intercept = option::<bool>(&options, "fitIntercept")
-            .or_throw(&env)?
-            .unwrap_or(true);
-        Ok(LinearRegression {
-            inner: RefCell::new(CoreLinear::new(fit_intercept)),
+        guard(&env, "LinearRegression.constructor", || {
+            let fit_intercept = option::<bool>(&options, "fitIntercept")
+                .or_throw(&env)?
+                .unwrap_or(true);
+            Ok(LinearRegression {
+                inner: RefCell::new(CoreLinear::new(fit_intercept)),
+            })
         })
     }
 
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix, y: ArrayLike<number>",
         ts_return_type = "this"
@@ -395,70 +439,98 @@ impl LinearRegression {
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &y));
-        run().or_throw(&env)?;
-        Ok(this)
+        guard(&env, "LinearRegression.fit", || {
+            let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &y));
+            run().or_throw(&env)?;
+            Ok(this)
+        })
     }
 
-    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Float32Array"
+    )]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let x = parse_matrix(&x).or_throw(&env)?;
-        let model = self.inner.borrow();
-        new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
-            with_matrix(&x, |x| model.predict_into(x, out))
+        guard(&env, "LinearRegression.predict", || {
+            let x = parse_matrix(&x).or_throw(&env)?;
+            let model = self.inner.borrow();
+            new_array(&env, TypedArrayType::Float32, x.rows(), |out| {
+                with_matrix(&x, |x| model.predict_into(x, out))
+            })
         })
     }
 
     /// `predict` off the event loop (for large batches; the input is copied first).
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix",
         ts_return_type = "Promise<Float32Array>"
     )]
-    pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
-        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
-        let x = matrix_arg(&x);
-        let model = self.inner.borrow().clone();
-        Ok(CoreTask::new(move || {
-            model.predict(x?.as_ref()?).map(Float32Array::new)
-        }))
+    pub fn predict_async(
+        &self,
+        env: Env,
+        x: Unknown,
+    ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
+        guard(&env, "LinearRegression.predictAsync", || {
+            // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+            let x = matrix_arg(&x);
+            let model = self.inner.borrow().clone();
+            Ok(CoreTask::new(move || {
+                model.predict(x?.as_ref()?).map(Float32Array::new)
+            }))
+        })
     }
 
     /// R² of the predictions.
-    #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    #[napi(catch_unwind, strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
-        let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &y));
-        run().or_throw(&env)
+        guard(&env, "LinearRegression.score", || {
+            let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &y));
+            run().or_throw(&env)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
-        self.require_fitted(&env)?;
-        Ok(Float32Array::new(
-            self.inner.borrow().coefficients().to_vec(),
-        ))
+        guard(&env, "LinearRegression.coefficients", || {
+            self.require_fitted(&env)?;
+            Ok(Float32Array::new(
+                self.inner.borrow().coefficients().to_vec(),
+            ))
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn intercept(&self, env: Env) -> napi::Result<f64> {
-        self.require_fitted(&env)?;
-        Ok(self.inner.borrow().intercept() as f64)
+        guard(&env, "LinearRegression.intercept", || {
+            self.require_fitted(&env)?;
+            Ok(self.inner.borrow().intercept() as f64)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn n_features(&self, env: Env) -> napi::Result<u32> {
-        self.require_fitted(&env)?;
-        Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
+        guard(&env, "LinearRegression.nFeatures", || {
+            self.require_fitted(&env)?;
+            Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
+        })
     }
 
-    #[napi(getter)]
-    pub fn is_fitted(&self) -> bool {
-        self.inner.borrow().is_fitted()
+    #[napi(catch_unwind, getter)]
+    pub fn is_fitted(&self, env: Env) -> napi::Result<bool> {
+        guard(&env, "LinearRegression.isFitted", || {
+            Ok(self.inner.borrow().is_fitted())
+        })
     }
 
-    #[napi(getter)]
-    pub fn fit_intercept(&self) -> bool {
-        self.inner.borrow().fit_intercept()
+    #[napi(catch_unwind, getter)]
+    pub fn fit_intercept(&self, env: Env) -> napi::Result<bool> {
+        guard(&env, "LinearRegression.fitIntercept", || {
+            Ok(self.inner.borrow().fit_intercept())
+        })
     }
 }
 
@@ -486,30 +558,34 @@ impl LogisticRegression {
     /// `c`: inverse L2 strength (default 1.0); `maxIter`: Newton iterations (default 100);
     /// `tol`: default 1e-4.
     #[napi(
+        catch_unwind,
         constructor,
         ts_args_type = "options?: { fitIntercept?: boolean; c?: number; maxIter?: number; tol?: number }"
     )]
     pub fn new(env: Env, options: Option<Object>) -> napi::Result<Self> {
-        let run = || {
-            let mut params = LogisticRegressionParams::default();
-            params.fit_intercept =
-                option::<bool>(&options, "fitIntercept")?.unwrap_or(params.fit_intercept);
-            params.c = option::<f64>(&options, "c")?.unwrap_or(params.c);
-            params.tol = option::<f64>(&options, "tol")?.unwrap_or(params.tol);
-            if let Some(m) = option::<f64>(&options, "maxIter")? {
-                params.max_iter = count(m, "maxIter")?;
-            }
-            CoreLogistic::new(params)
-        };
-        run()
-            .map(|inner| LogisticRegression {
-                inner: RefCell::new(inner),
-            })
-            .or_throw(&env)
+        guard(&env, "LogisticRegression.constructor", || {
+            let run = || {
+                let mut params = LogisticRegressionParams::default();
+                params.fit_intercept =
+                    option::<bool>(&options, "fitIntercept")?.unwrap_or(params.fit_intercept);
+                params.c = option::<f64>(&options, "c")?.unwrap_or(params.c);
+                params.tol = option::<f64>(&options, "tol")?.unwrap_or(params.tol);
+                if let Some(m) = option::<f64>(&options, "maxIter")? {
+                    params.max_iter = count(m, "maxIter")?;
+                }
+                CoreLogistic::new(params)
+            };
+            run()
+                .map(|inner| LogisticRegression {
+                    inner: RefCell::new(inner),
+                })
+                .or_throw(&env)
+        })
     }
 
     /// Fit to integer class labels (any integers; two classes or more).
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix, y: ArrayLike<number>",
         ts_return_type = "this"
@@ -521,113 +597,156 @@ impl LogisticRegression {
         x: Unknown,
         y: Unknown,
     ) -> napi::Result<This<'a>> {
-        let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &labels(y)?));
-        run().or_throw(&env)?;
-        Ok(this)
+        guard(&env, "LogisticRegression.fit", || {
+            let run = || with_xy(&x, &y, |x, y| self.inner.borrow_mut().fit(x, &labels(y)?));
+            run().or_throw(&env)?;
+            Ok(this)
+        })
     }
 
     /// Predicted class labels.
-    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Int32Array")]
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Int32Array"
+    )]
     pub fn predict(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let x = parse_matrix(&x).or_throw(&env)?;
-        let model = self.inner.borrow();
-        new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
-            with_matrix(&x, |x| model.predict_into(x, out))
+        guard(&env, "LogisticRegression.predict", || {
+            let x = parse_matrix(&x).or_throw(&env)?;
+            let model = self.inner.borrow();
+            new_array(&env, TypedArrayType::Int32, x.rows(), |out| {
+                with_matrix(&x, |x| model.predict_into(x, out))
+            })
         })
     }
 
     /// Class probabilities, rows × classes, row-major (columns in `classes` order).
-    #[napi(strict, ts_args_type = "x: Matrix", ts_return_type = "Float32Array")]
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_args_type = "x: Matrix",
+        ts_return_type = "Float32Array"
+    )]
     pub fn predict_proba(&self, env: Env, x: Unknown) -> napi::Result<JsArray> {
-        let x = parse_matrix(&x).or_throw(&env)?;
-        let model = self.inner.borrow();
-        let len = x.rows().saturating_mul(model.classes().len());
-        new_array(&env, TypedArrayType::Float32, len, |out| {
-            with_matrix(&x, |x| model.predict_proba_into(x, out))
+        guard(&env, "LogisticRegression.predictProba", || {
+            let x = parse_matrix(&x).or_throw(&env)?;
+            let model = self.inner.borrow();
+            let len = x.rows().saturating_mul(model.classes().len());
+            new_array(&env, TypedArrayType::Float32, len, |out| {
+                with_matrix(&x, |x| model.predict_proba_into(x, out))
+            })
         })
     }
 
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix",
         ts_return_type = "Promise<Int32Array>"
     )]
-    pub fn predict_async(&self, x: Unknown) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
-        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
-        let x = matrix_arg(&x);
-        let model = self.inner.borrow().clone();
-        Ok(CoreTask::new(move || {
-            model.predict(x?.as_ref()?).map(Int32Array::new)
-        }))
+    pub fn predict_async(
+        &self,
+        env: Env,
+        x: Unknown,
+    ) -> napi::Result<AsyncTask<CoreTask<Int32Array>>> {
+        guard(&env, "LogisticRegression.predictAsync", || {
+            // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+            let x = matrix_arg(&x);
+            let model = self.inner.borrow().clone();
+            Ok(CoreTask::new(move || {
+                model.predict(x?.as_ref()?).map(Int32Array::new)
+            }))
+        })
     }
 
     #[napi(
+        catch_unwind,
         strict,
         ts_args_type = "x: Matrix",
         ts_return_type = "Promise<Float32Array>"
     )]
     pub fn predict_proba_async(
         &self,
+        env: Env,
         x: Unknown,
     ) -> napi::Result<AsyncTask<CoreTask<Float32Array>>> {
-        // A bad matrix rejects the promise (it does not throw): the error travels with the task.
-        let x = matrix_arg(&x);
-        let model = self.inner.borrow().clone();
-        Ok(CoreTask::new(move || {
-            model.predict_proba(x?.as_ref()?).map(Float32Array::new)
-        }))
+        guard(&env, "LogisticRegression.predictProbaAsync", || {
+            // A bad matrix rejects the promise (it does not throw): the error travels with the task.
+            let x = matrix_arg(&x);
+            let model = self.inner.borrow().clone();
+            Ok(CoreTask::new(move || {
+                model.predict_proba(x?.as_ref()?).map(Float32Array::new)
+            }))
+        })
     }
 
     /// Accuracy.
-    #[napi(strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
+    #[napi(catch_unwind, strict, ts_args_type = "x: Matrix, y: ArrayLike<number>")]
     pub fn score(&self, env: Env, x: Unknown, y: Unknown) -> napi::Result<f64> {
-        let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &labels(y)?));
-        run().or_throw(&env)
+        guard(&env, "LogisticRegression.score", || {
+            let run = || with_xy(&x, &y, |x, y| self.inner.borrow().score(x, &labels(y)?));
+            run().or_throw(&env)
+        })
     }
 
     /// The class labels, sorted ascending.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn classes(&self, env: Env) -> napi::Result<Int32Array> {
-        self.require_fitted(&env)?;
-        Ok(Int32Array::new(self.inner.borrow().classes().to_vec()))
+        guard(&env, "LogisticRegression.classes", || {
+            self.require_fitted(&env)?;
+            Ok(Int32Array::new(self.inner.borrow().classes().to_vec()))
+        })
     }
 
     /// Binary: `[nFeatures]`; multiclass: `[nClasses × nFeatures]`, row-major.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn coefficients(&self, env: Env) -> napi::Result<Float32Array> {
-        self.require_fitted(&env)?;
-        Ok(Float32Array::new(
-            self.inner.borrow().coefficients().to_vec(),
-        ))
+        guard(&env, "LogisticRegression.coefficients", || {
+            self.require_fitted(&env)?;
+            Ok(Float32Array::new(
+                self.inner.borrow().coefficients().to_vec(),
+            ))
+        })
     }
 
     /// Binary: one value; multiclass: one per class.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn intercept(&self, env: Env) -> napi::Result<Float32Array> {
-        self.require_fitted(&env)?;
-        Ok(Float32Array::new(self.inner.borrow().intercept().to_vec()))
+        guard(&env, "LogisticRegression.intercept", || {
+            self.require_fitted(&env)?;
+            Ok(Float32Array::new(self.inner.borrow().intercept().to_vec()))
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn n_features(&self, env: Env) -> napi::Result<u32> {
-        self.require_fitted(&env)?;
-        Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
+        guard(&env, "LogisticRegression.nFeatures", || {
+            self.require_fitted(&env)?;
+            Ok(self.inner.borrow().n_features().unwrap_or(0) as u32)
+        })
     }
 
-    #[napi(getter)]
-    pub fn is_fitted(&self) -> bool {
-        self.inner.borrow().is_fitted()
+    #[napi(catch_unwind, getter)]
+    pub fn is_fitted(&self, env: Env) -> napi::Result<bool> {
+        guard(&env, "LogisticRegression.isFitted", || {
+            Ok(self.inner.borrow().is_fitted())
+        })
     }
 
     /// Newton iterations of the last fit, and whether it converged within `maxIter`.
-    #[napi(getter)]
-    pub fn n_iter(&self) -> Option<u32> {
-        self.inner.borrow().n_iter().map(|n| n as u32)
+    #[napi(catch_unwind, getter)]
+    pub fn n_iter(&self, env: Env) -> napi::Result<Option<u32>> {
+        guard(&env, "LogisticRegression.nIter", || {
+            Ok(self.inner.borrow().n_iter().map(|n| n as u32))
+        })
     }
 
-    #[napi(getter)]
-    pub fn converged(&self) -> Option<bool> {
-        self.inner.borrow().converged()
+    #[napi(catch_unwind, getter)]
+    pub fn converged(&self, env: Env) -> napi::Result<Option<bool>> {
+        guard(&env, "LogisticRegression.converged", || {
+            Ok(self.inner.borrow().converged())
+        })
     }
 }
 

@@ -175,7 +175,10 @@ impl ToNapiValue for TypedArrayOut {
                 TypedArrayOut::U32(a) => Uint32Array::to_napi_value(env, a),
                 TypedArrayOut::I64(a) => BigInt64Array::to_napi_value(env, a),
                 TypedArrayOut::U64(a) => BigUint64Array::to_napi_value(env, a),
-                TypedArrayOut::Filled(a) => (a.0)(env),
+                // The deferred fill is our code running after the call's body: guarded like it.
+                TypedArrayOut::Filled(a) => {
+                    crate::error::guard(&Env::from_raw(env), "filling a typed array", || (a.0)(env))
+                }
             }
         }
     }

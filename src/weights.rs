@@ -5,7 +5,7 @@
 
 use crate::args::{bytes_arg, with_view};
 use crate::convert::Json;
-use crate::error::{invalid_argument, option, CoreResult, OrThrow};
+use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
 use crate::handle::SourceHandle;
@@ -230,30 +230,41 @@ impl WeightsFile {
 
 /// `openWeightsSync`: open and validate a file or model directory on the calling thread.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "path: string, options?: OpenWeightsOptions",
     ts_return_type = "WeightsFile | GgufFile"
 )]
 pub fn open_weights_sync(env: Env, path: String, options: Option<Object>) -> napi::Result<Opened> {
-    open_source(&path, open_args(&options)).or_throw(&env)
+    guard(&env, "openWeightsSync", || {
+        open_source(&path, open_args(&options)).or_throw(&env)
+    })
 }
 
 /// `openWeights` of a local path: open off the event loop. Internal (index.js routes URLs
 /// to lib/remote.js and paths here).
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "path: string, options?: OpenWeightsOptions",
     ts_return_type = "Promise<WeightsFile | GgufFile>"
 )]
-pub fn open_weights_async(path: String, options: Option<Object>) -> AsyncTask<CoreTask<Opened>> {
-    let args = open_args(&options);
-    CoreTask::new(move || open_source(&path, args))
+pub fn open_weights_async(
+    env: Env,
+    path: String,
+    options: Option<Object>,
+) -> napi::Result<AsyncTask<CoreTask<Opened>>> {
+    guard(&env, "openWeightsAsync", || {
+        let args = open_args(&options);
+        Ok(CoreTask::new(move || open_source(&path, args)))
+    })
 }
 
 /// A whole file held in memory (copied), recognised by its bytes or read as
 /// `options.format`; `options.path` names where it came from. Internal: lib/remote.js reads
 /// remote files fetched whole with it.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }",
     ts_return_type = "WeightsFile | GgufFile"
@@ -263,131 +274,173 @@ pub fn weights_from_bytes(
     bytes: Unknown,
     options: Option<Object>,
 ) -> napi::Result<Opened> {
-    let run = || -> CoreResult<Opened> {
-        // Every property first, then the bytes (see crate::args).
-        let format = parse_format(option::<String>(&options, "format")?)?;
-        let origin = option::<String>(&options, "path")?;
-        let bytes = bytes_arg(&bytes, "bytes")?;
-        let bytes = with_view(&bytes, |b| Ok(b.to_vec()))?;
-        let gguf = match format {
-            Some(f) => f == WeightsFormat::Gguf,
-            None => {
-                stcore::format::detect::sniff(&stcore::format::detect::Head::of(&bytes))
-                    == stcore::format::detect::Detected::Format(WeightsFormat::Gguf)
+    guard(&env, "weightsFromBytes", || {
+        let run = || -> CoreResult<Opened> {
+            // Every property first, then the bytes (see crate::args).
+            let format = parse_format(option::<String>(&options, "format")?)?;
+            let origin = option::<String>(&options, "path")?;
+            let bytes = bytes_arg(&bytes, "bytes")?;
+            let bytes = with_view(&bytes, |b| Ok(b.to_vec()))?;
+            let gguf = match format {
+                Some(f) => f == WeightsFormat::Gguf,
+                None => {
+                    stcore::format::detect::sniff(&stcore::format::detect::Head::of(&bytes))
+                        == stcore::format::detect::Detected::Format(WeightsFormat::Gguf)
+                }
+            };
+            if gguf {
+                let memory = Arc::new(stcore::memory::Memory::Owned(bytes));
+                let source = stcore::format::gguf::GgufSource::from_memory(memory);
+                let source = match &origin {
+                    Some(p) => source.map_err(|e| e.with_path(p))?,
+                    None => source?,
+                };
+                return Ok(Either::B(GgufFile::wrap(source, origin)));
             }
-        };
-        if gguf {
-            let memory = Arc::new(stcore::memory::Memory::Owned(bytes));
-            let source = stcore::format::gguf::GgufSource::from_memory(memory);
+            let source = stcore::format::open_bytes(bytes, format);
             let source = match &origin {
                 Some(p) => source.map_err(|e| e.with_path(p))?,
                 None => source?,
             };
-            return Ok(Either::B(GgufFile::wrap(source, origin)));
-        }
-        let source = stcore::format::open_bytes(bytes, format);
-        let source = match &origin {
-            Some(p) => source.map_err(|e| e.with_path(p))?,
-            None => source?,
+            Ok(Either::A(WeightsFile::wrap(Arc::from(source), origin)))
         };
-        Ok(Either::A(WeightsFile::wrap(Arc::from(source), origin)))
-    };
-    run().or_throw(&env)
+        run().or_throw(&env)
+    })
 }
 
 #[napi]
 impl WeightsFile {
     /// Instances come from `openWeights` and `openWeightsSync`.
-    #[napi(constructor)]
+    #[napi(catch_unwind, constructor)]
     pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        Err(crate::error::not_constructible(
-            &env,
-            "WeightsFile",
-            "openWeights(pathOrUrl) or openWeightsSync(path)",
-        ))
+        guard(&env, "WeightsFile.constructor", || {
+            Err(crate::error::not_constructible(
+                &env,
+                "WeightsFile",
+                "openWeights(pathOrUrl) or openWeightsSync(path)",
+            ))
+        })
     }
 
-    #[napi(getter, ts_return_type = "WeightsFormat")]
+    #[napi(catch_unwind, getter, ts_return_type = "WeightsFormat")]
     pub fn format(&self, env: Env) -> napi::Result<String> {
-        Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+        guard(&env, "WeightsFile.format", || {
+            Ok(self.inner.get_or_throw(&env)?.format().name().to_string())
+        })
     }
 
     /// The file or directory opened (a URL for remote files), or null for bytes.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<Option<String>> {
-        let inner = self.inner.get_or_throw(&env)?;
-        Ok(self
-            .origin
-            .clone()
-            .or_else(|| inner.path().map(|p| p.display().to_string())))
+        guard(&env, "WeightsFile.path", || {
+            let inner = self.inner.get_or_throw(&env)?;
+            Ok(self
+                .origin
+                .clone()
+                .or_else(|| inner.path().map(|p| p.display().to_string())))
+        })
     }
 
     /// The format's key/values (SafeTensors `__metadata__`, GGUF's pairs, …), or null.
-    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    #[napi(
+        catch_unwind,
+        getter,
+        ts_return_type = "Record<string, unknown> | null"
+    )]
     pub fn metadata(&self, env: Env) -> napi::Result<Option<Json>> {
-        self.inner.metadata(&env)
+        guard(&env, "WeightsFile.metadata", || self.inner.metadata(&env))
     }
 
     /// `config.json` of a model directory, or null.
-    #[napi(getter, ts_return_type = "Record<string, unknown> | null")]
+    #[napi(
+        catch_unwind,
+        getter,
+        ts_return_type = "Record<string, unknown> | null"
+    )]
     pub fn config(&self, env: Env) -> napi::Result<Option<Json>> {
-        Ok(self.inner.get_or_throw(&env)?.config().cloned().map(Json))
+        guard(&env, "WeightsFile.config", || {
+            Ok(self.inner.get_or_throw(&env)?.config().cloned().map(Json))
+        })
     }
 
     /// Tensor names in serving order (data order for SafeTensors, file order for GGUF).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        self.inner.tensor_names(&env)
+        guard(&env, "WeightsFile.tensorNames", || {
+            self.inner.tensor_names(&env)
+        })
     }
 
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        self.inner.num_parameters(&env)
+        guard(&env, "WeightsFile.numParameters", || {
+            self.inner.num_parameters(&env)
+        })
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        self.inner.has(&env, &name)
+        guard(&env, "WeightsFile.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
-        self.inner.info(&env, &name)
+        guard(&env, "WeightsFile.info", || self.inner.info(&env, &name))
     }
 
-    #[napi(strict)]
+    #[napi(catch_unwind, strict)]
     pub fn get_tensor(
         &self,
         env: Env,
         name: String,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        guard(&env, "WeightsFile.getTensor", || {
+            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
     pub fn get_tensor_async(
         &self,
+        env: Env,
         name: String,
         options: Option<GetOptions>,
-    ) -> AsyncTask<CoreTask<Tensor>> {
-        self.inner.get_tensor_async(name, &options, ReadAs::Native)
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "WeightsFile.getTensorAsync", || {
+            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
+        })
     }
 
     /// Every tensor, keyed by name in serving order.
-    #[napi(strict, ts_return_type = "Record<string, Tensor>")]
+    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        self.inner.tensors(&env, &options, ReadAs::Native)
+        guard(&env, "WeightsFile.tensors", || {
+            self.inner.tensors(&env, &options, ReadAs::Native)
+        })
     }
 
-    #[napi(strict, ts_return_type = "Promise<Record<string, Tensor>>")]
-    pub fn tensors_async(&self, options: Option<GetOptions>) -> AsyncTask<CoreTask<TensorRecord>> {
-        self.inner.tensors_async(&options, ReadAs::Native)
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "Promise<Record<string, Tensor>>"
+    )]
+    pub fn tensors_async(
+        &self,
+        env: Env,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
+        guard(&env, "WeightsFile.tensorsAsync", || {
+            Ok(self.inner.tensors_async(&options, ReadAs::Native))
+        })
     }
 
     /// Release the file now (see `SafeTensorsFile.close`). A second call does nothing.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close()
+    #[napi(catch_unwind)]
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        guard(&env, "WeightsFile.close", || {
+            self.inner.close();
+            Ok(())
+        })
     }
 }

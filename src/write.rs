@@ -1,7 +1,7 @@
 //! `saveFile`, `saveFileAsync`, `serialize`: JS tensors → SafeTensors bytes.
 
 use crate::args::{with_views, ViewArg};
-use crate::error::{invalid_argument, CoreResult, OrThrow};
+use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use napi::bindgen_prelude::*;
 use napi::Env;
@@ -231,6 +231,7 @@ impl<'env> TensorArgs<'env> {
 
 /// Write tensors to a SafeTensors file, atomically.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions"
 )]
@@ -240,23 +241,26 @@ pub fn save_file(
     tensors: Object,
     options: Option<SaveOptions>,
 ) -> napi::Result<()> {
-    let run = || {
-        let metadata = metadata_arg(&options)?;
-        TensorArgs::read(&tensors)?.with_views(|views| {
-            safetensors::save_file(
-                Path::new(&path),
-                views,
-                metadata.as_ref(),
-                write_options(options.as_ref().and_then(|o| o.durable)),
-            )
-        })
-    };
-    run().or_throw(&env)
+    guard(&env, "saveFile", || {
+        let run = || {
+            let metadata = metadata_arg(&options)?;
+            TensorArgs::read(&tensors)?.with_views(|views| {
+                safetensors::save_file(
+                    Path::new(&path),
+                    views,
+                    metadata.as_ref(),
+                    write_options(options.as_ref().and_then(|o| o.durable)),
+                )
+            })
+        };
+        run().or_throw(&env)
+    })
 }
 
 /// `saveFile` off the event loop (the tensor data is copied first, into one buffer, before
 /// this returns, so the caller may reuse, resize or detach its arrays at once).
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "path: string, tensors: Record<string, TensorInput>, options?: SaveOptions",
     ts_return_type = "Promise<void>"
@@ -267,32 +271,37 @@ pub fn save_file_async(
     tensors: Object,
     options: Option<SaveOptions>,
 ) -> napi::Result<AsyncTask<CoreTask<()>>> {
-    let metadata = metadata_arg(&options).or_throw(&env)?;
-    let packed = TensorArgs::read(&tensors)
-        .and_then(|args| args.with_views(PackedTensors::pack))
-        .or_throw(&env)?;
-    let durability = durability(options.as_ref().and_then(|o| o.durable));
-    Ok(CoreTask::new(move || {
-        let views = packed.views();
-        safetensors::save_file(
-            Path::new(&path),
-            &views,
-            metadata.as_ref(),
-            fsutil::WriteOptions::with_durability(durability),
-        )
-    }))
+    guard(&env, "saveFileAsync", || {
+        let metadata = metadata_arg(&options).or_throw(&env)?;
+        let packed = TensorArgs::read(&tensors)
+            .and_then(|args| args.with_views(PackedTensors::pack))
+            .or_throw(&env)?;
+        let durability = durability(options.as_ref().and_then(|o| o.durable));
+        Ok(CoreTask::new(move || {
+            let views = packed.views();
+            safetensors::save_file(
+                Path::new(&path),
+                &views,
+                metadata.as_ref(),
+                fsutil::WriteOptions::with_durability(durability),
+            )
+        }))
+    })
 }
 
 /// The bytes of a SafeTensors file holding `tensors`.
 #[napi(
+    catch_unwind,
     strict,
     ts_args_type = "tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> }"
 )]
 pub fn serialize(env: Env, tensors: Object, options: Option<SaveOptions>) -> napi::Result<Buffer> {
-    let run = || {
-        let metadata = metadata_arg(&options)?;
-        TensorArgs::read(&tensors)?
-            .with_views(|views| safetensors::serialize(views, metadata.as_ref()))
-    };
-    run().map(Buffer::from).or_throw(&env)
+    guard(&env, "serialize", || {
+        let run = || {
+            let metadata = metadata_arg(&options)?;
+            TensorArgs::read(&tensors)?
+                .with_views(|views| safetensors::serialize(views, metadata.as_ref()))
+        };
+        run().map(Buffer::from).or_throw(&env)
+    })
 }
