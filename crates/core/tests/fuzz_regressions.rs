@@ -265,9 +265,16 @@ fn zip_end_record_is_named_not_misread_as_a_header_length() {
     let mut file = b"PK\x05\x06\x00\x00\x00\x7f\x00\x00\x00\x00".to_vec();
     file.extend_from_slice(br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#);
     file.extend_from_slice(&[0u8; 8]);
-    let err = SafeTensors::from_bytes(file.clone()).err().expect("refused");
+    let err = SafeTensors::from_bytes(file.clone())
+        .err()
+        .expect("refused");
     assert_eq!(err.code(), "ERR_UNKNOWN_FORMAT", "{err}");
     assert!(err.to_string().contains("zip archive"), "{err}");
-    let theirs = safetensors::SafeTensors::deserialize(&file).err().expect("refused");
-    assert!(matches!(theirs, safetensors::SafeTensorError::HeaderTooLarge), "{theirs}");
+    let theirs = safetensors::SafeTensors::deserialize(&file)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(theirs, safetensors::SafeTensorError::HeaderTooLarge),
+        "{theirs}"
+    );
 }
