@@ -270,9 +270,7 @@ fn zip_end_record_is_named_not_misread_as_a_header_length() {
         .expect("refused");
     assert_eq!(err.code(), "ERR_UNKNOWN_FORMAT", "{err}");
     assert!(err.to_string().contains("zip archive"), "{err}");
-    let theirs = safetensors::SafeTensors::deserialize(&file)
-        .err()
-        .expect("refused");
+    let theirs = safetensors::SafeTensors::deserialize(&file).expect_err("refused");
     assert!(
         matches!(theirs, safetensors::SafeTensorError::HeaderTooLarge),
         "{theirs}"
