@@ -377,12 +377,14 @@ pub fn convert(
         }
         Target::SafeTensors => {
             let kept = metadata.as_safetensors_metadata();
+            let mut behind = ReleaseBehind::new(s);
             st::save_streaming(
                 output,
                 &specs,
                 kept.as_ref(),
                 WriteOptions::with_durability(durability),
                 &mut |i| {
+                    behind.next(&specs[i].name);
                     let bytes = s.fetch(&specs[i].name)?;
                     done += specs[i].byte_len as u64;
                     progress(done, total);
@@ -418,23 +420,14 @@ pub fn convert(
                     .iter()
                     .map(|s| (s.name.as_str(), s.byte_len as u64))
                     .collect();
-                // The writer asks for each tensor after the previous one is written: its
-                // pages of the mapped input are released then, so the process holds one
-                // tensor of the input at a time (not the whole model, as a mapping would).
-                let release = |name: &str| s.release(name);
-                let mut previous: Option<String> = None;
+                let mut behind = ReleaseBehind::new(s);
                 export.write(output, WriteOptions::with_durability(durability), |name| {
-                    if let Some(p) = previous.replace(name.to_string()) {
-                        release(&p);
-                    }
+                    behind.next(name);
                     let view = s.view(name)?;
                     done += sizes.get(name).copied().unwrap_or(0);
                     progress(done, total);
                     Ok(view)
                 })?;
-                if let Some(p) = previous {
-                    release(&p);
-                }
                 progress(total, total);
                 warnings.extend(export.warnings.iter().cloned());
                 architecture = Some(export.architecture.to_string());
@@ -462,12 +455,14 @@ pub fn convert(
                     .map(|(s, ty)| GgufTensorSpec::new(&s.name, s.shape.clone(), ty))
                     .collect();
                 let gguf_metadata = gguf_export_metadata(s, input_path, quantization, &gspecs);
+                let mut behind = ReleaseBehind::new(s);
                 gguf::write_gguf_file(
                     output,
                     &gguf_metadata,
                     &gspecs,
                     WriteOptions::with_durability(durability),
                     |i, spec| {
+                        behind.next(&spec.name);
                         let view = s.view(&spec.name)?;
                         done += specs[i].byte_len as u64;
                         progress(done, total);
@@ -516,6 +511,42 @@ pub fn convert(
         dropped,
         files: output_files,
     })
+}
+
+/// Gives back the input's mapped pages one tensor behind a streaming writer.
+///
+/// The writers (SafeTensors, GGUF, llama.cpp export) ask for each tensor after the previous
+/// one is written and its view dropped: its pages of the mapped input are released then
+/// ([`TensorSource::release`]), and the last tensor's when this is dropped, so a conversion
+/// holds about one tensor of the input at a time, not the whole mapped model. The input was
+/// opened by the conversion itself, so no view of it was handed to JS.
+struct ReleaseBehind<'s> {
+    source: &'s dyn TensorSource,
+    previous: Option<String>,
+}
+
+impl<'s> ReleaseBehind<'s> {
+    fn new(source: &'s dyn TensorSource) -> Self {
+        ReleaseBehind {
+            source,
+            previous: None,
+        }
+    }
+
+    /// The writer asks for `name`: it is done with the tensor it asked for before.
+    fn next(&mut self, name: &str) {
+        if let Some(p) = self.previous.replace(name.to_string()) {
+            self.source.release(&p);
+        }
+    }
+}
+
+impl Drop for ReleaseBehind<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.previous.take() {
+            self.source.release(&p);
+        }
+    }
 }
 
 /// The metadata of a GGUF export: the standard keys, then the input's own — a GGUF input's
