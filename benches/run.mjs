@@ -779,6 +779,16 @@ function dirBytes(dir) {
   return dir && existsSync(dir) ? readdirSync(dir).reduce((n, f) => n + statSync(join(dir, f)).size, 0) : 0
 }
 
+/** SHA-256 of a SafeTensors file with its header re-serialised, `__metadata__` keys sorted. */
+function sha256Safetensors(path) {
+  if (!existsSync(path)) return null
+  const b = readFileSync(path)
+  const n = Number(b.readBigUInt64LE(0))
+  const h = JSON.parse(b.subarray(8, 8 + n).toString())
+  if (h.__metadata__) h.__metadata__ = Object.fromEntries(Object.entries(h.__metadata__).sort(([x], [y]) => (x < y ? -1 : 1)))
+  return createHash('sha256').update(JSON.stringify(h)).update(b.subarray(8 + n)).digest('hex')
+}
+
 function sha256File(path) {
   return existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null
 }
@@ -956,7 +966,9 @@ for (const g of gs) {
       const r = runChild(i)
       if ((g.row === 'save' || (g.row === 'pytorch' && i.key !== 'io')) && !r.error && !r.skipped) {
         // Byte-identical files? (hashed here, outside any timed region)
-        r.check = { ...r.check, sha256file: sha256File(i.params.out) }
+        // Row 10: safetensors' writer orders `__metadata__` keys by a HashMap (run to run),
+        // ours sorts them: the same file but for that order is the same output.
+        r.check = { ...r.check, sha256file: g.row === 'pytorch' ? sha256Safetensors(i.params.out) : sha256File(i.params.out) }
       }
       i.result = merge(i.result, r)
       const what = r.skipped ? `skipped: ${r.skipped}` : r.error ? `FAILED: ${r.error}` : `${fmtMs(r.median)} ms (${fmtMs(r.min)}–${fmtMs(r.max)}), peak RSS ${fmtMiB(r.max_rss_kib)} MiB  [${r.wall_s.toFixed(1)} s]`
