@@ -79,23 +79,9 @@ async function expectTensors(file: WeightsFile, root: string, expected: Expected
     if (!upcast && /^(F16|BF16|F8_)/.test(t.dtype)) continue // our fixtures carry no upcast
     const native = upcast ? bytes(root, t, true) : raw
     for (const got of [file.getTensor(name).data, (await file.getTensorAsync(name)).data, all[name].data]) {
-      if (t.dtype.startsWith('F8_')) expectSameF32(got as Float32Array, native, at)
-      else expect(hex(got), at).toBe(native)
+      // F8 included: NaNs keep torch's sign and payload (0x7F E4M3FN → 0x7FF00000).
+      expect(hex(got), at).toBe(native)
     }
-  }
-}
-
-/**
- * Float32 values equal bit for bit, except that a NaN may be any NaN: torch keeps an F8 NaN's
- * sign and payload when it upcasts, our F8 upcast (cast.rs) gives the canonical NaN.
- */
-function expectSameF32(got: Float32Array, expectedHex: string, at: string) {
-  const want = new Float32Array(new Uint8Array(Buffer.from(expectedHex, 'hex')).buffer)
-  expect(got.length, at).toBe(want.length)
-  const bits = (a: Float32Array, i: number) => new Uint32Array(a.buffer, a.byteOffset, a.length)[i]
-  for (let i = 0; i < want.length; i++) {
-    if (Number.isNaN(want[i])) expect(Number.isNaN(got[i]), `${at}[${i}]`).toBe(true)
-    else expect(bits(got, i), `${at}[${i}]`).toBe(bits(want, i))
   }
 }
 
@@ -417,7 +403,7 @@ describe("convert to SafeTensors as Hugging Face's convert.py does", () => {
   })
 })
 
-describe('remote directories refuse PyTorch weights clearly (they are read locally only)', () => {
+describe('remote PyTorch and NumPy files are refused clearly (they are read locally only)', () => {
   let server: Server
   let base = ''
   beforeAll(async () => {
@@ -435,9 +421,14 @@ describe('remote directories refuse PyTorch weights clearly (they are read local
   })
   afterAll(() => new Promise<void>((r) => server.close(() => r())))
 
-  it('pytorch_model.bin and its shards over HTTP: an error that says so, not a misread', async () => {
+  it('pytorch_model.bin and its shards, .pt, .npy and .npz over HTTP: an error that says so, not a misread', async () => {
     await expect(openWeights(`${base}/hf_bin/pytorch_model.bin`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
     await expect(Model.loadPretrained(`${base}/hf_bin/`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
+    await expect(openWeights(`${base}/zip/all_dtypes.pt`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
+    await expect(openWeights(`${base}/legacy/legacy.pt`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
+    for (const f of ['numpy/stored.npz', 'numpy/compressed.npz', 'numpy/c_float32.npy']) {
+      await expect(openWeights(`${base}/${f}`), f).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote numpy files are not read yet') })
+    }
     const e: any = await Model.loadPretrained(`${base}/hf_bin_sharded/`).catch((e) => e)
     expect(e.code).toMatch(/^ERR_/)
     expect(e.message).toMatch(/PyTorch|pytorch/)

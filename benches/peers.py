@@ -376,12 +376,8 @@ class FreshCopy:
         return {"bytes": sum(len(m) for m in out)}
 
 
-def make_checkpoint(d, shards, cfg):
-    """A Qwen3-shaped BF16 model directory written by the reference writer (safetensors.numpy),
-    one file or `shards` shards with an index, plus config.json. Deterministic."""
-    import ml_dtypes
-    from safetensors.numpy import save_file
-
+def qwen3_names(cfg):
+    """The tensors of a Qwen3-shaped model (untied: no lm_head), in file order."""
     V, H, I, L = cfg["vocab"], cfg["hidden"], cfg["inter"], cfg["layers"]
     nh, nkv, hd = cfg["heads"], cfg["kv"], cfg["head_dim"]
     names = [("model.embed_tokens.weight", (V, H))]
@@ -401,6 +397,18 @@ def make_checkpoint(d, shards, cfg):
             (p + "mlp.down_proj.weight", (H, I)),
         ]
     names.append(("model.norm.weight", (H,)))
+    return names
+
+
+def make_checkpoint(d, shards, cfg):
+    """A Qwen3-shaped BF16 model directory written by the reference writer (safetensors.numpy),
+    one file or `shards` shards with an index, plus config.json. Deterministic."""
+    import ml_dtypes
+    from safetensors.numpy import save_file
+
+    V, H, I, L = cfg["vocab"], cfg["hidden"], cfg["inter"], cfg["layers"]
+    nh, nkv, hd = cfg["heads"], cfg["kv"], cfg["head_dim"]
+    names = qwen3_names(cfg)
     rng = np.random.default_rng(20)
 
     def make(shape):
@@ -436,6 +444,99 @@ def make_checkpoint(d, shards, cfg):
     return {"tensors": len(names), "params": total}
 
 
+class TorchConvertPy:
+    """Hugging Face's convert.py path for one `pytorch_model.bin` (safetensors/convert.py
+    `convert_file`): torch.load(weights_only=True), unwrap "state_dict",
+    _remove_duplicate_names, {"format": "pt", dropped: kept} metadata, contiguous tensors,
+    save_file, check_file_size, load_file and torch.equal of every tensor. Imports untimed.
+    Run with a Python that has torch and safetensors (BENCH_TORCH_PYTHON)."""
+
+    def setup(self, P):
+        import torch
+        from safetensors.torch import _remove_duplicate_names, load_file, save_file
+
+        return {"torch": torch, "remove": _remove_duplicate_names, "load": load_file, "save": save_file, "P": P}
+
+    def before(self, c):
+        if os.path.exists(c["P"]["out"]):
+            os.remove(c["P"]["out"])
+        os.sync()
+
+    def run(self, c):
+        torch, P = c["torch"], c["P"]
+        loaded = torch.load(P["path"], map_location="cpu", weights_only=True)
+        if "state_dict" in loaded:
+            loaded = loaded["state_dict"]
+        to_removes = c["remove"](loaded, discard_names=[])
+        metadata = {"format": "pt"}
+        for kept_name, to_remove_group in to_removes.items():
+            for to_remove in to_remove_group:
+                if to_remove not in metadata:
+                    metadata[to_remove] = kept_name
+                del loaded[to_remove]
+        loaded = {k: v.contiguous() for k, v in loaded.items()}
+        c["save"](loaded, P["out"], metadata=metadata)
+        sf_size, pt_size = os.stat(P["out"]).st_size, os.stat(P["path"]).st_size
+        if (sf_size - pt_size) / pt_size > 0.01:
+            raise RuntimeError(f"file size differs: {sf_size} vs {pt_size}")
+        reloaded = c["load"](P["out"])
+        for k in loaded:
+            if not torch.equal(loaded[k], reloaded[k]):
+                raise RuntimeError(f"The output tensors do not match for key {k}")
+        return len(loaded)
+
+    def check(self, c, n):
+        return {"tensors": n}
+
+
+class NpzNumpy:
+    """numpy.load of an .npz (allow_pickle=False, its default) and every array read from it,
+    each touched once per 4 KiB (the same work as ours)."""
+
+    def setup(self, P):
+        return {"path": P["path"]}
+
+    def run(self, c):
+        out, s = [], 0.0
+        with np.load(c["path"]) as f:
+            for k in f.files:
+                a = f[k]
+                s += float(a.reshape(-1)[::1024].astype(np.float64).sum())
+                out.append(a)
+        return out, s
+
+    def check(self, c, r):
+        return checkpoint_check(r[0])
+
+
+def make_pytorch(path, cfg):
+    """A Qwen3-0.6B-shaped BF16 `pytorch_model.bin` written by torch.save (the state_dict of a
+    tied model: lm_head.weight shares embed_tokens' storage, as transformers saves it)."""
+    import torch
+
+    names = qwen3_names(cfg)
+    rng = np.random.default_rng(21)
+    sd = {}
+    for n, shape in names:
+        std, mean = (0.05, 1.0) if len(shape) == 1 else (0.02, 0.0)
+        x = rng.standard_normal(int(np.prod(shape)), dtype=np.float32) * std + mean
+        sd[n] = torch.from_numpy(x).to(torch.bfloat16).reshape(shape)
+    sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save(sd, path)
+    return {"tensors": len(sd), "params": sum(int(np.prod(s)) for _, s in names)}
+
+
+def make_npz(path, src, compressed):
+    """An .npz of the F32 tensors of a SafeTensors file, written by numpy (np.savez or
+    np.savez_compressed)."""
+    from safetensors.numpy import load_file
+
+    d = load_file(src)
+    (np.savez_compressed if compressed else np.savez)(path, **d)
+    return {"tensors": len(d), "params": int(sum(a.size for a in d.values()))}
+
+
 CASES = {
     "llama-converter": LlamaConverter,
     "upcast-numpy": UpcastNumpy,
@@ -449,12 +550,20 @@ CASES = {
     "ckpt-numpy": CheckpointNumpy,
     "ckpt-mlx": CheckpointMlx,
     "fresh-copy": FreshCopy,
+    "torch-convert-py": TorchConvertPy,
+    "npz-numpy": NpzNumpy,
 }
 
 
 def main():
     if sys.argv[1] == "--info":
         print("RESULT " + json.dumps({"versions": versions(), "blas": blas_info()}))
+        return
+    if sys.argv[1] == "--make-pytorch":
+        print("RESULT " + json.dumps(make_pytorch(sys.argv[2], json.loads(sys.argv[3]))))
+        return
+    if sys.argv[1] == "--make-npz":
+        print("RESULT " + json.dumps(make_npz(sys.argv[2], sys.argv[3], sys.argv[4] == "compressed")))
         return
     if sys.argv[1] == "--make-checkpoint":
         made = make_checkpoint(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]))

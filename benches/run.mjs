@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf,checkpoint] [-- --reps N]
+// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf,checkpoint,pytorch,npz]
+//               [-- --reps N]
 //               [-- --update-docs]
 //
 // Side-by-side benchmark of safetensors-node against the peers a user would otherwise pick
@@ -9,7 +10,8 @@
 // into bench-data/ (gitignored); the Python peers are installed into bench-data/venv. Row 8
 // runs llama.cpp's convert_hf_to_gguf.py, which needs torch: the Python of BENCH_TORCH_PYTHON
 // if set (any Python with torch, transformers and sentencepiece), else bench-data/venv-torch
-// (CPU torch from download.pytorch.org, ~1 GB installed, created once).
+// (CPU torch from download.pytorch.org, ~1 GB installed, created once). Row 10 (a PyTorch
+// checkpoint → SafeTensors, against convert.py's torch.load + save_file) needs the same torch.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -24,7 +26,7 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -47,7 +49,7 @@ for (let i = 0; i < argv.length; i++) {
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
-    console.log('  row 8 (hf-gguf) needs torch for llama.cpp\'s converter: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
+    console.log('  rows 8 (hf-gguf) and 10 (pytorch) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
     process.exit(0)
   } else die(`unknown option ${a} (try --help)`)
 }
@@ -56,9 +58,9 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^[1-9]$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[01])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-9)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-11)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
@@ -300,6 +302,42 @@ function makeCheckpoints() {
   return { ...dirs, ...made }
 }
 
+/**
+ * Row 10's input: a Qwen3-0.6B-shaped BF16 `pytorch_model.bin` (tied lm_head, as transformers
+ * saves it) written by torch.save (benches/peers.py --make-pytorch, with the torch Python).
+ */
+function makePytorchBin() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'pytorch')
+  const path = join(dir, 'pytorch_model.bin')
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 1, checkpoint: SIZE.checkpoint })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return { path, ...JSON.parse(readFileSync(join(dir, 'made.json'), 'utf8')) }
+  if (!TORCH.python) return null
+  log(`generating ${path} with torch ...`)
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  const out = execFileSync(TORCH.python, [join(ROOT, 'benches', 'peers.py'), '--make-pytorch', path, JSON.stringify(SIZE.checkpoint)], { env: pythonEnv(), encoding: 'utf8' })
+  const made = JSON.parse(out.split('\n').find((l) => l.startsWith('RESULT ')).slice(7))
+  writeFileSync(join(dir, 'made.json'), JSON.stringify(made))
+  writeFileSync(stampPath, want)
+  return { path, ...made }
+}
+
+/** Row 11's inputs: row 2's Llama-shaped F32 tensors as an .npz, stored (np.savez) and deflated (np.savez_compressed). */
+function makeNpz(f) {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'npz')
+  const files = { stored: join(dir, 'llama-f32.npz'), compressed: join(dir, 'llama-f32-compressed.npz') }
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 1, llama: SIZE.llama })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return files
+  if (!PY.python) return null
+  log(`generating the .npz inputs in ${dir} ...`)
+  mkdirSync(dir, { recursive: true })
+  for (const [k, path] of Object.entries(files)) execFileSync(PY.python, [join(ROOT, 'benches', 'peers.py'), '--make-npz', path, f.llama, k], { env: pythonEnv(), stdio: ['ignore', 'ignore', 'inherit'] })
+  writeFileSync(stampPath, want)
+  return files
+}
+
 /** Byte sizes of a checkpoint's tensors as F32 (the outputs of row 9), in file order. */
 function checkpointF32Sizes(c) {
   const { vocab: V, hidden: H, inter: I, layers: L, heads: nh, kv, head_dim: hd } = c
@@ -387,7 +425,7 @@ function merge(prev, r) {
 // The rows. Each group is one piece of work; its first implementation is "ours" (the one the
 // ratios are computed from); `goals` compare one of ours with one peer.
 
-function groups(f, ggml, ckpt) {
+function groups(f, ggml, ckpt, pt, npz) {
   const [ur, uc] = SIZE.upcast
   const nUp = ur * uc
   const upM = `${Math.round(nUp / 2 ** 20)}M`
@@ -582,6 +620,37 @@ function groups(f, ggml, ckpt) {
       ],
     }
   }
+  // Row 10: a PyTorch checkpoint → SafeTensors, what Hugging Face's convert.py does.
+  const ptOut = (k) => join(DATA, 'out', `pytorch-${k}.safetensors`)
+  const ptSkip = pt ? {} : { skipped: `no input (torch is needed to write it: ${TORCH.error ?? 'unavailable'})` }
+  const ptBytes = pt && existsSync(pt.path) ? statSync(pt.path).size : 0
+  const pytorch = {
+    row: 'pytorch',
+    id: '10',
+    work: `a Qwen3-0.6B-shaped BF16 \`pytorch_model.bin\` (${pt?.tensors ?? '?'} tensors, lm_head tied to the embedding, ${(ptBytes / 1e9).toFixed(2)} GB, written by torch.save) → SafeTensors (output deleted and \`sync\` run before each repetition)`,
+    warm: pt ? [pt.path] : [],
+    impls: [
+      { key: 'ours', label: "ours: `convert('pytorch_model.bin', 'model.safetensors', { to: 'safetensors' })` (+ its read-back check)", lang: 'node', case: 'pytorch-ours', reps: Math.min(reps, 3), params: { path: pt?.path, out: ptOut('ours') }, ...ptSkip },
+      { key: 'convert-py', label: "convert.py's `convert_file`: `torch.load(weights_only=True)` + `save_file` + reload and `torch.equal`", lang: 'py', requires: 'torch', case: 'torch-convert-py', reps: Math.min(reps, 3), params: { path: pt?.path, out: ptOut('convert-py') }, ...ptSkip },
+      { key: 'io', label: 'bound: file I/O alone, read the input + write and rename an input-sized file', lang: 'node', case: 'dequant-io', reps: Math.min(reps, 3), params: { path: pt?.path, out: ptOut('io'), outBytes: ptBytes }, ...ptSkip },
+    ],
+  }
+  // Row 11: an .npz read against numpy.load.
+  const npzRow = (id, path, what) => {
+    const skip = path ? {} : { skipped: 'no bench inputs (Python peers unavailable)' }
+    return {
+      row: 'npz',
+      id,
+      work: `read every array of an .npz (${what}; row 2's Llama-shaped F32 tensors, ${path && existsSync(path) ? (statSync(path).size / 1e6).toFixed(0) : '?'} MB, written by numpy), each touched once per 4 KiB`,
+      warm: path ? [path] : [],
+      impls: [
+        { key: 'sync', label: 'ours: `openWeightsSync` + `getTensor` of each', lang: 'node', case: 'npz-ours', params: { path }, ...skip },
+        { key: 'async', label: 'ours: `await openWeights` + `await getTensorAsync` of each', lang: 'node', case: 'npz-ours-async', params: { path }, ...skip },
+        { key: 'numpy', label: '`numpy.load` + `f[name]` of each', lang: 'py', case: 'npz-numpy', params: { path }, ...skip },
+        { key: 'read', label: 'bound: `readFileSync` of the file', lang: 'node', case: 'read-js', params: { path }, ...skip },
+      ],
+    }
+  }
   const p = SIZE.preset
   const threads = os.availableParallelism()
   const { exe, error: noExe } = LLAMA_QUANTIZE
@@ -615,6 +684,9 @@ function groups(f, ggml, ckpt) {
     ...(only.has('hf-gguf') ? [hfGguf] : []),
     checkpoint('9a', ckpt?.single, 'one file'),
     checkpoint('9b', ckpt?.sharded, 'two shards + index'),
+    pytorch,
+    npzRow('11a', npz?.stored, 'stored, `np.savez`'),
+    npzRow('11b', npz?.compressed, 'deflated, `np.savez_compressed`'),
   ].filter((g) => only.has(g.row))
 }
 
@@ -651,6 +723,15 @@ const GOALS = [
     { id, label: '(info) sync load vs the bound: fresh memory (huge pages) + copy', ours: 'sync', peer: 'fresh-huge', target: 1.0, info: true },
     { id, label: '(info) sync load vs the bound: fresh memory (4 KiB pages) + copy', ours: 'sync', peer: 'fresh-4k', target: 1.0, info: true },
   ]),
+  // Issue 18: PyTorch and NumPy checkpoints.
+  { id: '10', label: "0.6B `pytorch_model.bin` → SafeTensors vs convert.py's torch.load + save_file", ours: 'ours', peer: 'convert-py', target: 0.3 },
+  { id: '10', label: '0.6B `pytorch_model.bin` → SafeTensors: peak RSS vs convert.py', ours: 'ours', peer: 'convert-py', target: 0.5, rss: true },
+  { id: '10', label: '(info) vs the file-I/O bound (read + write the same bytes)', ours: 'ours', peer: 'io', target: 1.3, info: true },
+  ...['11a', '11b'].flatMap((id) => [
+    { id, label: '.npz read, `getTensor` loop vs `numpy.load`', ours: 'sync', peer: 'numpy', target: 1.0 },
+    { id, label: '.npz read, `getTensorAsync` vs `numpy.load`', ours: 'async', peer: 'numpy', target: 1.0 },
+    { id, label: '(info) sync vs `await`', ours: 'sync', peer: 'async', target: 1.2, info: true },
+  ]),
 ]
 
 // ---------------------------------------------------------------------------------------
@@ -661,6 +742,7 @@ function checkGroup(g) {
   const ref = done[0]?.result.check
   for (const i of done) {
     if (i.key.startsWith('fresh-')) continue // a bound: no output to compare
+    if ((g.row === 'pytorch' || g.row === 'npz') && (i.key === 'io' || i.key === 'read')) continue
     const c = i.result.check
     let ok = true
     if (c.n != null && ref.n != null) ok &&= c.n === ref.n
@@ -695,6 +777,16 @@ function compareGgufOutputs(g) {
 
 function dirBytes(dir) {
   return dir && existsSync(dir) ? readdirSync(dir).reduce((n, f) => n + statSync(join(dir, f)).size, 0) : 0
+}
+
+/** SHA-256 of a SafeTensors file with its header re-serialised, `__metadata__` keys sorted. */
+function sha256Safetensors(path) {
+  if (!existsSync(path)) return null
+  const b = readFileSync(path)
+  const n = Number(b.readBigUInt64LE(0))
+  const h = JSON.parse(b.subarray(8, 8 + n).toString())
+  if (h.__metadata__) h.__metadata__ = Object.fromEntries(Object.entries(h.__metadata__).sort(([x], [y]) => (x < y ? -1 : 1)))
+  return createHash('sha256').update(JSON.stringify(h)).update(b.subarray(8 + n)).digest('hex')
 }
 
 function sha256File(path) {
@@ -853,14 +945,16 @@ const LLAMA_QUANTIZE = only.has('preset') ? llamaQuantize() : { error: 'row 7 no
 let TORCH = { python: null, error: 'row 8 not selected' }
 let LLAMA_SRC = null
 let HF_DIR = null
+if (only.has('hf-gguf') || only.has('pytorch')) TORCH = ensureTorchPython()
 if (only.has('hf-gguf')) {
-  TORCH = ensureTorchPython()
   LLAMA_SRC = ensureLlamaCppSources()
   HF_DIR = makeHfLlamaDir()
 }
 const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
+const ptBin = only.has('pytorch') ? makePytorchBin() : null
+const npzFiles = only.has('npz') ? makeNpz(files) : null
 const m = machine()
-const gs = groups(files, ggmlFiles, checkpoints)
+const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
 for (const g of gs) {
   log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)
@@ -870,9 +964,11 @@ for (const g of gs) {
   for (let round = 0; round < rounds; round++) {
     for (const i of g.impls) {
       const r = runChild(i)
-      if (g.row === 'save' && !r.error && !r.skipped) {
+      if ((g.row === 'save' || (g.row === 'pytorch' && i.key !== 'io')) && !r.error && !r.skipped) {
         // Byte-identical files? (hashed here, outside any timed region)
-        r.check = { ...r.check, sha256file: sha256File(i.params.out) }
+        // Row 10: safetensors' writer orders `__metadata__` keys by a HashMap (run to run),
+        // ours sorts them: the same file but for that order is the same output.
+        r.check = { ...r.check, sha256file: g.row === 'pytorch' ? sha256Safetensors(i.params.out) : sha256File(i.params.out) }
       }
       i.result = merge(i.result, r)
       const what = r.skipped ? `skipped: ${r.skipped}` : r.error ? `FAILED: ${r.error}` : `${fmtMs(r.median)} ms (${fmtMs(r.min)}–${fmtMs(r.max)}), peak RSS ${fmtMiB(r.max_rss_kib)} MiB  [${r.wall_s.toFixed(1)} s]`

@@ -90,6 +90,14 @@ enum Specials {
     Fnuz,
 }
 
+/// The f32 NaN torch's `.float()` makes of a minifloat NaN (E4M3FN, E5M2): its sign, its
+/// mantissa in the top mantissa bits, the quiet bit set (E5M2 goes through F16 → F32, which
+/// quiets). 0x7F E4M3FN → 0x7FF00000, 0xFD E5M2 → 0xFFE00000.
+fn minifloat_nan(bits: u8, man: u32, man_bits: u32) -> f32 {
+    let sign = u32::from(bits & 0x80) << 24;
+    f32::from_bits(sign | 0x7FC0_0000 | (man << (23 - man_bits)))
+}
+
 fn decode_minifloat(bits: u8, exp_bits: u32, man_bits: u32, bias: i32, specials: Specials) -> f32 {
     let sign = if bits & 0x80 != 0 { -1.0f32 } else { 1.0 };
     let exp = ((bits as u32) >> man_bits) & ((1 << exp_bits) - 1);
@@ -100,11 +108,11 @@ fn decode_minifloat(bits: u8, exp_bits: u32, man_bits: u32, bias: i32, specials:
             return if man == 0 {
                 sign * f32::INFINITY
             } else {
-                f32::NAN
+                minifloat_nan(bits, man, man_bits)
             };
         }
         Specials::FiniteAllOnesNan if exp == exp_max && man == (1 << man_bits) - 1 => {
-            return f32::NAN;
+            return minifloat_nan(bits, man, man_bits);
         }
         Specials::Fnuz if bits == 0x80 => return f32::NAN,
         _ => {}
@@ -688,6 +696,20 @@ mod tests {
         assert!(dec(DType::F8_E5M2FNUZ, 0x80).is_nan());
         assert_eq!(dec(DType::F8_E5M2FNUZ, 0x7F), 57344.0);
         assert_eq!(dec(DType::F8_E5M2FNUZ, 0x40), 1.0);
+        // NaNs keep sign and payload as torch's `.float()` does (quiet bit set): the bits of
+        // ../shared/fixtures/pytorch/expected/zip/all_dtypes.pt/1{0,1}.f32.bin, written by torch.
+        for (d, b, want) in [
+            (DType::F8_E4M3, 0x7F, 0x7FF0_0000u32),
+            (DType::F8_E4M3, 0xFF, 0xFFF0_0000),
+            (DType::F8_E5M2, 0x7D, 0x7FE0_0000),
+            (DType::F8_E5M2, 0x7E, 0x7FC0_0000),
+            (DType::F8_E5M2, 0x7F, 0x7FE0_0000),
+            (DType::F8_E5M2, 0xFD, 0xFFE0_0000),
+            (DType::F8_E5M2, 0xFE, 0xFFC0_0000),
+            (DType::F8_E5M2, 0xFF, 0xFFE0_0000),
+        ] {
+            assert_eq!(dec(d, b).to_bits(), want, "{d:?} {b:#04x}");
+        }
         // E8M0: powers of two.
         assert_eq!(dec(DType::F8_E8M0, 127), 1.0);
         assert_eq!(dec(DType::F8_E8M0, 0), 2f32.powi(-127));
