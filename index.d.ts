@@ -54,7 +54,11 @@ export type TensorAs = 'native' | 'F32' | 'F64' | 'raw'
 export interface GetOptions<A extends TensorAs = TensorAs> {
   /** 'native' (default): the stored type's array; 'F32' / 'F64': converted floats; 'raw': the stored bytes. */
   as?: A
-  /** Always return an owned copy, never a view of the mapping. */
+  /**
+   * `true`: always an owned copy. `false`: a view of the mapping whenever the data is
+   * aligned. Unset: a view for aligned tensors of 1 MiB or more, a copy for smaller ones
+   * (freed while a synchronous loop runs; a view is freed only when the event loop turns).
+   */
   copy?: boolean
 }
 
@@ -79,8 +83,9 @@ export interface Tensor<T extends TypedArray = TypedArray> {
 export type SliceRange = [number, number] | number | null
 
 /**
- * A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
- * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
+ * A SafeTensors file, validated at open and read lazily. Tensors of 1 MiB or more come back
+ * as typed arrays that view the (private, copy-on-write) mapping when aligned; smaller or
+ * unaligned ones as copies (`copy` in GetOptions chooses).
  */
 export declare class SafeTensorsFile {
   /** Instances come from `open`, `openAsync`, `fromBytes` and `openUrl` (`new` throws ERR_INVALID_ARGUMENT). */

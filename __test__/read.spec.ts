@@ -78,17 +78,39 @@ describe('SafeTensorsFile', () => {
     expect(SafeTensorsFile.fromBytes(readFileSync(path)).path).toBeNull()
   })
 
-  it('zero-copy: views of one tensor share memory; writes never reach the file', () => {
+  it('zero-copy (copy: false): views of one tensor share memory; writes never reach the file', () => {
     const before = readFileSync(path)
     const f = SafeTensorsFile.open(path)
-    const a = f.getTensor('f32').data as Float32Array
-    const b = f.getTensor('f32').data as Float32Array
+    const a = f.getTensor('f32', { copy: false }).data as Float32Array
+    const b = f.getTensor('f32', { copy: false }).data as Float32Array
     const original = a[0]
     a[0] = 1234.5
     expect(b[0]).toBe(1234.5)
     // A fresh open maps the file again: the write stayed in our private copy.
     expect(SafeTensorsFile.open(path).getTensor('f32').data[0]).toBe(original)
     expect(readFileSync(path).equals(before)).toBe(true)
+  })
+
+  it('by default a view from 1 MiB up, a copy below (freed inside a synchronous loop); raw alike', () => {
+    const dir = tempDir()
+    const file = join(dir, 'sizes.safetensors')
+    const big = Float32Array.from({ length: 262144 }, (_, i) => i) // exactly 1 MiB
+    saveFile(file, { big: { shape: [262144], data: big }, small: { shape: [262143], data: big.subarray(1) } })
+    const f = SafeTensorsFile.open(file)
+    // Two reads share memory when a write through one shows in the other.
+    const shares = (get: () => ArrayLike<number>): boolean => {
+      const a = get() as any
+      const b = get()
+      a[7] = (a[7] + 1) % 256
+      return b[7] === a[7]
+    }
+    expect(shares(() => f.getTensor('big').data as Float32Array)).toBe(true)
+    expect(shares(() => f.getTensor('small').data as Float32Array)).toBe(false)
+    expect(shares(() => f.getTensor('small', { copy: false }).data as Float32Array)).toBe(true)
+    expect(shares(() => f.getTensor('big', { copy: true }).data as Float32Array)).toBe(false)
+    expect(f.getTensor('big', { as: 'raw' }).data.byteLength).toBe(1 << 20)
+    expect(shares(() => f.getTensor('small', { as: 'raw' }).data)).toBe(false)
+    expect(Array.from((f.getTensor('small').data as Float32Array).subarray(0, 3))).toEqual([1, 2, 3])
   })
 
   it('copy: true gives an independent array; upcasts are always copies', () => {

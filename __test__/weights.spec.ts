@@ -71,10 +71,11 @@ describe('openWeights: every format through one interface', () => {
       expect(upcast.length).toBe(f16.length)
       expect(Array.from(file.getTensor('f16', { as: 'F32' }).data as Float32Array)).toEqual(Array.from(upcast))
     }
-    // Zero-copy: two reads of an F32 tensor share memory (a view of the private mapping).
+    // Zero-copy (copy: false; a tensor under 1 MiB is a copy by default): two reads of an
+    // F32 tensor share memory (a view of the private mapping).
     const file = openWeightsSync(path)
-    const a = file.getTensor('f32').data as Float32Array
-    const b = file.getTensor('f32').data as Float32Array
+    const a = file.getTensor('f32', { copy: false }).data as Float32Array
+    const b = file.getTensor('f32', { copy: false }).data as Float32Array
     a[0] = 1234.5
     expect(b[0]).toBe(1234.5)
     expect(hex(openWeightsSync(path).getTensor('f32', { as: 'raw' }).data)).toBe(expected.f32.stored_hex)
@@ -124,8 +125,12 @@ describe('openWeights: every format through one interface', () => {
     expect(file.getTensor('h').data[0]).toBe(0.0999755859375) // float16 nearest to 0.1
     expect(file.info('h')).toMatchObject({ dtype: 'F16', storedType: 'F16', byteLength: 2 })
     expect(file.info('h').dataOffsets).toBeUndefined()
-    const a = file.getTensor('w').data as Float32Array
+    const a = file.getTensor('w', { copy: false }).data as Float32Array
     a[0] = 7
+    expect(file.getTensor('w', { copy: false }).data[0]).toBe(7)
+    expect(file.getTensor('w').data[0]).toBe(7) // a copy of the (written) decoded bytes
+    const c = file.getTensor('w').data as Float32Array
+    c[0] = 8
     expect(file.getTensor('w').data[0]).toBe(7)
   })
 

@@ -1,7 +1,8 @@
 //! Tensor bytes → JavaScript typed arrays, in one of three forms:
 //!
 //! - **Views**: a zero-copy external buffer over shared memory (the private file mapping)
-//!   when the data is aligned for its element type and no copy was asked for.
+//!   when the data is aligned for its element type, no copy was asked for, and the tensor
+//!   is at least [`VIEW_MIN_BYTES`] long (or `copy: false` asked for a view).
 //! - **V8 buffers** ([`Fill`]): every output a call on the JS thread produces is written
 //!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS (large
 //!   ones with transparent huge pages requested). Small outputs of tasks are copied into one
@@ -196,7 +197,26 @@ pub enum ReadAs {
 #[derive(Clone, Copy, Debug)]
 pub struct ReadMode {
     pub as_: ReadAs,
-    pub copy: bool,
+    /// `Some(true)`: always an owned copy; `Some(false)`: a view whenever the bytes are
+    /// aligned; `None` (the default): a view only for tensors of [`VIEW_MIN_BYTES`] or more.
+    pub copy: Option<bool>,
+}
+
+/// The smallest tensor handed out as a view by default. A view is an external buffer, which
+/// Node frees only between event-loop turns, and it keeps the whole mapping alive: in a
+/// synchronous loop of open → getTensor → close, views of small tensors kept every file
+/// mapped until the loop yielded (issue 19). Below this size a copy costs about what the page
+/// faults of reading the view would (tens of microseconds), and V8 frees it as it collects,
+/// inside the loop; above it, not copying is what matters.
+pub const VIEW_MIN_BYTES: usize = 1 << 20;
+
+/// Whether `len` bytes at `ptr` go out as a view of their memory under `copy`.
+fn as_view(copy: Option<bool>, ptr: *const u8, len: usize, align: usize) -> bool {
+    let wanted = match copy {
+        Some(copy) => !copy,
+        None => len >= VIEW_MIN_BYTES,
+    };
+    wanted && len > 0 && (ptr as usize).is_multiple_of(align)
 }
 
 impl ReadMode {
@@ -213,10 +233,7 @@ impl ReadMode {
                 )))
             }
         };
-        Ok(ReadMode {
-            as_,
-            copy: copy.unwrap_or(false),
-        })
+        Ok(ReadMode { as_, copy })
     }
 }
 
@@ -340,9 +357,12 @@ macro_rules! view_or_copy {
         let bytes: TensorBytes = $bytes;
         match bytes {
             TensorBytes::Shared { memory, start, len }
-                if !$copy
-                    && len > 0
-                    && (memory[start..].as_ptr() as usize) % std::mem::align_of::<$t>() == 0 =>
+                if as_view(
+                    $copy,
+                    memory[start..].as_ptr(),
+                    len,
+                    std::mem::align_of::<$t>(),
+                ) =>
             {
                 // JS may write through the view: its pages must never be given back.
                 memory.mark_viewed(start, len);
@@ -389,7 +409,7 @@ fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     )
 }
 
-fn native(dtype: DType, bytes: TensorBytes, copy: bool) -> CoreResult<TypedArrayOut> {
+fn native(dtype: DType, bytes: TensorBytes, copy: Option<bool>) -> CoreResult<TypedArrayOut> {
     Ok(match dtype {
         DType::F32 | DType::C64 => view_or_copy!(F32, Float32Array, Float32, f32, bytes, copy),
         DType::F64 => view_or_copy!(F64, Float64Array, Float64, f64, bytes, copy),

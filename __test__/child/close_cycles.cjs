@@ -4,10 +4,11 @@
 //
 //   node close_cycles.cjs PATH CYCLES MODE
 //
-// MODE: `close` — read the BF16 tensor (an upcast copy) and the F32 one with `copy: true`,
-//       then close(); `dispose` — the same with `using`-style disposal ([Symbol.dispose]);
-//       `drop` — the same reads, no close (what a loop did before close() existed);
-//       `views` — read the F32 tensor as a view of the mapping, then close().
+// MODE: `close` — read the BF16 tensor (an upcast copy) and the F32 one with default
+//       options (256 KiB: below the view size, so a copy), then close(); `dispose` — the
+//       same with `using`-style disposal ([Symbol.dispose]); `drop` — the same reads, no
+//       close (what a loop did before close() existed); `views` — read the F32 tensor as a
+//       view of the mapping (`copy: false`), then close().
 // Prints one JSON line: { samples: [{ cycle, rssMiB, maps }], final: { rssMiB, maps }, ms }.
 'use strict'
 const { readFileSync } = require('node:fs')
@@ -23,11 +24,11 @@ function cycle(i) {
   const file = open(path)
   const k = i % 65536
   if (mode === 'views') {
-    const w = file.getTensor('w')
+    const w = file.getTensor('w', { copy: false })
     if (w.data[k] !== k * 0.5) throw new Error(`w[${k}] = ${w.data[k]}`)
   } else {
     const h = file.getTensor('h') // BF16: an upcast copy
-    const w = file.getTensor('w', { copy: true })
+    const w = file.getTensor('w')
     if (h.data[k] !== (k % 100) - 50 || w.data[k] !== k * 0.5) throw new Error(`h[${k}] = ${h.data[k]}, w[${k}] = ${w.data[k]}`)
   }
   if (mode === 'dispose') file[Symbol.dispose]()
