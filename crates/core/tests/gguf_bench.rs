@@ -54,11 +54,9 @@ fn decode_every_type_16m_values() {
     use stcore::codecs::{self, GgmlType};
     let n = 1usize << 24;
     let only = std::env::var("GGUF_BENCH_TYPES").ok();
-    let wanted = |t: &GgmlType| {
-        match only.as_deref() {
-            Some(list) => list.split(',').any(|name| name.trim() == t.name()),
-            None => true,
-        }
+    let wanted = |t: &GgmlType| match only.as_deref() {
+        Some(list) => list.split(',').any(|name| name.trim() == t.name()),
+        None => true,
     };
     for &ty in GgmlType::ALL
         .iter()
