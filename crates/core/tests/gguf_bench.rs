@@ -46,16 +46,21 @@ fn quantize_64m_elements() {
 }
 
 /// In-memory decoding of every block type, 16 Mi values each (the size of `npm run bench`
-/// row 6, whose `convert` end to end also writes the 64 MiB of F32). Compare with gguf-py:
-/// `gguf.quants.dequantize` of the same blocks (row 6's gguf-py column).
+/// row 6), on all threads and on one. Compare with gguf-py: `gguf.quants.dequantize` of the
+/// same blocks (row 6's gguf-py column). `GGUF_BENCH_TYPES=Q2_K,IQ3_S` times only those.
 #[test]
 #[ignore = "timing, not a check; run in release"]
 fn decode_every_type_16m_values() {
     use stcore::codecs::{self, GgmlType};
     let n = 1usize << 24;
+    let only = std::env::var("GGUF_BENCH_TYPES").ok();
+    let wanted = |t: &GgmlType| match only.as_deref() {
+        Some(list) => list.split(',').any(|name| name.trim() == t.name()),
+        None => true,
+    };
     for &ty in GgmlType::ALL
         .iter()
-        .filter(|t| t.is_quantized() && t.can_decode())
+        .filter(|t| t.is_quantized() && t.can_decode() && wanted(t))
     {
         let (block, bytes) = (ty.block_size(), ty.type_size());
         let mut blocks: Vec<u8> = (0..n / block * bytes)
@@ -67,18 +72,23 @@ fn decode_every_type_16m_values() {
         }
         let mut out = vec![0f32; n];
         codecs::decode(ty, &blocks, &mut out).unwrap(); // warm up: page in the buffers
-        let mut times: Vec<f64> = (0..5)
-            .map(|_| {
-                let start = Instant::now();
-                codecs::decode(ty, &blocks, &mut out).unwrap();
-                start.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
+        let mut median_of_9 = |decode: &dyn Fn(&mut [f32])| {
+            let mut times: Vec<f64> = (0..9)
+                .map(|_| {
+                    let start = Instant::now();
+                    decode(&mut out);
+                    start.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            times.sort_by(f64::total_cmp);
+            (times[4], times[0])
+        };
+        let (all, all_min) = median_of_9(&|o| codecs::decode(ty, &blocks, o).unwrap());
+        let (one, one_min) = median_of_9(&|o| codecs::decode_here(ty, &blocks, o).unwrap());
         println!(
-            "{:>8} decode 16M values: {:7.1} ms (median of 5)",
+            "{:>8} decode 16M values: {all:7.1} ms (min {all_min:5.1}) all threads, \
+             {one:7.1} ms (min {one_min:5.1}) one thread; medians of 9",
             ty.name(),
-            times[2]
         );
     }
 }

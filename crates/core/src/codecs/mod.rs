@@ -290,6 +290,15 @@ pub fn decode(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     split_blocks(src, ty.type_size(), dst, ty.block_size(), &kernels.fast)
 }
 
+/// [`decode`] on this thread only (the fast kernel, no split over threads): for timing a
+/// decoder alone.
+pub fn decode_here(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let kernels = ty.codec().decode.ok_or_else(|| unsupported_decode(ty))?;
+    check_blocks(ty, src.len(), dst.len())?;
+    (kernels.fast)(src, dst);
+    Ok(())
+}
+
 /// [`decode`] with the plain reference kernel, one block at a time on this thread.
 pub fn decode_ref(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     let kernels = ty.codec().decode.ok_or_else(|| unsupported_decode(ty))?;
