@@ -23,7 +23,7 @@ use napi::bindgen_prelude::*;
 use stcore::buffer::{LargeBuffer, Output, LARGE_BUFFER_BYTES};
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
-use stcore::{CoreError, DType};
+use stcore::{CoreError, DType, F32Decoder};
 use std::sync::Arc;
 
 /// Any of the typed arrays a tensor can become.
@@ -392,6 +392,19 @@ fn convert_f32(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
         TypedArrayType::Float32,
         n,
         move |dst: &mut [f32]| source.convert(|src| cast::to_f32(dtype, src, dst)),
+        external!(F32, Float32Array),
+    )
+}
+
+/// A tensor a source decodes to F32 (GGUF block types), decoded straight into the output:
+/// no intermediate buffer of decoded values to allocate, fault in and copy.
+pub fn decoded_f32(n: usize, decoder: F32Decoder<'_>) -> CoreResult<TypedArrayOut> {
+    let source = Source::new(decoder.stored);
+    let decode = decoder.decode;
+    produce(
+        TypedArrayType::Float32,
+        n,
+        move |dst: &mut [f32]| source.convert(|src| decode(src, dst)),
         external!(F32, Float32Array),
     )
 }

@@ -10,7 +10,7 @@ use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
-use crate::typed::{to_typed_array, ReadAs, ReadMode};
+use crate::typed::{decoded_f32, to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -28,12 +28,15 @@ pub fn read_source_tensor(
     mode: ReadMode,
 ) -> CoreResult<Tensor> {
     let t = source.info(name)?;
-    let bytes = if mode.as_ == ReadAs::Raw {
-        source.fetch_raw(name)?
-    } else {
-        source.fetch(name)?
-    };
-    let data = to_typed_array(t.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
+    let data = match mode.as_ {
+        ReadAs::Raw => to_typed_array(t.dtype, source.fetch_raw(name)?, mode),
+        ReadAs::Native | ReadAs::F32 => match source.f32_decoder(name)? {
+            Some(decoder) => decoded_f32(t.numel(), decoder),
+            None => to_typed_array(t.dtype, source.fetch(name)?, mode),
+        },
+        ReadAs::F64 => to_typed_array(t.dtype, source.fetch(name)?, mode),
+    }
+    .map_err(|e| e.with_tensor(name))?;
     Ok(Tensor {
         name: t.name.clone(),
         dtype: t.dtype.name().to_string(),

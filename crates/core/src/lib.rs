@@ -26,5 +26,5 @@ pub mod tensor;
 pub use dtype::DType;
 pub use error::{CoreError, ErrorKind, Result};
 pub use format::{open, OpenOptions};
-pub use source::{Metadata, SourceTensor, TensorSource, WeightsFormat};
+pub use source::{F32Decoder, Metadata, SourceTensor, TensorSource, WeightsFormat};
 pub use tensor::TensorView;

@@ -24,7 +24,7 @@ use crate::format::OpenOptions;
 use crate::format::{mlx, safetensors as st};
 use crate::fsutil;
 use crate::memory::{Backend, TensorBytes};
-use crate::source::{Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
+use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use crate::tensor::TensorView;
 use layout::Layout;
 #[cfg(feature = "fs")]
@@ -323,6 +323,10 @@ impl TensorSource for ModelDir {
     fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
         self.info(name)?;
         self.weights.fetch_raw(name)
+    }
+    fn f32_decoder(&self, name: &str) -> Result<Option<F32Decoder<'_>>> {
+        self.info(name)?;
+        self.weights.f32_decoder(name)
     }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         self.weights.stored_range(name)

@@ -116,6 +116,15 @@ impl SourceTensor {
     }
 }
 
+/// Decodes a tensor's whole stored bytes into exactly its element count of F32 values.
+pub type DecodeF32 = Box<dyn Fn(&[u8], &mut [f32]) -> Result<()> + Send + Sync>;
+
+/// A tensor's stored bytes and how they decode to F32 ([`TensorSource::f32_decoder`]).
+pub struct F32Decoder<'a> {
+    pub stored: TensorBytes<'a>,
+    pub decode: DecodeF32,
+}
+
 /// A format's key/values, in the form the format has them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Metadata<'a> {
@@ -230,6 +239,14 @@ pub trait TensorSource: Send + Sync {
 
     /// The tensor's bytes exactly as stored.
     fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>>;
+
+    /// For a tensor [`fetch`](Self::fetch) decodes to F32: its stored bytes and the decoder,
+    /// so a caller can decode straight into memory of its own (a JavaScript array) instead of
+    /// into a fresh buffer that it then copies. `None` (the default) where `fetch` serves
+    /// the stored bytes or decodes to another type.
+    fn f32_decoder(&self, _name: &str) -> Result<Option<F32Decoder<'_>>> {
+        Ok(None)
+    }
 
     /// The file or directory the source was opened from (none for bytes held in memory).
     fn path(&self) -> Option<&Path>;

@@ -9,7 +9,9 @@ use crate::error::{CoreError, Result};
 use crate::format::{detect, OpenOptions, Registration};
 use crate::memory::{Backend, TensorBytes};
 use crate::pretrained::layout::{self, ShardIndex, ShardListing};
-use crate::source::{Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat};
+use crate::source::{
+    F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
+};
 use std::path::{Path, PathBuf};
 
 /// The sharded index's entry in the format registry (an index file opened on its own).
@@ -215,6 +217,9 @@ impl TensorSource for ShardedSource {
     }
     fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
         self.shard(name)?.fetch_raw(name)
+    }
+    fn f32_decoder(&self, name: &str) -> Result<Option<F32Decoder<'_>>> {
+        self.shard(name)?.f32_decoder(name)
     }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         self.shard(name).ok()?.stored_range(name)

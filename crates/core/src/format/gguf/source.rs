@@ -12,7 +12,7 @@ use crate::error::{CoreError, Result};
 use crate::format::{detect, OpenOptions, Registration};
 use crate::memory::{Memory, TensorBytes};
 use crate::source::{
-    self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
+    self, F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -212,6 +212,17 @@ impl TensorSource for GgufSource {
     fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
         self.raw(self.info_of(name)?)
     }
+    fn f32_decoder(&self, name: &str) -> Result<Option<F32Decoder<'_>>> {
+        let info = self.info_of(name)?;
+        if served_as_stored(info.ggml_type) {
+            return Ok(None);
+        }
+        let ty = info.ggml_type;
+        Ok(Some(F32Decoder {
+            stored: self.raw(info)?,
+            decode: Box::new(move |src, dst| crate::codecs::decode(ty, src, dst)),
+        }))
+    }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         let info = self.gguf_info(name)?;
         Some((info.offset, info.offset + info.byte_len as u64))
@@ -280,5 +291,22 @@ mod tests {
         assert_eq!(source.view("q8").unwrap().shape, vec![2, 32]);
         assert_eq!(source.fetch("nope").err().unwrap().code(), "ERR_NOT_FOUND");
         assert_eq!(source.num_parameters(), 192);
+        // The decoder a caller decodes into its own memory with: the stored bytes shared, and
+        // the same values as `fetch`. Types served as stored have none.
+        let d = source.f32_decoder("q8").unwrap().unwrap();
+        assert!(matches!(d.stored, TensorBytes::Shared { .. }));
+        assert_eq!(
+            d.stored.as_slice(),
+            source.fetch_raw("q8").unwrap().as_slice()
+        );
+        let mut out = vec![0f32; 64];
+        (d.decode)(d.stored.as_slice(), &mut out).unwrap();
+        assert_eq!(crate::cast::element_bytes(&out), q8.as_slice());
+        assert!(source.f32_decoder("f32").unwrap().is_none());
+        assert!(source.f32_decoder("f16").unwrap().is_none());
+        assert_eq!(
+            source.f32_decoder("nope").err().unwrap().code(),
+            "ERR_NOT_FOUND"
+        );
     }
 }
