@@ -10,10 +10,13 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::pytorch::{load_file, TensorListing};
+#[cfg(feature = "fs")]
+use crate::format::pytorch::load_file;
+use crate::format::pytorch::TensorListing;
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
+#[cfg(feature = "fs")]
 use crate::memory::Backend;
 use crate::source::{self, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use std::ops::Range;
@@ -360,10 +363,12 @@ pub struct NumpyFile {
 }
 
 impl NumpyFile {
+    #[cfg(feature = "fs")]
     pub fn open(path: &Path) -> Result<NumpyFile> {
         NumpyFile::open_with(path, Backend::Mmap)
     }
 
+    #[cfg(feature = "fs")]
     /// Open a `.npy` / `.npz`, mapped or read into memory.
     pub fn open_with(path: &Path, backend: Backend) -> Result<NumpyFile> {
         let memory = load_file(path, "a NumPy file", backend)?;
@@ -561,6 +566,7 @@ fn push(
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::NumPy,
     sniff: crate::format::detect::is_numpy,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| {
         let file = NumpyFile::open_with(path, options.backend)?;
         let len = file.memory.len() as u64;
@@ -572,6 +578,7 @@ pub const FORMAT: crate::format::Registration = crate::format::Registration {
             bytes,
         )))?))
     }),
+    #[cfg(feature = "fs")]
     problems: None,
 };
 

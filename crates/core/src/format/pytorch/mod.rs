@@ -17,6 +17,7 @@ use crate::error::{CoreError, Result};
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
+#[cfg(feature = "fs")]
 use crate::memory::Backend;
 use crate::source::{
     self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
@@ -111,6 +112,7 @@ impl std::fmt::Debug for PyTorchFile {
     }
 }
 
+#[cfg(feature = "fs")]
 /// A regular file's bytes: mapped privately (copy-on-write) or read, as `backend` says.
 pub fn load_file(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory>> {
     match backend {
@@ -122,6 +124,7 @@ pub fn load_file(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory
     }
 }
 
+#[cfg(feature = "fs")]
 /// Map a file privately (copy-on-write), as the SafeTensors reader does.
 pub fn map_file(path: &Path, what: &str) -> Result<Arc<Memory>> {
     let (file, meta) = crate::fsutil::open_regular(path, what)?;
@@ -181,11 +184,13 @@ fn zip_top(zip: &ZipArchive) -> Result<String> {
 }
 
 impl PyTorchFile {
+    #[cfg(feature = "fs")]
     /// Open a checkpoint file (mapped).
     pub fn open(path: &Path) -> Result<PyTorchFile> {
         PyTorchFile::open_with(path, Backend::Mmap)
     }
 
+    #[cfg(feature = "fs")]
     /// Open a checkpoint file, mapped or read into memory.
     pub fn open_with(path: &Path, backend: Backend) -> Result<PyTorchFile> {
         let memory = load_file(path, "a PyTorch checkpoint", backend)?;
@@ -663,6 +668,7 @@ impl PyTorchFile {
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::PyTorch,
     sniff: crate::format::detect::is_pytorch,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| {
         let file = PyTorchFile::open_with(path, options.backend)?;
         let len = file.memory.len() as u64;
@@ -674,6 +680,7 @@ pub const FORMAT: crate::format::Registration = crate::format::Registration {
             Memory::Owned(bytes),
         ))?))
     }),
+    #[cfg(feature = "fs")]
     problems: None,
 };
 
