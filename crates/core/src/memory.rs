@@ -87,6 +87,14 @@ impl Memory {
     }
 
     #[cfg(feature = "fs")]
+    /// The whole of the regular file at `path` (`what` it should be, for the error when it
+    /// is not a regular file), mapped or read into memory as `backend` says.
+    pub fn open(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory>> {
+        let (file, meta) = crate::fsutil::open_regular(path, what)?;
+        Ok(Arc::new(Memory::load(&file, meta.len(), path, backend)?))
+    }
+
+    #[cfg(feature = "fs")]
     /// The whole of an open regular file of `len` bytes: mapped, or read into memory.
     pub fn load(file: &File, len: u64, path: &Path, backend: Backend) -> Result<Memory> {
         match backend {

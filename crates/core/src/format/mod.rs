@@ -70,6 +70,22 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// The entry of a format read whole from one file ([`crate::source::WholeFile`]).
+    pub const fn whole_file<S: crate::source::WholeFile>(
+        format: WeightsFormat,
+        sniff: fn(&Head) -> bool,
+    ) -> Registration {
+        Registration {
+            format,
+            sniff,
+            #[cfg(feature = "fs")]
+            open: Some(crate::source::open_whole::<S>),
+            from_bytes: Some(crate::source::whole_from_bytes::<S>),
+            #[cfg(feature = "fs")]
+            problems: None,
+        }
+    }
+
     /// Whether this build reads the format: from a file (without the `fs` feature, from
     /// bytes in memory).
     pub fn reads(&self) -> bool {

@@ -201,6 +201,7 @@ fn files_we_do_not_read_are_named() {
     let d = tempfile::tempdir().unwrap();
     for (bytes, what) in cases {
         assert_eq!(sniff_bytes(bytes), Detected::Foreign(what));
+        #[cfg_attr(not(feature = "fs"), allow(unused_mut))]
         let mut errors = vec![format::open_bytes(bytes.to_vec(), None).err().unwrap()];
         #[cfg(feature = "fs")]
         errors.push({
