@@ -142,7 +142,7 @@ pub fn convert(
                 }
             };
             let options = fsutil::WriteOptions {
-                durability: crate::write::durability(durable),
+                durability: crate::write::Durable::arg(durable).durability(),
                 progress: Some(&mut report_progress),
             };
             let report = convert::convert(

@@ -65,7 +65,7 @@ fn save_options(options: &Option<ModelSaveOptions>) -> CoreResult<SaveOptions> {
             }
             out.max_shard_bytes = Some(max as u64);
         }
-        out.durability = crate::write::durability(o.durable);
+        out.durability = crate::write::Durable::arg(o.durable).durability();
     }
     Ok(out)
 }

@@ -4,14 +4,13 @@ use crate::args::{with_view, ViewArg};
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::tasks::CoreTask;
 use crate::typed::{new_array, JsArray};
-use crate::write::{durability, metadata_arg, natural_dtype, SaveOptions};
+use crate::write::{metadata_arg, natural_dtype, Durable, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use stcore::buffer::Output;
 use stcore::cast;
 use stcore::format::gguf::Preset;
-use stcore::fsutil::WriteOptions as CoreWriteOptions;
 use stcore::models::{
     matrix_from_rows, AnyModel, LinearRegression as CoreLinear, LogisticRegression as CoreLogistic,
     LogisticRegressionParams, MatrixData, MatrixRef, ModelKind,
@@ -260,12 +259,12 @@ macro_rules! persistence_methods {
                     &env,
                     concat!(stringify!($class), ".saveSafetensors"),
                     || {
-                        let durable = durability(options.as_ref().and_then(|o| o.durable));
+                        let durable = Durable::arg(options.as_ref().and_then(|o| o.durable));
                         let run = || {
                             self.any().save_safetensors(
                                 Path::new(&path),
                                 metadata_arg(&options)?.as_ref(),
-                                CoreWriteOptions::with_durability(durable),
+                                durable.options(),
                             )
                         };
                         run().or_throw(&env)
@@ -286,12 +285,12 @@ macro_rules! persistence_methods {
                     || {
                         let model = self.any();
                         let metadata = metadata_arg(&options);
-                        let durable = durability(options.as_ref().and_then(|o| o.durable));
+                        let durable = Durable::arg(options.as_ref().and_then(|o| o.durable));
                         Ok(CoreTask::new(move || {
                             model.save_safetensors(
                                 Path::new(&path),
                                 metadata?.as_ref(),
-                                CoreWriteOptions::with_durability(durable),
+                                durable.options(),
                             )
                         }))
                     },
@@ -330,9 +329,9 @@ macro_rules! persistence_methods {
             ) -> napi::Result<AsyncTask<CoreTask<()>>> {
                 guard(&env, concat!(stringify!($class), ".save"), || {
                     let model = self.any();
-                    let durable = durability(options.and_then(|o| o.durable));
+                    let durable = Durable::arg(options.and_then(|o| o.durable));
                     Ok(CoreTask::new(move || {
-                        model.save_dir(Path::new(&dir), CoreWriteOptions::with_durability(durable))
+                        model.save_dir(Path::new(&dir), durable.options())
                     }))
                 })
             }
@@ -346,12 +345,12 @@ macro_rules! persistence_methods {
                 options: Option<GgufOptions>,
             ) -> napi::Result<()> {
                 guard(&env, concat!(stringify!($class), ".toGguf"), || {
-                    let durable = durability(options.as_ref().and_then(|o| o.durable));
+                    let durable = Durable::arg(options.as_ref().and_then(|o| o.durable));
                     let run = || {
                         self.fitted()?.to_gguf(
                             Path::new(&path),
                             quantization_arg(&options)?,
-                            CoreWriteOptions::with_durability(durable),
+                            durable.options(),
                         )
                     };
                     run().or_throw(&env)
@@ -367,11 +366,8 @@ macro_rules! persistence_methods {
                 options: Option<WriteOptions>,
             ) -> napi::Result<()> {
                 guard(&env, concat!(stringify!($class), ".toOnnx"), || {
-                    let durable = durability(options.and_then(|o| o.durable));
-                    let run = || {
-                        self.fitted()?
-                            .to_onnx(Path::new(&path), CoreWriteOptions::with_durability(durable))
-                    };
+                    let durable = Durable::arg(options.and_then(|o| o.durable));
+                    let run = || self.fitted()?.to_onnx(Path::new(&path), durable.options());
                     run().or_throw(&env)
                 })
             }

@@ -26,18 +26,30 @@ pub struct SaveOptions {
     pub durable: Option<bool>,
 }
 
-/// `durable: true` → fsync; absent or false → rename only.
-pub fn durability(durable: Option<bool>) -> fsutil::Durability {
-    if durable == Some(true) {
-        fsutil::Durability::Sync
-    } else {
-        fsutil::Durability::RenameOnly
-    }
-}
+/// The `durable` option of every writer (`true` → fsync; absent or false → rename only),
+/// read once. `Copy` and `Send`, so an asynchronous task carries it to the thread that
+/// writes and makes the core's options there with [`Durable::options`] (those may hold a
+/// progress callback, and are not `Send`).
+#[derive(Debug, Clone, Copy)]
+pub struct Durable(fsutil::Durability);
 
-/// The core's write options for `durable` (no progress reports).
-pub fn write_options(durable: Option<bool>) -> fsutil::WriteOptions<'static> {
-    fsutil::WriteOptions::with_durability(durability(durable))
+impl Durable {
+    pub fn arg(durable: Option<bool>) -> Durable {
+        Durable(if durable == Some(true) {
+            fsutil::Durability::Sync
+        } else {
+            fsutil::Durability::RenameOnly
+        })
+    }
+
+    pub fn durability(self) -> fsutil::Durability {
+        self.0
+    }
+
+    /// The core's write options: this durability, no progress reports.
+    pub fn options(self) -> fsutil::WriteOptions<'static> {
+        fsutil::WriteOptions::with_durability(self.0)
+    }
 }
 
 /// `__metadata__` from the caller: every value must be a string.
@@ -249,7 +261,7 @@ pub fn save_file(
                     Path::new(&path),
                     views,
                     metadata.as_ref(),
-                    write_options(options.as_ref().and_then(|o| o.durable)),
+                    Durable::arg(options.as_ref().and_then(|o| o.durable)).options(),
                 )
             })
         };
@@ -276,14 +288,14 @@ pub fn save_file_async(
         let packed = TensorArgs::read(&tensors)
             .and_then(|args| args.with_views(PackedTensors::pack))
             .or_throw(&env)?;
-        let durability = durability(options.as_ref().and_then(|o| o.durable));
+        let durable = Durable::arg(options.as_ref().and_then(|o| o.durable));
         Ok(CoreTask::new(move || {
             let views = packed.views();
             safetensors::save_file(
                 Path::new(&path),
                 &views,
                 metadata.as_ref(),
-                fsutil::WriteOptions::with_durability(durability),
+                durable.options(),
             )
         }))
     })

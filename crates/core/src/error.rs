@@ -213,6 +213,7 @@ kind_ctor! {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "fs")]
     #[test]
     fn unusable_paths_are_the_callers_error_other_io_failures_are_not() {
         let dir = tempfile::tempdir().unwrap();

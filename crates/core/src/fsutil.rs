@@ -1,14 +1,11 @@
-//! File-system helpers shared by every writer.
+//! File-system helpers shared by every reader and writer (the whole module is the `fs`
+//! feature's).
 
 use crate::error::{CoreError, Result};
 use std::fs::{self, File};
-#[cfg(feature = "fs")]
 use std::io::{BufWriter, Write};
-use std::path::Path;
-#[cfg(feature = "fs")]
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-#[cfg(feature = "fs")]
 /// 64 bits from the operating system's random source (`getrandom` on Linux), for names
 /// nobody can predict. Elsewhere, and if the call fails, std's per-process random SipHash
 /// keys stand in (seeded from the OS too).
@@ -34,7 +31,6 @@ pub fn random_u64() -> u64 {
     h.finish()
 }
 
-#[cfg(feature = "fs")]
 /// `.NAME.PID.RANDOM.tmp` beside `path`: the PID says which process left a file behind, the
 /// 64 random bits make the name unpredictable (see [`create_temp`]).
 fn temp_path_for(path: &Path) -> PathBuf {
@@ -49,7 +45,6 @@ fn temp_path_for(path: &Path) -> PathBuf {
     ))
 }
 
-#[cfg(feature = "fs")]
 /// Create a new temporary file beside `path`, exclusively: `O_CREAT | O_EXCL | O_NOFOLLOW`,
 /// so a file or symlink already at the name (planted there, or another writer's) is never
 /// opened, truncated or followed; the name is drawn again instead. Mode 0666 before the
@@ -58,7 +53,6 @@ pub fn create_temp(path: &Path) -> Result<(File, PathBuf)> {
     create_temp_named(path, || temp_path_for(path))
 }
 
-#[cfg(feature = "fs")]
 /// [`create_temp`] drawing its names from `next_name` (tests give it colliding ones).
 fn create_temp_named(
     path: &Path,
@@ -154,7 +148,6 @@ pub fn read_regular_capped(
     }
 }
 
-#[cfg(feature = "fs")]
 /// How far a finished write is pushed before a writer returns.
 ///
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
@@ -174,7 +167,6 @@ pub enum Durability {
     Sync,
 }
 
-#[cfg(feature = "fs")]
 /// How a writer writes: the one options value every writer of the core takes (`save_file`,
 /// `save_streaming`, `write_gguf_file`, `save_mlx`, `convert`, the models' `save_*` and
 /// `to_*`). The default is what the writers did without options: atomic, no `fsync`, no
@@ -190,7 +182,6 @@ pub struct WriteOptions<'p> {
     pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
 }
 
-#[cfg(feature = "fs")]
 impl WriteOptions<'_> {
     /// The options with `durability` and no progress reports.
     pub fn with_durability(durability: Durability) -> WriteOptions<'static> {
@@ -216,7 +207,6 @@ impl WriteOptions<'_> {
     }
 }
 
-#[cfg(feature = "fs")]
 impl std::fmt::Debug for WriteOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteOptions")
@@ -226,7 +216,6 @@ impl std::fmt::Debug for WriteOptions<'_> {
     }
 }
 
-#[cfg(feature = "fs")]
 /// Write a file atomically: the bytes go to a temporary file in the same directory, which is
 /// then renamed over `path`. Readers (and existing memory maps of the old file) see either
 /// the complete old file or the complete new one, never a torn one; on any error the
@@ -239,7 +228,6 @@ where
     write_atomic_sized(path, durability, 0, write)
 }
 
-#[cfg(feature = "fs")]
 /// [`write_atomic`] for a file of at least `min_len` bytes, which are reserved on disk
 /// before writing (`fallocate` with `FALLOC_FL_KEEP_SIZE` on Linux: the size still grows
 /// only as bytes are written, and nothing is reserved past what the writer writes if
@@ -283,7 +271,6 @@ where
     result
 }
 
-#[cfg(feature = "fs")]
 /// The rename would replace whatever `path` names: refuse to replace a directory (the
 /// rename would fail with a bare EISDIR) or a FIFO, socket or device (run as root,
 /// `saveFile('/dev/null', …)` would put a regular file in place of the device).
@@ -302,7 +289,6 @@ fn refuse_non_file_destination(path: &Path) -> Result<()> {
     }
 }
 
-#[cfg(feature = "fs")]
 /// Reserve `len` bytes of `file` on disk without changing its size (see
 /// [`write_atomic_sized`]). Errors (a file system without `fallocate`, a full disk) are
 /// ignored: the writes that follow report their own.
@@ -318,7 +304,6 @@ fn preallocate(file: &File, len: u64) {
     let _ = (file, len);
 }
 
-#[cfg(feature = "fs")]
 /// `fs::create_dir_all`; with [`Durability::Sync`], each directory it creates is also
 /// fsynced into its parent, top-down, so that the new directory survives a power cut with
 /// the files later written into it.
@@ -339,7 +324,6 @@ pub fn create_dir_all(dir: &Path, durability: Durability) -> Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "fs")]
 /// `fsync` the directory holding `path`, so that a rename into it is on disk. Directories
 /// cannot be opened as files on Windows, where the rename is journaled by NTFS itself.
 fn sync_parent_dir(path: &Path) -> Result<()> {
@@ -350,7 +334,6 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
-#[cfg(feature = "fs")]
 /// `fsync` a directory, so that the entries created, renamed or removed in it are on disk
 /// (nothing on Windows, see [`sync_parent_dir`]).
 pub fn sync_dir(dir: &Path) -> Result<()> {
@@ -363,7 +346,6 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "fs")]
 /// A writer counting the bytes written through it (for the progress reports of writers
 /// that do not know their output's size beforehand).
 pub struct Counted<'w> {
@@ -371,7 +353,6 @@ pub struct Counted<'w> {
     written: u64,
 }
 
-#[cfg(feature = "fs")]
 impl<'w> Counted<'w> {
     pub fn new(inner: &'w mut dyn Write) -> Counted<'w> {
         Counted { inner, written: 0 }
@@ -383,7 +364,6 @@ impl<'w> Counted<'w> {
     }
 }
 
-#[cfg(feature = "fs")]
 impl Write for Counted<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
@@ -396,7 +376,6 @@ impl Write for Counted<'_> {
     }
 }
 
-#[cfg(feature = "fs")]
 /// `write_all` with the error mapped to the destination path.
 pub fn write_all(out: &mut dyn Write, bytes: &[u8], path: &Path) -> Result<()> {
     out.write_all(bytes).map_err(|e| CoreError::io(e, path))
@@ -407,7 +386,6 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    #[cfg(feature = "fs")]
     #[test]
     fn replaces_whole_file_and_cleans_up_on_error() {
         let dir = tempfile::tempdir().unwrap();
@@ -427,7 +405,6 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn durable_writes_replace_the_file_too() {
         assert_eq!(Durability::default(), Durability::RenameOnly);
@@ -483,7 +460,6 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "fs")]
     #[cfg(unix)]
     #[test]
     fn writers_refuse_to_replace_directories_fifos_and_devices() {
@@ -518,7 +494,6 @@ mod tests {
         assert_eq!(err.code(), "ERR_INVALID_ARGUMENT");
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn durable_create_dir_all_creates_nested_and_existing_dirs() {
         let dir = tempfile::tempdir().unwrap();
@@ -534,7 +509,6 @@ mod tests {
         assert_eq!(err.code(), "ERR_IO");
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn preallocation_never_changes_the_size_or_the_bytes() {
         let dir = tempfile::tempdir().unwrap();
@@ -555,7 +529,6 @@ mod tests {
         assert!(fs::read(&p).unwrap() == big);
     }
 
-    #[cfg(feature = "fs")]
     /// The names the old writer used (`.NAME.PID.N.tmp`, N from a process-wide counter):
     /// predictable, so planted symlinks at all of them would have caught its next write.
     #[cfg(unix)]
@@ -598,7 +571,6 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2002);
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn a_name_taken_by_anything_is_drawn_again_and_never_opened() {
         let dir = tempfile::tempdir().unwrap();
@@ -620,7 +592,6 @@ mod tests {
         assert_eq!(err.code(), "ERR_IO");
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn temporary_names_are_unpredictable() {
         let dest = Path::new("/x/model.safetensors");
@@ -636,7 +607,6 @@ mod tests {
         assert_eq!(one.len(), prefix.len() + 16 + 4, "{one}");
     }
 
-    #[cfg(feature = "fs")]
     /// Two writers of one destination whose temporary names collide (two processes with the
     /// same PID in containers sharing a volume drew the same `.NAME.PID.N.tmp` before): each
     /// must write its own temporary file, so the destination is always one complete version.
@@ -682,7 +652,6 @@ mod tests {
         assert!(bytes == version(b'a') || bytes == version(b'b'));
     }
 
-    #[cfg(feature = "fs")]
     #[test]
     fn missing_directory_is_not_found() {
         let e = write_atomic(

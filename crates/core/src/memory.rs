@@ -7,8 +7,10 @@
 //! gathered, or read with a positioned read).
 
 use crate::error::{CoreError, Result};
+#[cfg(feature = "fs")]
 use std::fs::File;
 use std::ops::Deref;
+#[cfg(feature = "fs")]
 use std::path::Path;
 use std::sync::Arc;
 
@@ -51,6 +53,7 @@ impl Mapping {
 }
 
 impl Memory {
+    #[cfg(feature = "fs")]
     /// The whole of an open regular file of `len` bytes, mapped privately (an empty file is
     /// an empty buffer: a zero-length mapping is an error). Without the `mmap` feature, read
     /// into memory.
@@ -71,6 +74,7 @@ impl Memory {
         }
     }
 
+    #[cfg(feature = "fs")]
     /// The whole of an open regular file of `len` bytes, read into memory.
     fn read(file: &File, len: u64, path: &Path) -> Result<Memory> {
         use std::io::Read;
@@ -82,6 +86,15 @@ impl Memory {
         Ok(Memory::Owned(bytes))
     }
 
+    #[cfg(feature = "fs")]
+    /// The whole of the regular file at `path` (`what` it should be, for the error when it
+    /// is not a regular file), mapped or read into memory as `backend` says.
+    pub fn open(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory>> {
+        let (file, meta) = crate::fsutil::open_regular(path, what)?;
+        Ok(Arc::new(Memory::load(&file, meta.len(), path, backend)?))
+    }
+
+    #[cfg(feature = "fs")]
     /// The whole of an open regular file of `len` bytes: mapped, or read into memory.
     pub fn load(file: &File, len: u64, path: &Path, backend: Backend) -> Result<Memory> {
         match backend {

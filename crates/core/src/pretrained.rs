@@ -17,19 +17,30 @@
 pub mod hub;
 pub mod layout;
 
-use crate::error::{CoreError, Result};
+use crate::error::Result;
+use crate::source::WeightsFormat;
+use std::path::{Path, PathBuf};
+// Reading and writing model directories (the `fs` feature).
+#[cfg(feature = "fs")]
+use crate::error::CoreError;
+#[cfg(feature = "fs")]
 use crate::format::sharded::ShardedSource;
+#[cfg(feature = "fs")]
 use crate::format::OpenOptions;
 #[cfg(feature = "fs")]
 use crate::format::{mlx, safetensors as st};
+#[cfg(feature = "fs")]
 use crate::fsutil;
+#[cfg(feature = "fs")]
 use crate::memory::{Backend, TensorBytes};
-use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
+#[cfg(feature = "fs")]
+use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource};
+#[cfg(feature = "fs")]
 use crate::tensor::TensorView;
+#[cfg(feature = "fs")]
 use layout::Layout;
 #[cfg(feature = "fs")]
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 pub use layout::{
     CONFIG_FILE, CONFIG_MAX_BYTES, CONFIG_SAVE_ID_KEY, INDEX_FILE, INDEX_MAX_BYTES, SAVE_ID_KEY,
@@ -50,6 +61,7 @@ pub struct LoadProgress {
     pub total_bytes: u64,
 }
 
+#[cfg(feature = "fs")]
 /// A loaded model directory: its config and the source of its weights.
 pub struct ModelDir {
     dir: PathBuf,
@@ -74,10 +86,12 @@ pub fn safe_join(dir: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir.join(name))
 }
 
+#[cfg(feature = "fs")]
 /// How often [`ModelDir::open`] tries a directory written by [`save_model_dir`] whose files
 /// disagree (a save under way), waiting 2, 4, … 32 ms in between.
 const OPEN_ATTEMPTS: u32 = 6;
 
+#[cfg(feature = "fs")]
 /// A JSON file of a model directory, read with a hard cap (a file can say it is regular and
 /// have no real size, as `/proc/self/pagemap` behind a symlink does).
 pub(crate) fn read_json_file(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>> {
@@ -90,6 +104,7 @@ pub(crate) fn read_json_file(path: &Path, what: &str, cap: u64) -> Result<Vec<u8
     })
 }
 
+#[cfg(feature = "fs")]
 /// Take [`CONFIG_SAVE_ID_KEY`] out of a config: the save it belongs to.
 fn take_config_save_id(config: &mut serde_json::Value) -> Option<String> {
     match config.as_object_mut()?.remove(CONFIG_SAVE_ID_KEY)? {
@@ -98,6 +113,7 @@ fn take_config_save_id(config: &mut serde_json::Value) -> Option<String> {
     }
 }
 
+#[cfg(feature = "fs")]
 impl ModelDir {
     /// Discover, open and validate a model directory. `progress` is called once per weight
     /// file (and more often while a large weights.mlx is parsed). A directory written by
@@ -306,6 +322,7 @@ impl ModelDir {
     }
 }
 
+#[cfg(feature = "fs")]
 impl TensorSource for ModelDir {
     fn format(&self) -> WeightsFormat {
         self.weights.format()
@@ -469,6 +486,7 @@ pub fn save_model_dir(
     result
 }
 
+#[cfg(feature = "fs")]
 /// Where a save with id `save_id` writes `name` before renaming it into place.
 fn pending_path(dir: &Path, name: &str, save_id: &str) -> PathBuf {
     dir.join(format!(".{name}.{save_id}{PENDING_SUFFIX}"))
@@ -482,6 +500,7 @@ struct Pending {
     path: PathBuf,
 }
 
+#[cfg(feature = "fs")]
 const PENDING_SUFFIX: &str = ".pending";
 
 #[cfg(feature = "fs")]

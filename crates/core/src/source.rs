@@ -15,11 +15,16 @@
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::format::gguf::GgufValue;
-use crate::memory::TensorBytes;
+#[cfg(feature = "fs")]
+use crate::format::OpenOptions;
+#[cfg(feature = "fs")]
+use crate::memory::Backend;
+use crate::memory::{Memory, TensorBytes};
 use crate::tensor::{checked_numel, TensorView};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The formats a [`TensorSource`] can come from (`WeightsFile.format` in JavaScript).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -380,6 +385,83 @@ pub fn single_file(path: Option<&Path>, bytes: u64) -> Vec<SourceFile> {
     })
     .into_iter()
     .collect()
+}
+
+/// A source parsed from one whole file held in memory (mapped, or read), as NumPy's and
+/// PyTorch's are: how it is opened, its registry entry's functions ([`open_whole`],
+/// [`whole_from_bytes`]) and its [`TensorSource::files`] ([`WholeFile::whole_files`]) are
+/// the same for every such format, and written once here.
+pub trait WholeFile: TensorSource + Sized + 'static {
+    /// What the file should be, in messages ("a NumPy file").
+    const WHAT: &'static str;
+
+    /// Parse a whole file held in memory.
+    fn parse(memory: Arc<Memory>) -> Result<Self>;
+
+    /// The memory holding the whole file.
+    fn memory(&self) -> &Arc<Memory>;
+
+    /// Remember the file the source was read from (what [`TensorSource::path`] answers).
+    fn set_path(&mut self, path: PathBuf);
+
+    #[cfg(feature = "fs")]
+    /// Open a file (mapped).
+    fn open(path: &Path) -> Result<Self> {
+        Self::open_with(path, Backend::Mmap)
+    }
+
+    #[cfg(feature = "fs")]
+    /// Open a file, mapped or read into memory.
+    fn open_with(path: &Path, backend: Backend) -> Result<Self> {
+        let memory = Memory::open(path, Self::WHAT, backend)?;
+        let mut source = Self::parse(memory).map_err(|e| e.with_path(path))?;
+        source.set_path(path.to_path_buf());
+        Ok(source)
+    }
+
+    /// [`TensorSource::files`] of such a source: its one file, if it has a path.
+    fn whole_files(&self) -> Vec<SourceFile> {
+        single_file(self.path(), self.memory().len() as u64)
+    }
+}
+
+/// `impl WholeFile for $type` for a source with fields `memory: Arc<Memory>` and
+/// `path: Option<PathBuf>` and an inherent `from_memory` (its parser).
+macro_rules! impl_whole_file {
+    ($type:ty, $what:literal) => {
+        impl $crate::source::WholeFile for $type {
+            const WHAT: &'static str = $what;
+            fn parse(
+                memory: ::std::sync::Arc<$crate::memory::Memory>,
+            ) -> $crate::error::Result<$type> {
+                <$type>::from_memory(memory)
+            }
+            fn memory(&self) -> &::std::sync::Arc<$crate::memory::Memory> {
+                &self.memory
+            }
+            fn set_path(&mut self, path: ::std::path::PathBuf) {
+                self.path = Some(path);
+            }
+        }
+    };
+}
+pub(crate) use impl_whole_file;
+
+#[cfg(feature = "fs")]
+/// The registry's `open` for a [`WholeFile`] format (progress once: the whole file read).
+pub fn open_whole<S: WholeFile>(
+    path: &Path,
+    options: &mut OpenOptions<'_>,
+) -> Result<Box<dyn TensorSource>> {
+    let source = S::open_with(path, options.backend)?;
+    let len = source.memory().len() as u64;
+    options.report(len, len);
+    Ok(Box::new(source))
+}
+
+/// The registry's `from_bytes` for a [`WholeFile`] format.
+pub fn whole_from_bytes<S: WholeFile>(bytes: Vec<u8>) -> Result<Box<dyn TensorSource>> {
+    Ok(Box::new(S::parse(Arc::new(Memory::Owned(bytes)))?))
 }
 
 #[cfg(test)]

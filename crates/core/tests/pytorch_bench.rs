@@ -6,6 +6,7 @@
 use stcore::format::pytorch::PyTorchFile;
 use stcore::format::safetensors::{save_streaming, TensorBytes, TensorSpec};
 use stcore::fsutil::WriteOptions;
+use stcore::source::WholeFile;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Instant;

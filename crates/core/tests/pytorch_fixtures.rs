@@ -9,6 +9,7 @@ use serde_json::Value;
 use stcore::format::numpy::{NumpyFile, NPY_ARRAY_NAME};
 use stcore::format::pytorch::{Container, PyTorchFile, TensorListing};
 use stcore::format::safetensors::TensorBytes;
+use stcore::source::WholeFile;
 use std::path::{Path, PathBuf};
 
 fn shared() -> PathBuf {

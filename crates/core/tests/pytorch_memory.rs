@@ -5,6 +5,7 @@
 
 use stcore::format::numpy::NumpyFile;
 use stcore::format::pytorch::PyTorchFile;
+use stcore::source::WholeFile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -20,6 +20,7 @@
 
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::source::WeightsFormat;
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 /// How much of a file the recognisers see.
@@ -41,6 +42,7 @@ impl Head {
         }
     }
 
+    #[cfg(feature = "fs")]
     /// The head of an open file of `file_len` bytes.
     pub fn read(file: &std::fs::File, file_len: u64, path: &Path) -> Result<Head> {
         use std::os::unix::fs::FileExt;
@@ -58,6 +60,7 @@ impl Head {
         Ok(Head { bytes, file_len })
     }
 
+    #[cfg(feature = "fs")]
     /// The head of the regular file at `path`.
     pub fn read_path(path: &Path) -> Result<Head> {
         let (file, meta) = crate::fsutil::open_regular(path, "a weights file")?;
@@ -294,7 +297,7 @@ pub fn unknown_format(detected: Detected, wanted: Option<WeightsFormat>) -> Core
             format!("this is {what}, not a weights format this package reads ({readable})")
         }
         (Detected::Foreign(what), Some(w)) => format!("this is {what}, not {}", w.describe()),
-        (Detected::Format(f), wanted) if crate::format::registration(f).open.is_none() => {
+        (Detected::Format(f), wanted) if !crate::format::registration(f).reads() => {
             format!(
                 "this is {} ({}), which this version recognises but cannot read yet{}",
                 f.describe(),

@@ -19,6 +19,7 @@ use crate::error::{CoreError, Result};
 use crate::memory::Backend;
 use crate::source::{TensorSource, WeightsFormat};
 use detect::{Detected, Head};
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 /// How [`open`] opens a file.
@@ -46,6 +47,7 @@ impl OpenOptions<'_> {
     }
 }
 
+#[cfg(feature = "fs")]
 /// Opens a file of one format.
 pub type OpenFn = fn(&Path, &mut OpenOptions<'_>) -> Result<Box<dyn TensorSource>>;
 /// Reads a whole file of one format held in memory.
@@ -57,12 +59,41 @@ pub struct Registration {
     /// Whether a file's first bytes are this format.
     pub sniff: fn(&Head) -> bool,
     /// Open a file of this format; `None` while the format is recognised but not read.
+    #[cfg(feature = "fs")]
     pub open: Option<OpenFn>,
     /// Read a whole file held in memory (remote files fetched whole), where the format can.
     pub from_bytes: Option<FromBytesFn>,
     /// Every problem of a file, not only the first (what `validate` lists); formats without
     /// one report the error that opening gives.
+    #[cfg(feature = "fs")]
     pub problems: Option<fn(&Path) -> Vec<CoreError>>,
+}
+
+impl Registration {
+    /// The entry of a format read whole from one file ([`crate::source::WholeFile`]).
+    pub const fn whole_file<S: crate::source::WholeFile>(
+        format: WeightsFormat,
+        sniff: fn(&Head) -> bool,
+    ) -> Registration {
+        Registration {
+            format,
+            sniff,
+            #[cfg(feature = "fs")]
+            open: Some(crate::source::open_whole::<S>),
+            from_bytes: Some(crate::source::whole_from_bytes::<S>),
+            #[cfg(feature = "fs")]
+            problems: None,
+        }
+    }
+
+    /// Whether this build reads the format: from a file (without the `fs` feature, from
+    /// bytes in memory).
+    pub fn reads(&self) -> bool {
+        #[cfg(feature = "fs")]
+        return self.open.is_some();
+        #[cfg(not(feature = "fs"))]
+        return self.from_bytes.is_some();
+    }
 }
 
 /// The formats, in the order their recognisers are tried. Unrecognised bytes are read as
@@ -88,17 +119,19 @@ pub fn registration(format: WeightsFormat) -> &'static Registration {
 pub fn readable_list() -> String {
     let names: Vec<&str> = FORMATS
         .iter()
-        .filter(|r| r.open.is_some())
+        .filter(|r| r.reads())
         .map(|r| r.format.name())
         .collect();
     format!("it reads {}", names.join(", "))
 }
 
+#[cfg(feature = "fs")]
 /// What the file at `path` is, by its bytes.
 pub fn detect_file(path: &Path) -> Result<Detected> {
     Ok(detect::sniff(&Head::read_path(path)?))
 }
 
+#[cfg(feature = "fs")]
 /// Open a weights file by what its bytes are (or as `format`, when given), or a model
 /// directory (`config.json` plus weights, see [`crate::pretrained`]).
 pub fn open(
@@ -126,6 +159,7 @@ pub fn open(
     open_detected(path, detected, options)
 }
 
+#[cfg(feature = "fs")]
 /// Open a file known to be `detected`.
 pub fn open_detected(
     path: &Path,
@@ -150,7 +184,7 @@ pub fn open_bytes(bytes: Vec<u8>, format: Option<WeightsFormat>) -> Result<Box<d
     match detected {
         Detected::Format(f) => match registration(f).from_bytes {
             Some(read) => read(bytes),
-            None if registration(f).open.is_some() => Err(CoreError::invalid_argument(format!(
+            None if registration(f).reads() => Err(CoreError::invalid_argument(format!(
                 "{} cannot be read from bytes alone",
                 f.describe()
             ))),

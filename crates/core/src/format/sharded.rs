@@ -6,18 +6,24 @@
 //! are [`crate::pretrained::layout`]'s, shared with remote directories.
 
 use crate::error::{CoreError, Result};
-use crate::format::{detect, OpenOptions, Registration};
-use crate::memory::{Backend, TensorBytes};
+#[cfg(feature = "fs")]
+use crate::format::OpenOptions;
+use crate::format::{detect, Registration};
+#[cfg(feature = "fs")]
+use crate::memory::Backend;
+use crate::memory::TensorBytes;
+#[cfg(feature = "fs")]
 use crate::pretrained::layout::{self, ShardIndex, ShardListing};
-use crate::source::{
-    F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
-};
+#[cfg(feature = "fs")]
+use crate::source::SourceTensor;
+use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
 use std::path::{Path, PathBuf};
 
 /// The sharded index's entry in the format registry (an index file opened on its own).
 pub const FORMAT: Registration = Registration {
     format: WeightsFormat::ShardedSafeTensors,
     sniff: detect::is_sharded_index,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| {
         let backend = options.backend;
         let source = ShardedSource::open(path, backend, &mut |_, done, total| {
@@ -26,6 +32,7 @@ pub const FORMAT: Registration = Registration {
         Ok(Box::new(source))
     }),
     from_bytes: None,
+    #[cfg(feature = "fs")]
     problems: None,
 };
 
@@ -44,6 +51,7 @@ pub struct ShardedSource {
 }
 
 impl ShardedSource {
+    #[cfg(feature = "fs")]
     /// Open the index at `index_path` and every shard it names (relative to the index's
     /// directory). `progress(shard, bytes opened, bytes of all shards)` is called as each
     /// shard is opened.
@@ -119,6 +127,7 @@ impl ShardedSource {
         ShardedSource::assemble(index_path, dir, &index, files, shards)
     }
 
+    #[cfg(feature = "fs")]
     fn assemble(
         index_path: &Path,
         dir: &Path,

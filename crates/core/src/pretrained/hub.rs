@@ -11,9 +11,12 @@
 //! else `~/.cache/huggingface/hub` (huggingface_hub's order, with its legacy
 //! `HUGGINGFACE_HUB_CACHE`). Nothing here touches the network or writes to the cache.
 
+#[cfg(feature = "fs")]
 use super::layout::{CONFIG_FILE, DISCOVERY};
 use crate::error::{CoreError, ErrorKind, Result};
-use std::path::{Path, PathBuf};
+#[cfg(feature = "fs")]
+use std::path::Path;
+use std::path::PathBuf;
 
 /// The longest namespace or name of a model id (huggingface_hub's `REPO_ID_REGEX`).
 const MAX_ID_PART: usize = 96;
@@ -136,6 +139,7 @@ pub fn default_cache_dir(getenv: impl Fn(&str) -> Option<String>) -> Option<Path
     Some(base.join("huggingface").join("hub"))
 }
 
+#[cfg(feature = "fs")]
 /// Where a model id stands in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedModel {
@@ -149,6 +153,7 @@ pub struct CachedModel {
     pub snapshot: Option<PathBuf>,
 }
 
+#[cfg(feature = "fs")]
 /// Look `id` at `revision` up in the cache at `cache` (both checked first). A ref file that
 /// does not hold a commit hash is a damaged cache: ERR_INVALID_MODEL naming it.
 pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel> {
@@ -303,6 +308,7 @@ mod tests {
         assert_eq!(default_cache_dir(env(&[])), None);
     }
 
+    #[cfg(feature = "fs")]
     #[test]
     fn refs_name_snapshots() {
         let tmp = std::env::temp_dir().join(format!("stn-hub-{}", std::process::id()));

@@ -1,11 +1,15 @@
 use super::*;
-use crate::format::{self, OpenOptions};
+use crate::format;
+#[cfg(feature = "fs")]
+use crate::format::OpenOptions;
 #[cfg(feature = "fs")]
 use crate::fsutil::WriteOptions;
 #[cfg(feature = "fs")]
 use crate::tensor::TensorView;
+#[cfg(feature = "fs")]
 use std::path::PathBuf;
 
+#[cfg(feature = "fs")]
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/fixtures")
@@ -16,10 +20,12 @@ fn sniff_bytes(bytes: &[u8]) -> Detected {
     sniff(&Head::of(bytes))
 }
 
+#[cfg(feature = "fs")]
 fn sniff_file(path: &Path) -> Detected {
     format::detect_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+#[cfg(feature = "fs")]
 /// Every file under `dir` (recursively) whose name ends with one of `suffixes`.
 fn files_under(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -37,10 +43,13 @@ fn files_under(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
     out
 }
 
+#[cfg(feature = "fs")]
 const PYTORCH: Detected = Detected::Format(WeightsFormat::PyTorch);
+#[cfg(feature = "fs")]
 const NUMPY: Detected = Detected::Format(WeightsFormat::NumPy);
 const SAFETENSORS: Detected = Detected::Format(WeightsFormat::SafeTensors);
 
+#[cfg(feature = "fs")]
 #[test]
 fn pytorch_and_numpy_files_written_by_torch_and_numpy_are_recognised() {
     let root = fixture("pytorch");
@@ -56,6 +65,7 @@ fn pytorch_and_numpy_files_written_by_torch_and_numpy_are_recognised() {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn recognised_formats_without_a_reader_are_unknown_format_naming_them() {
     let cases = [
@@ -187,16 +197,24 @@ fn files_we_do_not_read_are_named() {
         ),
         (b"\x1f\x8b\x08\0\0\0\0\0\0\x03", "a gzip-compressed file"),
     ];
+    #[cfg(feature = "fs")]
     let d = tempfile::tempdir().unwrap();
     for (bytes, what) in cases {
         assert_eq!(sniff_bytes(bytes), Detected::Foreign(what));
-        let path = d.path().join("input");
-        std::fs::write(&path, bytes).unwrap();
-        let e = format::open(&path, None, &mut OpenOptions::default())
-            .err()
-            .unwrap();
-        assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT");
-        assert!(e.detail().starts_with(&format!("this is {what}, not a weights format this package reads (it reads safetensors, gguf")), "{e}");
+        #[cfg_attr(not(feature = "fs"), allow(unused_mut))]
+        let mut errors = vec![format::open_bytes(bytes.to_vec(), None).err().unwrap()];
+        #[cfg(feature = "fs")]
+        errors.push({
+            let path = d.path().join("input");
+            std::fs::write(&path, bytes).unwrap();
+            format::open(&path, None, &mut OpenOptions::default())
+                .err()
+                .unwrap()
+        });
+        for e in errors {
+            assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT");
+            assert!(e.detail().starts_with(&format!("this is {what}, not a weights format this package reads (it reads safetensors, gguf")), "{e}");
+        }
         let e = crate::format::safetensors::SafeTensors::from_bytes(bytes.to_vec())
             .err()
             .unwrap();

@@ -9,7 +9,9 @@
 use super::{GgmlType, GgufFile, GgufParts, GgufTensorInfo};
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::{detect, OpenOptions, Registration};
+#[cfg(feature = "fs")]
+use crate::format::OpenOptions;
+use crate::format::{detect, Registration};
 use crate::memory::{Memory, TensorBytes};
 use crate::source::{
     self, F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
@@ -22,6 +24,7 @@ use std::sync::Arc;
 pub const FORMAT: Registration = Registration {
     format: WeightsFormat::Gguf,
     sniff: detect::is_gguf,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| Ok(Box::new(GgufSource::open(path, options)?))),
     from_bytes: Some(|bytes| {
         let memory = Arc::new(Memory::Owned(bytes));
@@ -30,6 +33,7 @@ pub const FORMAT: Registration = Registration {
         })?;
         Ok(Box::new(source))
     }),
+    #[cfg(feature = "fs")]
     problems: None,
 };
 
@@ -58,6 +62,7 @@ fn served_as_stored(t: GgmlType) -> bool {
 }
 
 impl GgufSource {
+    #[cfg(feature = "fs")]
     /// Map (or, with `Backend::Read`, read) and parse a file.
     pub fn open(path: &Path, options: &mut OpenOptions<'_>) -> Result<GgufSource> {
         let (file, meta) = crate::fsutil::open_regular(path, "a GGUF file")?;

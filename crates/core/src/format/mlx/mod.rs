@@ -49,12 +49,19 @@ pub use source::{MlxSource, FORMAT};
 
 use crate::dtype::DType;
 use crate::error::{CoreError, ErrorKind, Result};
+#[cfg(feature = "fs")]
 use crate::fsutil;
 use crate::tensor::{checked_numel, TensorView};
-use read::{decode, json_error, max_numbers_in, CountingReader};
+#[cfg(feature = "fs")]
+use read::CountingReader;
+use read::{decode, json_error, max_numbers_in};
+#[cfg(feature = "fs")]
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{self, BufReader, BufWriter, Write};
+#[cfg(feature = "fs")]
+use std::io::{self, BufReader};
+use std::io::{BufWriter, Write};
+#[cfg(feature = "fs")]
 use std::path::Path;
 use write::write_document;
 
@@ -65,9 +72,11 @@ pub const DEFAULT_MAX_MLX_FILE_BYTES: u64 = 16 << 30;
 /// The `version` [`write_mlx`] writes.
 pub const MLX_WRITE_VERSION: &str = "1.0";
 
+#[cfg(feature = "fs")]
 /// Bytes read between two progress reports while a file is parsed.
 const PROGRESS_STEP_BYTES: u64 = 16 << 20;
 
+#[cfg(feature = "fs")]
 /// Read buffer of the streaming parser.
 const READ_BUFFER_BYTES: usize = 256 << 10;
 
@@ -103,11 +112,13 @@ impl Default for MlxReadOptions {
     }
 }
 
+#[cfg(feature = "fs")]
 /// Read a `weights.mlx` file. Errors carry the path.
 pub fn read_mlx(path: &Path) -> Result<MlxWeights> {
     read_mlx_with_options(path, &MlxReadOptions::default(), &mut |_, _| {})
 }
 
+#[cfg(feature = "fs")]
 /// [`read_mlx`], reporting `(bytes parsed, file size)` at the start, every 16 MiB and at the
 /// end of a successful parse.
 pub fn read_mlx_with_progress(
@@ -117,6 +128,7 @@ pub fn read_mlx_with_progress(
     read_mlx_with_options(path, &MlxReadOptions::default(), on_progress)
 }
 
+#[cfg(feature = "fs")]
 /// [`read_mlx_with_progress`] with explicit limits.
 pub fn read_mlx_with_options(
     path: &Path,

@@ -1,16 +1,20 @@
 //! Reading `weights.mlx`: the streaming driver and the serde visitors of the document, its
 //! keys, `version`, `metadata`, `weights` and each entry's `shape`, `dtype` and `data`.
 
-use super::{MlxDtype, MlxWeights, ENCODE_BATCH, PROGRESS_STEP_BYTES, WEIGHTS_ELSEWHERE};
+#[cfg(feature = "fs")]
+use super::PROGRESS_STEP_BYTES;
+use super::{MlxDtype, MlxWeights, ENCODE_BATCH, WEIGHTS_ELSEWHERE};
 use crate::cast;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::tensor::{checked_numel, TensorView};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+#[cfg(feature = "fs")]
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+#[cfg(feature = "fs")]
 use std::io::{self, Read};
 
 // ---------------------------------------------------------------------------------------
@@ -92,6 +96,7 @@ pub(super) fn decode<'de, R: serde_json::de::Read<'de>>(
     })
 }
 
+#[cfg(feature = "fs")]
 /// Counts the bytes read for progress reports and the size limit.
 pub(super) struct CountingReader<'p, R> {
     pub(super) inner: R,
@@ -103,6 +108,7 @@ pub(super) struct CountingReader<'p, R> {
     pub(super) on_progress: &'p mut dyn FnMut(u64, u64),
 }
 
+#[cfg(feature = "fs")]
 impl<R: Read> Read for CountingReader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;

@@ -1,6 +1,8 @@
 //! `weights.mlx` as a [`TensorSource`].
 
-use super::{parse_mlx, read_mlx_with_progress, MlxWeights};
+#[cfg(feature = "fs")]
+use super::read_mlx_with_progress;
+use super::{parse_mlx, MlxWeights};
 use crate::error::{CoreError, Result};
 use crate::memory::{Memory, TensorBytes};
 use crate::source::{
@@ -17,8 +19,10 @@ use std::sync::Arc;
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::Mlx,
     sniff: crate::format::detect::is_mlx,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| Ok(Box::new(MlxSource::open(path, options)?))),
     from_bytes: Some(|bytes| Ok(Box::new(MlxSource::new(parse_mlx(&bytes)?)?))),
+    #[cfg(feature = "fs")]
     problems: None,
 };
 
@@ -35,6 +39,7 @@ pub struct MlxSource {
 }
 
 impl MlxSource {
+    #[cfg(feature = "fs")]
     /// Read and parse a file, reporting `(bytes parsed, file size)` as it goes.
     pub fn open(path: &Path, options: &mut crate::format::OpenOptions<'_>) -> Result<MlxSource> {
         let weights = read_mlx_with_progress(path, &mut |done, total| options.report(done, total))?;

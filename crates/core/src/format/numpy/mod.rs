@@ -10,12 +10,14 @@
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::pytorch::{load_file, TensorListing};
+use crate::format::pytorch::TensorListing;
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
-use crate::memory::Backend;
-use crate::source::{self, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
+use crate::format::Registration;
+use crate::source::{
+    self, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat, WholeFile,
+};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -359,19 +361,11 @@ pub struct NumpyFile {
     path: Option<PathBuf>,
 }
 
+// `.npy` / `.npz` files are opened (`NumpyFile::open`, `open_with`) and registered as
+// every whole-file format is.
+source::impl_whole_file!(NumpyFile, "a NumPy file");
+
 impl NumpyFile {
-    pub fn open(path: &Path) -> Result<NumpyFile> {
-        NumpyFile::open_with(path, Backend::Mmap)
-    }
-
-    /// Open a `.npy` / `.npz`, mapped or read into memory.
-    pub fn open_with(path: &Path, backend: Backend) -> Result<NumpyFile> {
-        let memory = load_file(path, "a NumPy file", backend)?;
-        let mut file = NumpyFile::from_memory(memory).map_err(|e| e.with_path(path))?;
-        file.path = Some(path.to_path_buf());
-        Ok(file)
-    }
-
     pub fn from_memory(memory: Arc<Memory>) -> Result<NumpyFile> {
         if looks_like_npy(&memory) {
             let h = parse_header(&memory)?;
@@ -478,10 +472,6 @@ impl NumpyFile {
     pub fn get(&self, name: &str) -> Option<&TensorListing> {
         self.tensors.get(name)
     }
-    pub fn memory(&self) -> &Arc<Memory> {
-        &self.memory
-    }
-
     /// An array's bytes, row-major and little-endian (bool as 0/1 bytes, as stored).
     pub fn fetch(&self, name: &str) -> Result<TensorBytes<'_>> {
         let i = self.tensors.position(name).ok_or_else(|| {
@@ -558,22 +548,8 @@ fn push(
 }
 
 /// NumPy's entry in the format registry.
-pub const FORMAT: crate::format::Registration = crate::format::Registration {
-    format: WeightsFormat::NumPy,
-    sniff: crate::format::detect::is_numpy,
-    open: Some(|path, options| {
-        let file = NumpyFile::open_with(path, options.backend)?;
-        let len = file.memory.len() as u64;
-        options.report(len, len);
-        Ok(Box::new(file))
-    }),
-    from_bytes: Some(|bytes| {
-        Ok(Box::new(NumpyFile::from_memory(Arc::new(Memory::Owned(
-            bytes,
-        )))?))
-    }),
-    problems: None,
-};
+pub const FORMAT: Registration =
+    Registration::whole_file::<NumpyFile>(WeightsFormat::NumPy, crate::format::detect::is_numpy);
 
 impl TensorSource for NumpyFile {
     fn format(&self) -> WeightsFormat {
@@ -597,7 +573,7 @@ impl TensorSource for NumpyFile {
         self.path.as_deref()
     }
     fn files(&self) -> Vec<SourceFile> {
-        source::single_file(self.path.as_deref(), self.memory.len() as u64)
+        self.whole_files()
     }
     fn release(&self, name: &str) {
         if let Some(i) = self.tensors.position(name) {

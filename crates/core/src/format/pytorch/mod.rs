@@ -17,9 +17,9 @@ use crate::error::{CoreError, Result};
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
-use crate::memory::Backend;
+use crate::format::Registration;
 use crate::source::{
-    self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
+    self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat, WholeFile,
 };
 use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
 use std::collections::HashMap;
@@ -111,23 +111,6 @@ impl std::fmt::Debug for PyTorchFile {
     }
 }
 
-/// A regular file's bytes: mapped privately (copy-on-write) or read, as `backend` says.
-pub fn load_file(path: &Path, what: &str, backend: Backend) -> Result<Arc<Memory>> {
-    match backend {
-        Backend::Mmap => map_file(path, what),
-        Backend::Read => {
-            let (file, meta) = crate::fsutil::open_regular(path, what)?;
-            Ok(Arc::new(Memory::load(&file, meta.len(), path, backend)?))
-        }
-    }
-}
-
-/// Map a file privately (copy-on-write), as the SafeTensors reader does.
-pub fn map_file(path: &Path, what: &str) -> Result<Arc<Memory>> {
-    let (file, meta) = crate::fsutil::open_regular(path, what)?;
-    Ok(Arc::new(Memory::map(&file, meta.len(), path)?))
-}
-
 /// What a file looks like to the PyTorch reader, from its first bytes (and zip directory).
 pub fn sniff(bytes: &[u8], zip: Option<&ZipArchive>) -> Option<Container> {
     if let Some(zip) = zip {
@@ -180,20 +163,11 @@ fn zip_top(zip: &ZipArchive) -> Result<String> {
     Ok(top)
 }
 
+// Checkpoints are opened (`PyTorchFile::open`, `open_with`) and registered as every
+// whole-file format is.
+source::impl_whole_file!(PyTorchFile, "a PyTorch checkpoint");
+
 impl PyTorchFile {
-    /// Open a checkpoint file (mapped).
-    pub fn open(path: &Path) -> Result<PyTorchFile> {
-        PyTorchFile::open_with(path, Backend::Mmap)
-    }
-
-    /// Open a checkpoint file, mapped or read into memory.
-    pub fn open_with(path: &Path, backend: Backend) -> Result<PyTorchFile> {
-        let memory = load_file(path, "a PyTorch checkpoint", backend)?;
-        let mut file = PyTorchFile::from_memory(memory).map_err(|e| e.with_path(path))?;
-        file.path = Some(path.to_path_buf());
-        Ok(file)
-    }
-
     /// Read a checkpoint held in memory.
     pub fn from_memory(memory: Arc<Memory>) -> Result<PyTorchFile> {
         if crate::format::zip::looks_like_zip(&memory) {
@@ -493,9 +467,6 @@ impl PyTorchFile {
     pub fn get(&self, name: &str) -> Option<&TensorListing> {
         self.tensors.get(name)
     }
-    pub fn memory(&self) -> &Arc<Memory> {
-        &self.memory
-    }
 
     /// The stored storage a tensor reads and the byte span it touches there.
     pub fn storage_span(&self, name: &str) -> Option<StorageSpan<'_>> {
@@ -660,22 +631,10 @@ impl PyTorchFile {
 }
 
 /// PyTorch's entry in the format registry.
-pub const FORMAT: crate::format::Registration = crate::format::Registration {
-    format: WeightsFormat::PyTorch,
-    sniff: crate::format::detect::is_pytorch,
-    open: Some(|path, options| {
-        let file = PyTorchFile::open_with(path, options.backend)?;
-        let len = file.memory.len() as u64;
-        options.report(len, len);
-        Ok(Box::new(file))
-    }),
-    from_bytes: Some(|bytes| {
-        Ok(Box::new(PyTorchFile::from_memory(Arc::new(
-            Memory::Owned(bytes),
-        ))?))
-    }),
-    problems: None,
-};
+pub const FORMAT: Registration = Registration::whole_file::<PyTorchFile>(
+    WeightsFormat::PyTorch,
+    crate::format::detect::is_pytorch,
+);
 
 impl TensorSource for PyTorchFile {
     fn format(&self) -> WeightsFormat {
@@ -700,7 +659,7 @@ impl TensorSource for PyTorchFile {
         self.path.as_deref()
     }
     fn files(&self) -> Vec<SourceFile> {
-        source::single_file(self.path.as_deref(), self.memory.len() as u64)
+        self.whole_files()
     }
     /// The mapped pages of the storage span the tensor reads (a strided view's too).
     fn release(&self, name: &str) {

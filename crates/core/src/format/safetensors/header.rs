@@ -1,9 +1,11 @@
 //! The header: parsing the JSON (strictly, as the reference does), validating offsets,
 //! sizes and coverage, and the problems `validate` reports.
 
+#[cfg(feature = "fs")]
 use super::storage::read_up_to;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
+#[cfg(feature = "fs")]
 use crate::fsutil;
 use crate::source::{SourceTensor, TensorList};
 use crate::tensor::checked_numel;
@@ -12,7 +14,9 @@ use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+#[cfg(feature = "fs")]
 use std::os::unix::fs::FileExt;
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 /// The reference's limit on the JSON header.
@@ -412,6 +416,7 @@ impl Header {
     }
 }
 
+#[cfg(feature = "fs")]
 /// Every problem in a file, not only the first: the rules of [`Header::parse`], continued
 /// past a failing tensor wherever the header's structure still allows it. An empty list
 /// means the file is valid. Only the header is read.

@@ -1,17 +1,24 @@
 //! An open SafeTensors file or buffer: where its bytes live (a mapping, positioned reads of
 //! a file, or elsewhere), reading tensors, and the format's registry entry and source.
 
-use super::header::{validate_file, Header, TensorInfo, N_LEN};
+#[cfg(feature = "fs")]
+use super::header::validate_file;
+use super::header::{Header, TensorInfo, N_LEN};
 use super::slice::{SliceArg, SlicePlan};
 use crate::error::{CoreError, Result};
+#[cfg(feature = "fs")]
 use crate::fsutil;
-use crate::memory::{Backend, Memory, TensorBytes};
+#[cfg(feature = "fs")]
+use crate::memory::Backend;
+use crate::memory::{Memory, TensorBytes};
 use crate::source::{
     self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
 use crate::tensor::TensorView;
 use std::collections::BTreeMap;
+#[cfg(feature = "fs")]
 use std::fs::File;
+#[cfg(feature = "fs")]
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +28,7 @@ pub type FileSpan = (u64, u64);
 
 enum Storage {
     Memory(Arc<Memory>),
+    #[cfg(feature = "fs")]
     File(File),
     /// Only the header is here; the data lives elsewhere (e.g. behind HTTP range requests)
     /// and is fetched by the caller, which asks [`SafeTensors::file_range`] where to look.
@@ -33,10 +41,12 @@ pub struct SafeTensors {
     storage: Storage,
     path: Option<PathBuf>,
     file_len: u64,
+    #[cfg(feature = "fs")]
     /// What the file was when opened (files opened from a path only).
     identity: Option<FileIdentity>,
 }
 
+#[cfg(feature = "fs")]
 /// A file's identity and state at one moment: enough to tell, with one `stat`, whether the
 /// path still names the same, unchanged file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +57,7 @@ struct FileIdentity {
     modified: Option<std::time::SystemTime>,
 }
 
+#[cfg(feature = "fs")]
 impl FileIdentity {
     fn of(meta: &std::fs::Metadata) -> FileIdentity {
         use std::os::unix::fs::MetadataExt;
@@ -60,6 +71,7 @@ impl FileIdentity {
 }
 
 impl SafeTensors {
+    #[cfg(feature = "fs")]
     /// Open and validate a file. A file that is recognisably another format (GGUF, a zip
     /// archive, a pickle, …) is ERR_UNKNOWN_FORMAT naming what it is, rather than whatever
     /// header error its first bytes would give when read as SafeTensors.
@@ -72,6 +84,7 @@ impl SafeTensors {
         })
     }
 
+    #[cfg(feature = "fs")]
     fn open_file(
         file: File,
         meta: &std::fs::Metadata,
@@ -118,6 +131,7 @@ impl SafeTensors {
             storage: Storage::Memory(memory),
             path: None,
             file_len,
+            #[cfg(feature = "fs")]
             identity: None,
         })
     }
@@ -149,6 +163,7 @@ impl SafeTensors {
             storage: Storage::Detached,
             path: Some(PathBuf::from(origin)),
             file_len,
+            #[cfg(feature = "fs")]
             identity: None,
         })
     }
@@ -247,6 +262,7 @@ impl SafeTensors {
         let start = self.header.data_start() + offset;
         match &self.storage {
             Storage::Memory(memory) => TensorBytes::shared(memory, start, len),
+            #[cfg(feature = "fs")]
             Storage::File(file) => {
                 let mut buf = vec![0u8; len];
                 file.read_exact_at(&mut buf, start as u64).map_err(|e| {
@@ -296,6 +312,7 @@ impl SafeTensors {
         Ok((plan.shape, TensorBytes::Owned(out)))
     }
 
+    #[cfg(feature = "fs")]
     /// What has happened to the file on disk since it was opened, with one `stat` (nothing
     /// for files not opened from a path): removed (ERR_NOT_FOUND), replaced by another file
     /// (ERR_IO: this handle keeps reading the one it opened), its length changed in place
@@ -340,6 +357,7 @@ impl SafeTensors {
         vec![problem.with_path(path)]
     }
 
+    #[cfg(feature = "fs")]
     /// The first of [`SafeTensors::changes_since_open`], if any.
     pub fn check_unchanged(&self) -> Result<()> {
         match self.changes_since_open().into_iter().next() {
@@ -353,12 +371,14 @@ impl SafeTensors {
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::SafeTensors,
     sniff: crate::format::detect::is_safetensors,
+    #[cfg(feature = "fs")]
     open: Some(|path, options| {
         let file = SafeTensors::open(path, options.backend)?;
         options.report(file.file_len(), file.file_len());
         Ok(Box::new(file))
     }),
     from_bytes: Some(|bytes| Ok(Box::new(SafeTensors::from_bytes(bytes)?))),
+    #[cfg(feature = "fs")]
     problems: Some(validate_file),
 };
 
@@ -395,6 +415,7 @@ impl TensorSource for SafeTensors {
     }
 }
 
+#[cfg(feature = "fs")]
 pub(super) fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {

@@ -5,9 +5,10 @@ use crate::fsutil::{Durability, WriteOptions};
 use crate::tensor::{checked_numel, TensorView};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::path::PathBuf;
+#[cfg(feature = "fs")]
+use std::path::{Path, PathBuf};
 
+#[cfg(feature = "fs")]
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/fixtures")
@@ -29,6 +30,7 @@ fn code_of(bytes: Vec<u8>) -> &'static str {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn fixtures_parse_with_reference_order_and_metadata() {
     for backend in [Backend::Mmap, Backend::Read] {
@@ -55,6 +57,7 @@ fn fixtures_parse_with_reference_order_and_metadata() {
     }
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn aprender_unpadded_header_parses() {
     let st = SafeTensors::open(&fixture("aprender/linreg.safetensors"), Backend::Mmap).unwrap();
@@ -67,9 +70,26 @@ fn aprender_unpadded_header_parses() {
 
 #[test]
 fn writer_reproduces_reference_files_byte_for_byte() {
-    for name in ["all_dtypes", "half_special", "tiny_checkpoint"] {
-        let path = fixture(&format!("safetensors/{name}.safetensors"));
-        let original = std::fs::read(&path).unwrap();
+    // Compiled in, so this runs without the `fs` feature too.
+    macro_rules! fixture_bytes {
+        ($name:literal) => {
+            (
+                $name,
+                &include_bytes!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../../shared/fixtures/safetensors/",
+                    $name,
+                    ".safetensors"
+                ))[..],
+            )
+        };
+    }
+    for (name, bytes) in [
+        fixture_bytes!("all_dtypes"),
+        fixture_bytes!("half_special"),
+        fixture_bytes!("tiny_checkpoint"),
+    ] {
+        let original = bytes.to_vec();
         let st = SafeTensors::from_bytes(original.clone()).unwrap();
         let views: Vec<TensorView> = st
             .tensors()
@@ -273,6 +293,7 @@ fn every_rule_has_its_code() {
     );
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn errors_name_file_and_tensor() {
     let dir = tempfile::tempdir().unwrap();
@@ -345,6 +366,7 @@ fn verdicts_match_reference_on_mutations() {
     assert!(checked > 5000);
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn read_backend_equals_mmap() {
     let p = fixture("safetensors/tiny_checkpoint.safetensors");
@@ -525,6 +547,7 @@ fn changes_since_open_name_what_happened() {
     assert!(codes(&st).is_empty());
 }
 
+#[cfg(feature = "fs")]
 #[test]
 fn validate_reports_every_problem() {
     let dir = tempfile::tempdir().unwrap();
