@@ -56,8 +56,8 @@ export interface GetOptions<A extends TensorAs = TensorAs> {
   as?: A
   /**
    * `true`: always an owned copy. `false`: a view of the mapping whenever the data is
-   * aligned. Unset: a view for aligned tensors of 1 MiB or more, a copy for smaller ones
-   * (freed while a synchronous loop runs; a view is freed only when the event loop turns).
+   * aligned. Unset: a view of aligned tensors in files of 16 MiB or more, a copy in smaller
+   * files (freed while a synchronous loop runs; a view is freed only when the event loop turns).
    */
   copy?: boolean
 }
@@ -83,9 +83,9 @@ export interface Tensor<T extends TypedArray = TypedArray> {
 export type SliceRange = [number, number] | number | null
 
 /**
- * A SafeTensors file, validated at open and read lazily. Tensors of 1 MiB or more come back
- * as typed arrays that view the (private, copy-on-write) mapping when aligned; smaller or
- * unaligned ones as copies (`copy` in GetOptions chooses).
+ * A SafeTensors file, validated at open and read lazily. Tensors of files of 16 MiB or more
+ * come back as typed arrays that view the (private, copy-on-write) mapping when aligned;
+ * those of smaller files, and unaligned ones, as copies (`copy` in GetOptions chooses).
  */
 export declare class SafeTensorsFile {
   /** Instances come from `open`, `openAsync`, `fromBytes` and `openUrl` (`new` throws ERR_INVALID_ARGUMENT). */

@@ -91,12 +91,8 @@ describe('SafeTensorsFile', () => {
     expect(readFileSync(path).equals(before)).toBe(true)
   })
 
-  it('by default a view from 1 MiB up, a copy below (freed inside a synchronous loop); raw alike', () => {
+  it('by default views in files of 16 MiB or more, copies in smaller files (freed inside a synchronous loop); raw alike', () => {
     const dir = tempDir()
-    const file = join(dir, 'sizes.safetensors')
-    const big = Float32Array.from({ length: 262144 }, (_, i) => i) // exactly 1 MiB
-    saveFile(file, { big: { shape: [262144], data: big }, small: { shape: [262143], data: big.subarray(1) } })
-    const f = SafeTensorsFile.open(file)
     // Two reads share memory when a write through one shows in the other.
     const shares = (get: () => ArrayLike<number>): boolean => {
       const a = get() as any
@@ -104,13 +100,23 @@ describe('SafeTensorsFile', () => {
       a[7] = (a[7] + 1) % 256
       return b[7] === a[7]
     }
-    expect(shares(() => f.getTensor('big').data as Float32Array)).toBe(true)
-    expect(shares(() => f.getTensor('small').data as Float32Array)).toBe(false)
-    expect(shares(() => f.getTensor('small', { copy: false }).data as Float32Array)).toBe(true)
-    expect(shares(() => f.getTensor('big', { copy: true }).data as Float32Array)).toBe(false)
-    expect(f.getTensor('big', { as: 'raw' }).data.byteLength).toBe(1 << 20)
-    expect(shares(() => f.getTensor('small', { as: 'raw' }).data)).toBe(false)
-    expect(Array.from((f.getTensor('small').data as Float32Array).subarray(0, 3))).toEqual([1, 2, 3])
+    const values = Float32Array.from({ length: 1 << 22 }, (_, i) => i % 1000) // 16 MiB
+    const bigFile = join(dir, 'big.safetensors')
+    saveFile(bigFile, { big: { shape: [1 << 22], data: values }, small: { shape: [16], data: values.subarray(0, 16) } })
+    const big = SafeTensorsFile.open(bigFile)
+    expect(shares(() => big.getTensor('big').data as Float32Array)).toBe(true)
+    expect(shares(() => big.getTensor('small').data as Float32Array)).toBe(true)
+    expect(shares(() => big.getTensor('small', { as: 'raw' }).data)).toBe(true)
+    expect(shares(() => big.getTensor('big', { copy: true }).data as Float32Array)).toBe(false)
+    // Just under 16 MiB in all: copies, unless copy: false asks for views.
+    const smallFile = join(dir, 'small.safetensors')
+    saveFile(smallFile, { x: { shape: [(1 << 22) - 64], data: values.subarray(64) } })
+    const small = SafeTensorsFile.open(smallFile)
+    expect(small.info('x').byteLength).toBeLessThan(16 << 20)
+    expect(shares(() => small.getTensor('x').data as Float32Array)).toBe(false)
+    expect(shares(() => small.getTensor('x', { as: 'raw' }).data)).toBe(false)
+    expect(shares(() => small.getTensor('x', { copy: false }).data as Float32Array)).toBe(true)
+    expect(Array.from((small.getTensor('x').data as Float32Array).subarray(0, 3))).toEqual([64, 65, 66])
   })
 
   it('copy: true gives an independent array; upcasts are always copies', () => {

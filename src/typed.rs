@@ -2,7 +2,8 @@
 //!
 //! - **Views**: a zero-copy external buffer over shared memory (the private file mapping)
 //!   when the data is aligned for its element type, no copy was asked for, and the tensor
-//!   is at least [`VIEW_MIN_BYTES`] long (or `copy: false` asked for a view).
+//!   lies in a file (a memory) of at least [`VIEW_MIN_FILE_BYTES`] (or `copy: false` asked
+//!   for a view).
 //! - **V8 buffers** ([`Fill`]): every output a call on the JS thread produces is written
 //!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS (large
 //!   ones with transparent huge pages requested). Small outputs of tasks are copied into one
@@ -198,23 +199,26 @@ pub enum ReadAs {
 pub struct ReadMode {
     pub as_: ReadAs,
     /// `Some(true)`: always an owned copy; `Some(false)`: a view whenever the bytes are
-    /// aligned; `None` (the default): a view only for tensors of [`VIEW_MIN_BYTES`] or more.
+    /// aligned; `None` (the default): a view only of files of [`VIEW_MIN_FILE_BYTES`] or more.
     pub copy: Option<bool>,
 }
 
-/// The smallest tensor handed out as a view by default. A view is an external buffer, which
-/// Node frees only between event-loop turns, and it keeps the whole mapping alive: in a
-/// synchronous loop of open → getTensor → close, views of small tensors kept every file
-/// mapped until the loop yielded (issue 19). Below this size a copy costs about what the page
-/// faults of reading the view would (tens of microseconds), and V8 frees it as it collects,
-/// inside the loop; above it, not copying is what matters.
-pub const VIEW_MIN_BYTES: usize = 1 << 20;
+/// The smallest file (mapping, or bytes held in memory) whose tensors are handed out as views
+/// by default. A view is an external buffer, which Node frees only between event-loop turns,
+/// and it keeps the whole mapping alive: in a synchronous loop of open → getTensor → close
+/// over small files, views kept every file mapped until the loop yielded (issue 19). Copying
+/// every tensor of a file this small costs at most a few milliseconds, and V8 frees copies as
+/// it collects, inside the loop. In larger files — models — views are what keeps reading
+/// cheap (a 110 MB model's 111 tensors: 2.6 ms as views; 26–31 ms with its 48 tensors of
+/// 576 KiB copied, when the rule was the tensor's size), and their mapping is one per file.
+pub const VIEW_MIN_FILE_BYTES: usize = 16 << 20;
 
-/// Whether `len` bytes at `ptr` go out as a view of their memory under `copy`.
-fn as_view(copy: Option<bool>, ptr: *const u8, len: usize, align: usize) -> bool {
+/// Whether `len` bytes at `ptr`, inside a memory of `file_len` bytes, go out as a view of it
+/// under `copy`.
+fn as_view(copy: Option<bool>, file_len: usize, ptr: *const u8, len: usize, align: usize) -> bool {
     let wanted = match copy {
         Some(copy) => !copy,
-        None => len >= VIEW_MIN_BYTES,
+        None => file_len >= VIEW_MIN_FILE_BYTES,
     };
     wanted && len > 0 && (ptr as usize).is_multiple_of(align)
 }
@@ -359,6 +363,7 @@ macro_rules! view_or_copy {
             TensorBytes::Shared { memory, start, len }
                 if as_view(
                     $copy,
+                    memory.len(),
                     memory[start..].as_ptr(),
                     len,
                     std::mem::align_of::<$t>(),

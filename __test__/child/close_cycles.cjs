@@ -5,7 +5,7 @@
 //   node close_cycles.cjs PATH CYCLES MODE
 //
 // MODE: `close` — read the BF16 tensor (an upcast copy) and the F32 one with default
-//       options (256 KiB: below the view size, so a copy), then close(); `dispose` — the
+//       options (a file under 16 MiB: its tensors are copies), then close(); `dispose` — the
 //       same with `using`-style disposal ([Symbol.dispose]); `drop` — the same reads, no
 //       close (what a loop did before close() existed); `views` — read the F32 tensor as a
 //       view of the mapping (`copy: false`), then close().
