@@ -12,31 +12,14 @@ import gc
 import hashlib
 import json
 import os
-import resource
 import struct
 import sys
 import time
 
 import numpy as np
 
-
-def ru_maxrss_kib():
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r // 1024 if sys.platform == "darwin" else r  # bytes on macOS, KiB on Linux
-
-
-def max_rss_kib():
-    """This process's own peak RSS: VmHWM on Linux (ru_maxrss there includes the parent's
-    RSS carried over fork + exec), ru_maxrss elsewhere."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return ru_maxrss_kib()
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from rss import max_rss_kib, ru_maxrss_kib  # noqa: E402
 
 RSS_START = max_rss_kib()
 

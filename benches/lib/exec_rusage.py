@@ -19,22 +19,7 @@ import os
 import sys
 import time
 
-
-def kib(ru_maxrss):
-    return ru_maxrss // 1024 if sys.platform == "darwin" else ru_maxrss  # bytes on macOS
-
-
-def own_peak_kib():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    import resource
-
-    return kib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+from rss import kib, max_rss_kib
 
 
 def run_once(argv):
@@ -76,7 +61,7 @@ def main():
         # child's high-water mark covers its warm-up).
         "max_rss_kib": max(peaks),
         "rss_per_run_kib": peaks,
-        "runner_rss_kib": own_peak_kib(),
+        "runner_rss_kib": max_rss_kib(),
         "check": {},
         "info": {"program": P["argv"][0]},
     }
