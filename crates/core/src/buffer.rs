@@ -3,9 +3,8 @@
 //! A fresh 256 MiB `Vec` costs 65,536 page faults of 4 KiB when first written — on these
 //! machines that alone takes ~10× longer than converting the data. Large outputs therefore
 //! get transparent huge pages requested (`MADV_HUGEPAGE`: THP is madvise-only here, as it is
-//! on many distributions) and are faulted in before the conversion writes them
-//! ([`prepare_output`]), in 2 MiB steps while huge pages come fast, in one
-//! `MADV_POPULATE_WRITE` call of 4 KiB pages when they do not.
+//! on many distributions; [`prepare_output`]), and the conversion that writes them faults
+//! them in 2 MiB at a time.
 
 use crate::cast::Element;
 use crate::error::{CoreError, Result};
@@ -125,136 +124,32 @@ impl<T: Element> Output<T> {
     }
 }
 
-/// `MADV_POPULATE_WRITE` (Linux 5.14+): fault pages in, writable, in one call.
-const MADV_POPULATE_WRITE: libc::c_int = 23;
-const PAGE: usize = 4096;
-
-/// How much CPU time faulting in a 2 MiB huge page may take, on average, before 4 KiB pages
-/// are the better choice. Measured on this project's benchmark VM (CPU time of the faulting
-/// thread, 256 MiB outputs): 4 KiB pages cost 0.7–0.9 ms per 2 MiB whatever memory they come
-/// from; a huge page 0.3–0.4 ms when it reuses memory freed moments ago (single pages now and
-/// then 3–4 ms), but 4–8 ms when the hypervisor must back the memory afresh — the guest hands
-/// large free blocks back to the host, so memory not freed recently is cold, and huge pages
-/// come from large free blocks. The same stall happens on bare metal when the kernel must
-/// compact memory to find a free 2 MiB block (THP `defrag=madvise` compacts synchronously).
-const SLOW_HUGE_PAGE: std::time::Duration = std::time::Duration::from_micros(1500);
-
-/// Huge pages faulted in per measurement: the average of a few, as single pages vary.
-const PROBE_PAGES: usize = 4;
-
-/// After slow huge pages, how long outputs use 4 KiB pages before huge pages are tried again.
-const HUGE_PAGE_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Until when (ms since [`epoch`]) huge pages are not asked for, after one was slow.
-static HUGE_PAGES_SLOW_UNTIL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn epoch() -> std::time::Instant {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
-}
-
-fn now_ms() -> u64 {
-    epoch().elapsed().as_millis() as u64
-}
-
-/// The calling thread's CPU time: what a page fault costs it, without the time other processes
-/// ran meanwhile (on a busy machine, wall time would blame huge pages for every preemption).
-/// A stall of the hypervisor backing guest memory counts, as the thread's vCPU is busy.
-fn thread_cpu_time() -> std::time::Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the timespec it is given; cannot fail for this clock on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    std::time::Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    )
-}
-
-/// # Safety
-/// `[from, to)` must lie inside a live allocation of the caller that nobody else uses yet.
-unsafe fn advise(from: usize, to: usize, advice: libc::c_int) {
-    if to > from {
-        // SAFETY: per the contract; these advices change no contents (populating fresh
-        // anonymous memory faults in zero pages; touched pages stay as they are).
-        unsafe { libc::madvise(from as *mut libc::c_void, to - from, advice) };
-    }
-}
-
-/// Fault in `[from, to)` (page-aligned), in huge pages while they come fast: [`PROBE_PAGES`]
-/// at a time, switching what is left to 4 KiB pages (and telling other outputs to, for a
-/// while) as soon as they took longer than [`SLOW_HUGE_PAGE`] each.
-///
-/// # Safety
-/// As [`advise`].
-unsafe fn populate(from: usize, to: usize) {
-    let mut at = from;
-    while at < to {
-        if now_ms() < HUGE_PAGES_SLOW_UNTIL.load(std::sync::atomic::Ordering::Relaxed) {
-            // SAFETY: per the contract.
-            unsafe {
-                advise(at, to, libc::MADV_NOHUGEPAGE);
-                advise(at, to, MADV_POPULATE_WRITE);
-            }
-            return;
-        }
-        let next = (at + PROBE_PAGES * HUGE_PAGE).min(to);
-        let pages = (next - at).div_ceil(HUGE_PAGE) as u32;
-        let t0 = thread_cpu_time();
-        // SAFETY: per the contract.
-        unsafe { advise(at, next, MADV_POPULATE_WRITE) };
-        if thread_cpu_time().saturating_sub(t0) > SLOW_HUGE_PAGE * pages {
-            let until = now_ms() + HUGE_PAGE_RETRY.as_millis() as u64;
-            HUGE_PAGES_SLOW_UNTIL.fetch_max(until, std::sync::atomic::Ordering::Relaxed);
-        }
-        at = next;
-    }
-}
-
 /// Get fresh, untouched memory ready to receive an output of `len` bytes at `ptr` (memory of
 /// our own or that someone else allocated, e.g. a V8 ArrayBuffer, which glibc maps afresh when
-/// large): ask for transparent huge pages on its 2 MiB-aligned part and fault everything in
-/// now, on two threads when large, so that the conversion that follows writes at memory speed.
-/// Huge pages are used while they come fast; when they do not (see [`SLOW_HUGE_PAGE`]), the
-/// rest — and every output for the next [`HUGE_PAGE_RETRY`] — uses 4 KiB pages, which then
-/// cost less. Below [`LARGE_BUFFER_BYTES`] it does nothing. Advisory: errors are ignored (an
-/// old kernel without `MADV_POPULATE_WRITE` just faults the pages in as they are written), and
-/// the contents are unchanged.
+/// large): ask for transparent huge pages on its 2 MiB-aligned part, so that the conversion
+/// which writes it takes one fault per 2 MiB instead of one per 4 KiB. The pages are faulted
+/// in by whoever writes them first (the conversion's threads, each in its own chunk, each huge
+/// page zeroed while it is about to be written), as numpy's outputs are.
+///
+/// Faulting everything in ahead (`MADV_POPULATE_WRITE`), which this did until 2026-11-23, cost
+/// more: the memory was written twice, and on this VM huge pages that the hypervisor must back
+/// afresh are slow at first (4–8 ms each), which made a heuristic fall back to 4 KiB pages —
+/// for good, as the fallback kept the process from ever reusing warm huge pages. Measured on a
+/// 64M-element BF16 → F32 `getTensor` loop (256 MiB outputs, docs/benchmarks.md): faulted in
+/// ahead 120–200 ms per call; lazily, after the first few calls, 29–64 ms (numpy: 45–59 ms).
+/// Below [`LARGE_BUFFER_BYTES`] it does nothing. Advisory: errors are ignored, and the contents
+/// are unchanged.
 pub fn prepare_output(ptr: *mut u8, len: usize) {
     if len < LARGE_BUFFER_BYTES {
         return;
     }
-    let first = (ptr as usize).next_multiple_of(PAGE);
-    let last = (ptr as usize).saturating_add(len) / PAGE * PAGE;
-    let start = (ptr as usize).next_multiple_of(HUGE_PAGE).min(last);
-    let end = (last / HUGE_PAGE * HUGE_PAGE).max(start);
-    // SAFETY: the ranges lie inside [ptr, ptr + len), the caller's fresh allocation, which
-    // nobody else uses yet.
-    unsafe {
-        advise(start, end, libc::MADV_HUGEPAGE);
-        advise(first, start, MADV_POPULATE_WRITE);
-        advise(end, last, MADV_POPULATE_WRITE);
+    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+    let end = (ptr as usize).saturating_add(len) / HUGE_PAGE * HUGE_PAGE;
+    if end > start {
+        // SAFETY: [start, end) lies inside [ptr, ptr + len), the caller's fresh allocation;
+        // the advice changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
-    let threads = crate::parallel::default_threads().min(2);
-    if threads < 2 || end - start < 8 * HUGE_PAGE {
-        // SAFETY: as above.
-        unsafe { populate(start, end) };
-        return;
-    }
-    let mid = (start + (end - start) / 2) / HUGE_PAGE * HUGE_PAGE;
-    std::thread::scope(|scope| {
-        // SAFETY: as above; the two halves do not overlap. No thread (the OS refused one):
-        // this thread populates both.
-        let other = std::thread::Builder::new()
-            .spawn_scoped(scope, move || unsafe { populate(mid, end) })
-            .is_ok();
-        unsafe { populate(start, mid) };
-        if !other {
-            unsafe { populate(mid, end) };
-        }
-    });
 }
 
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
@@ -316,31 +211,41 @@ pub fn populate_read(bytes: &[u8]) {
 mod tests {
     use super::*;
 
-    /// Resident pages of `[ptr, ptr + len)` (page-aligned), by mincore.
-    fn resident_pages(ptr: usize, len: usize) -> usize {
-        let mut vec = vec![0u8; len.div_ceil(PAGE)];
-        // SAFETY: a live mapping of the test; one byte per page.
-        let r = unsafe { libc::mincore(ptr as *mut libc::c_void, len, vec.as_mut_ptr()) };
-        assert_eq!(r, 0);
-        vec.iter().filter(|&&b| b & 1 == 1).count()
-    }
+    #[cfg(feature = "fs")]
+    const PAGE: usize = 4096;
 
-    /// Whether this kernel knows `MADV_POPULATE_WRITE` (Linux 5.14+); without it
-    /// [`prepare_output`] only advises, and nothing is faulted in ahead.
-    fn kernel_populates() -> bool {
-        let mut page = vec![0u8; 2 * PAGE];
-        let at = (page.as_mut_ptr() as usize).next_multiple_of(PAGE);
-        // SAFETY: one page inside `page`, which this function owns.
-        unsafe { libc::madvise(at as *mut libc::c_void, PAGE, MADV_POPULATE_WRITE) == 0 }
+    /// The `VmFlags` of the mapping that holds `addr`, from /proc/self/smaps.
+    #[cfg(feature = "fs")]
+    fn vm_flags(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((from, to)) = range.split_once('-') {
+                if let (Ok(from), Ok(to)) = (
+                    usize::from_str_radix(from, 16),
+                    usize::from_str_radix(to, 16),
+                ) {
+                    inside = from <= addr && addr < to;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.trim().to_string();
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
     }
 
     #[test]
-    fn prepared_outputs_are_faulted_in_and_stay_zero() {
-        let populates = kernel_populates();
-        for (len, offset) in [
-            (40 << 20, 16),
-            (6 << 20, 4096 + 8),
-            (LARGE_BUFFER_BYTES - 1, 0),
+    #[cfg(feature = "fs")]
+    fn prepared_outputs_ask_for_huge_pages_and_stay_zero() {
+        for (len, offset, huge) in [
+            (40 << 20, 16, true),
+            (6 << 20, 4096 + 8, true),
+            (LARGE_BUFFER_BYTES - 1, 0, false),
         ] {
             let map_len = len + offset + PAGE;
             // SAFETY: a fresh private anonymous mapping, unmapped below.
@@ -357,17 +262,22 @@ mod tests {
             assert_ne!(base, libc::MAP_FAILED);
             let ptr = base as usize + offset;
             prepare_output(ptr as *mut u8, len);
-            let first = ptr.next_multiple_of(PAGE);
-            let last = (ptr + len) / PAGE * PAGE;
-            let resident = resident_pages(first, last - first);
-            if len >= LARGE_BUFFER_BYTES && populates {
-                assert_eq!(resident, (last - first) / PAGE, "{len} bytes at +{offset}");
-            } else if len < LARGE_BUFFER_BYTES {
-                assert_eq!(resident, 0, "small outputs are left alone");
+            let inner = ptr.next_multiple_of(HUGE_PAGE);
+            let flags = vm_flags(inner);
+            assert_eq!(
+                flags.split_whitespace().any(|f| f == "hg"),
+                huge,
+                "{len} bytes at +{offset}: {flags}"
+            );
+            // The bytes before the first 2 MiB boundary keep the mapping's own flags.
+            if inner > ptr {
+                assert!(!vm_flags(ptr).split_whitespace().any(|f| f == "hg"));
             }
             // SAFETY: the range is inside the mapping.
-            let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let bytes = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
             assert!(bytes.iter().all(|&b| b == 0));
+            bytes[len - 1] = 7;
+            assert_eq!(bytes[len - 1], 7);
             // SAFETY: the mapping created above.
             unsafe { libc::munmap(base, map_len) };
         }

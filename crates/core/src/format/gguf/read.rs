@@ -631,9 +631,8 @@ fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Result<Ve
         .checked_mul(4)
         .ok_or_else(|| invalid(format!("{numel} f32 values overflow the address space")))?;
     let mut bytes = vec![0u8; len];
-    // A large zeroed Vec is a fresh mapping nobody has touched: fault it in up front, in huge
-    // pages while they come fast (a 64 MiB decode otherwise spends more time in 4 KiB page
-    // faults than decoding).
+    // A large zeroed Vec is a fresh mapping nobody has touched: ask for huge pages (a 64 MiB
+    // decode otherwise spends more time in 4 KiB page faults than decoding).
     crate::buffer::prepare_output(bytes.as_mut_ptr(), len);
     // SAFETY: every bit pattern is a valid f32; align_to_mut only yields aligned elements.
     let (head, body, tail) = unsafe { bytes.align_to_mut::<f32>() };

@@ -379,7 +379,7 @@ fn malformed_models_are_invalid_model_errors_naming_the_tensor() {
 fn large_batches_split_over_threads_match_row_by_row() {
     let (x, y) = exact_problem();
     let model = fitted(true, &x, 2, &y);
-    let big: Vec<f64> = (0..1_200_000)
+    let big: Vec<f64> = (0..1_200_000u64)
         .map(|i| ((i * 7919) % 1000) as f64 / 100.0)
         .collect();
     let batch = model.predict(matrix(&big, 2)).unwrap();
