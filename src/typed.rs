@@ -283,6 +283,20 @@ impl Source {
         memory.release(*start, *len);
         out
     }
+
+    /// Like [`Source::convert`] for a conversion that maps each run of bytes to one element
+    /// of `dst`: large tensors are read in parts, each given back once converted
+    /// ([`Memory::convert_once`]).
+    fn convert_parts<T>(
+        &self,
+        dst: &mut [T],
+        mut f: impl FnMut(&[u8], &mut [T]) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        match self {
+            Source::Shared { memory, start, len } => memory.convert_once(*start, *len, dst, f),
+            Source::Owned(v) => f(v, dst),
+        }
+    }
 }
 
 /// How an output made in a task reaches JS when it is large: a huge-page buffer handed over.
@@ -396,7 +410,7 @@ fn convert_f32(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     produce(
         TypedArrayType::Float32,
         n,
-        move |dst: &mut [f32]| source.convert(|src| cast::to_f32(dtype, src, dst)),
+        move |dst: &mut [f32]| source.convert_parts(dst, |src, dst| cast::to_f32(dtype, src, dst)),
         external!(F32, Float32Array),
     )
 }
@@ -422,7 +436,7 @@ fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     produce(
         TypedArrayType::Float64,
         n,
-        move |dst: &mut [f64]| source.convert(|src| cast::to_f64(dtype, src, dst)),
+        move |dst: &mut [f64]| source.convert_parts(dst, |src, dst| cast::to_f64(dtype, src, dst)),
         external!(F64, Float64Array),
     )
 }

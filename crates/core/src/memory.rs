@@ -136,6 +136,64 @@ impl Memory {
     }
 }
 
+/// Source bytes a conversion reads per part in [`Memory::convert_once`].
+pub const CONVERT_PART: usize = 16 << 20;
+
+impl Memory {
+    /// Read `start..start + len` once for a conversion `f` that turns each run of
+    /// `len / dst.len()` bytes into one element of `dst`: the pages are mapped in one call
+    /// before `f` reads them and given back after ([`Memory::populate_once`],
+    /// [`Memory::release`]). A range of two [`CONVERT_PART`]s or more is converted one part at
+    /// a time (`f` gets matching parts of both), each part's pages given back as soon as it is
+    /// done: converting a model's last large tensor then does not hold all of its source
+    /// pages beside every output made so far (the peak RSS of a whole checkpoint loaded as
+    /// F32). Parts end on `CONVERT_PART` boundaries of the memory when the elements allow,
+    /// so that no page is split between two parts (a split page is never given back).
+    pub fn convert_once<T>(
+        &self,
+        start: usize,
+        len: usize,
+        dst: &mut [T],
+        mut f: impl FnMut(&[u8], &mut [T]) -> Result<()>,
+    ) -> Result<()> {
+        let end = start
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .ok_or_else(|| {
+                CoreError::invalid_argument(format!(
+                    "byte range {start}+{len} outside the {} bytes held",
+                    self.len()
+                ))
+            })?;
+        let n = dst.len();
+        if n == 0 || !len.is_multiple_of(n) || len < 2 * CONVERT_PART {
+            self.populate_once(start, len);
+            let out = f(&self[start..end], dst);
+            self.release(start, len);
+            return out;
+        }
+        let k = len / n;
+        let mut done = 0;
+        while done < n {
+            let from = start + done * k;
+            let boundary = (from / CONVERT_PART + 1) * CONVERT_PART;
+            let to = if (boundary - from).is_multiple_of(k) {
+                boundary
+            } else {
+                from + CONVERT_PART / k * k
+            }
+            .min(end);
+            let count = (to - from) / k;
+            self.populate_once(from, to - from);
+            let out = f(&self[from..to], &mut dst[done..done + count]);
+            self.release(from, to - from);
+            out?;
+            done += count;
+        }
+        Ok(())
+    }
+}
+
 impl Deref for Memory {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -207,6 +265,85 @@ impl<'a> TensorBytes<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Resident KiB of the mapping that starts at `base` (/proc/self/smaps).
+    #[cfg(feature = "mmap")]
+    fn resident_kib(base: usize) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((from, _)) = first.split_once('-') {
+                if let Ok(from) = usize::from_str_radix(from, 16) {
+                    inside = from == base;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(kib) = line.strip_prefix("Rss:") {
+                    return kib.trim().trim_end_matches("kB").trim().parse().unwrap();
+                }
+            }
+        }
+        panic!("no mapping starts at {base:#x}")
+    }
+
+    #[test]
+    #[cfg(feature = "mmap")]
+    fn large_conversions_give_each_part_back_as_they_go() {
+        // 40 MiB of u16 after a 24-byte header: parts of 16 MiB on the mapping's boundaries.
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("x.bin");
+        let n = 20 << 20;
+        let mut bytes = vec![0u8; 24];
+        for i in 0..n {
+            bytes.extend_from_slice(&((i % 65521) as u16).to_le_bytes());
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let memory = Memory::open(&path, "a test file", Backend::Mmap).unwrap();
+        let base = memory.as_ptr() as usize;
+        let mut dst = vec![0u32; n];
+        let mut parts = Vec::new();
+        memory
+            .convert_once(24, 2 * n, &mut dst, |src, out| {
+                // Only this part's pages (plus the header's and the split first page) are mapped.
+                parts.push((src.len(), resident_kib(base)));
+                for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
+                    *o = u16::from_le_bytes([b[0], b[1]]) as u32;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [
+                CONVERT_PART - 24,
+                CONVERT_PART,
+                2 * n + 24 - 2 * CONVERT_PART
+            ]
+        );
+        for (len, kib) in &parts {
+            assert!(
+                *kib <= len / 1024 + 8,
+                "{kib} KiB resident converting {len} bytes"
+            );
+        }
+        assert!(dst
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == (i % 65521) as u32));
+        assert!(resident_kib(base) <= 8, "all given back");
+        // An error in a part stops the conversion and is returned.
+        let e = memory
+            .convert_once(24, 2 * n, &mut dst, |_, _| {
+                Err(CoreError::invalid_argument("no"))
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("no"));
+        assert!(memory
+            .convert_once(24, 2 * n + 2, &mut dst, |_, _| Ok(()))
+            .is_err());
+    }
 
     #[test]
     fn shared_ranges_are_checked() {
