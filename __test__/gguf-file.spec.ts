@@ -370,6 +370,18 @@ describe('GgufFile.openUrl: range requests', () => {
       }
       const raw = await remote.getTensorAsync(name, { as: 'raw' })
       expect(bytesOf(raw.data).equals(bytesOf(local.getTensor(name, { as: 'raw' }).data)), name).toBe(true)
+      // F64 (block types: decoded to F32 first, then widened) where the type has a float form.
+      let wantF64: Tensor | undefined
+      try {
+        wantF64 = local.getTensor(name, { as: 'F64' })
+      } catch (e) {
+        await expect(remote.getTensorAsync(name, { as: 'F64' })).rejects.toEqual(expect.objectContaining({ code: (e as { code: string }).code }))
+      }
+      if (wantF64) {
+        const got = await remote.getTensorAsync(name, { as: 'F64' })
+        expect(got.data.constructor, name).toBe(Float64Array)
+        expect(bytesOf(got.data).equals(bytesOf(wantF64.data)), name).toBe(true)
+      }
     }
   }
 

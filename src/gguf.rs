@@ -525,13 +525,24 @@ pub fn gguf_decode_tensor(
                 ))
                 .with_tensor(&name));
             }
-            let served = if mode.as_ == ReadAs::Raw {
-                stcore::format::safetensors::TensorBytes::Owned(raw)
-            } else {
-                inner.serve_stored(&name, raw)?
-            };
-            let data = crate::typed::to_typed_array(t.dtype, served, mode)
-                .map_err(|e| e.with_tensor(&name))?;
+            use stcore::format::gguf::Served;
+            use stcore::format::safetensors::TensorBytes;
+            let data = match (mode.as_, inner.serve_stored(&name, raw)?) {
+                (ReadAs::Raw, Served::Bytes(b)) => crate::typed::to_typed_array(t.dtype, b, mode),
+                (ReadAs::Raw, Served::Decoder(d)) => {
+                    crate::typed::to_typed_array(t.dtype, d.stored, mode)
+                }
+                (_, Served::Bytes(b)) => crate::typed::to_typed_array(t.dtype, b, mode),
+                // Block types decode straight into the output array, as local reads do.
+                (ReadAs::Native | ReadAs::F32, Served::Decoder(d)) => {
+                    crate::typed::decoded_f32(t.numel(), d)
+                }
+                (ReadAs::F64, Served::Decoder(d)) => {
+                    let bytes = TensorBytes::Owned(d.decode_to_bytes(t.numel())?);
+                    crate::typed::to_typed_array(t.dtype, bytes, mode)
+                }
+            }
+            .map_err(|e| e.with_tensor(&name))?;
             Ok(Tensor {
                 name: t.name.clone(),
                 dtype: t.dtype.name().to_string(),

@@ -130,6 +130,15 @@ pub struct F32Decoder<'a> {
     pub decode: DecodeF32,
 }
 
+impl F32Decoder<'_> {
+    /// The `numel` decoded values as little-endian f32 bytes, in a new buffer.
+    pub fn decode_to_bytes(&self, numel: usize) -> Result<Vec<u8>> {
+        let mut values = vec![0f32; numel];
+        (self.decode)(self.stored.as_slice(), &mut values)?;
+        Ok(crate::cast::element_bytes(&values).to_vec())
+    }
+}
+
 /// A format's key/values, in the form the format has them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Metadata<'a> {

@@ -31,7 +31,7 @@ pub use crate::codecs::{
 };
 pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{decode_f32, parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
-pub use source::GgufSource;
+pub use source::{GgufSource, Served};
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use write::write_gguf_file;

@@ -144,10 +144,12 @@ impl GgufSource {
         })
     }
 
-    /// The bytes `fetch` would give for `name`, from its stored bytes `raw` (fetched by the
-    /// caller from the file at [`GgufSource::file_offset`]): as they are for plain types,
-    /// decoded to F32 for block types.
-    pub fn serve_stored(&self, name: &str, raw: Vec<u8>) -> Result<TensorBytes<'static>> {
+    /// What `fetch` would give for `name`, from its stored bytes `raw` (fetched by the caller
+    /// from the file at [`GgufSource::file_offset`]): the bytes as they are for plain types;
+    /// for block types a decoder to F32 over them, as [`TensorSource::f32_decoder`] gives, so
+    /// that the caller decodes straight into its output ([`F32Decoder::decode_to_bytes`]
+    /// when it wants the decoded bytes).
+    pub fn serve_stored(&self, name: &str, raw: Vec<u8>) -> Result<Served> {
         let info = self.info_of(name)?;
         if raw.len() != info.byte_len {
             return Err(self.context(
@@ -160,11 +162,12 @@ impl GgufSource {
             ));
         }
         if served_as_stored(info.ggml_type) {
-            return Ok(TensorBytes::Owned(raw));
+            return Ok(Served::Bytes(TensorBytes::Owned(raw)));
         }
-        super::decode_f32(info.ggml_type, &raw, info.numel())
-            .map(TensorBytes::Owned)
-            .map_err(|e| self.context(e.with_tensor(name)))
+        Ok(Served::Decoder(decoder(
+            info.ggml_type,
+            TensorBytes::Owned(raw),
+        )))
     }
 
     /// Where the stored bytes of `name` start, from the start of the file.
@@ -191,6 +194,22 @@ impl GgufSource {
         let start = self.header.data_offset + info.offset as usize;
         TensorBytes::shared(&self.memory, start, info.byte_len)
             .map_err(|e| self.context(e.with_tensor(&info.name)))
+    }
+}
+
+/// A tensor's stored bytes served by [`GgufSource::serve_stored`].
+pub enum Served {
+    /// A plain type: the bytes as they are.
+    Bytes(TensorBytes<'static>),
+    /// A block type: its bytes and the decoder to F32.
+    Decoder(F32Decoder<'static>),
+}
+
+/// The F32 decoder of a block type over its stored bytes.
+fn decoder(ty: GgmlType, stored: TensorBytes<'_>) -> F32Decoder<'_> {
+    F32Decoder {
+        stored,
+        decode: Box::new(move |src, dst| crate::codecs::decode(ty, src, dst)),
     }
 }
 
@@ -222,11 +241,7 @@ impl TensorSource for GgufSource {
         if served_as_stored(info.ggml_type) {
             return Ok(None);
         }
-        let ty = info.ggml_type;
-        Ok(Some(F32Decoder {
-            stored: self.raw(info)?,
-            decode: Box::new(move |src, dst| crate::codecs::decode(ty, src, dst)),
-        }))
+        Ok(Some(decoder(info.ggml_type, self.raw(info)?)))
     }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         let info = self.gguf_info(name)?;
