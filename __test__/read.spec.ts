@@ -190,6 +190,12 @@ describe('SafeTensorsFile', () => {
     const cols = f.getSlice('i32', [null, [1, 3]])
     expect(cols.shape).toEqual([3, 2])
     expect(Array.from(cols.data as Int32Array)).toEqual([-5, -4, -1, 0, 3, 4])
+    // Several runs converted where they lie (no gathered copy first), sync and async.
+    for (const [as, Ctor] of [['F32', Float32Array], ['F64', Float64Array]] as const) {
+      const c = f.getSlice('i32', [null, [1, 3]], { as })
+      expect(c.data).toBeInstanceOf(Ctor)
+      expect([c.shape, Array.from(c.data as Float32Array)]).toEqual([[3, 2], [-5, -4, -1, 0, 3, 4]])
+    }
     const row = f.getSlice('i32', [-1])
     expect(row.shape).toEqual([4])
     expect(Array.from(row.data as Int32Array)).toEqual([2, 3, 4, 5])

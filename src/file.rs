@@ -3,7 +3,7 @@
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
-use crate::typed::{to_typed_array, ReadAs, ReadMode, TypedArrayOut};
+use crate::typed::{ReadAs, ReadMode, TypedArrayOut};
 use crate::weights::read_source_all;
 use napi::bindgen_prelude::*;
 use napi::Env;
@@ -372,24 +372,8 @@ impl SafeTensorsFile {
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
         guard(&env, "SafeTensorsFile.getSlice", || {
-            let run = || -> CoreResult<Tensor> {
-                let mode = GetOptions::mode(&options, ReadAs::Native)?;
-                let args = ranges
-                    .iter()
-                    .map(slice_arg)
-                    .collect::<CoreResult<Vec<_>>>()?;
-                let inner = self.inner.get()?;
-                let (shape, bytes) = inner.slice(&name, &args)?;
-                let info = inner.info(&name)?;
-                let data = to_typed_array(info.dtype, bytes, mode)?;
-                Ok(Tensor {
-                    name: name.clone(),
-                    dtype: info.dtype.name().to_string(),
-                    shape: shape_to_js(&shape),
-                    data,
-                })
-            };
-            run().or_throw(&env)
+            self.inner
+                .get_slice(&env, &name, &ranges, &options, ReadAs::Native)
         })
     }
 

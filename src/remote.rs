@@ -106,24 +106,9 @@ impl SafeTensorsFile {
         options: Option<GetOptions>,
     ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
         guard(&env, "SafeTensorsFile.getSliceAsync", || {
-            let args = ranges
-                .iter()
-                .map(slice_arg)
-                .collect::<CoreResult<Vec<_>>>()
-                .or_throw(&env)?;
-            let mode = GetOptions::mode(&options, ReadAs::Native);
-            let st = self.inner.get();
-            Ok(CoreTask::new(move || {
-                let st = st?;
-                let (shape, bytes) = st.slice(&name, &args)?;
-                let dtype = st.info(&name)?.dtype;
-                Ok(Tensor {
-                    name: name.clone(),
-                    dtype: dtype.name().to_string(),
-                    shape: shape_to_js(&shape),
-                    data: to_typed_array(dtype, bytes, mode?)?,
-                })
-            }))
+            Ok(self
+                .inner
+                .get_slice_async(name, &ranges, &options, ReadAs::Native))
         })
     }
 }

@@ -428,6 +428,38 @@ pub fn decoded_f32(n: usize, decoder: F32Decoder<'_>) -> CoreResult<TypedArrayOu
     )
 }
 
+/// A selection made of several runs of `memory` (`(start, len)`, all of one length: a slice
+/// of a tensor of `dtype`), `n` elements, converted where the runs lie into the output when
+/// `mode` asks for F32 or F64 — no gathered copy of the selection first. `None` when `mode`
+/// asks for no conversion the type has (then the runs are gathered as bytes).
+pub fn converted_runs(
+    dtype: DType,
+    mode: ReadMode,
+    memory: Arc<Memory>,
+    runs: Vec<(usize, usize)>,
+    n: usize,
+) -> Option<CoreResult<TypedArrayOut>> {
+    match mode.as_ {
+        ReadAs::F32 if cast::to_f32(dtype, &[], &mut []).is_ok() => Some(produce(
+            TypedArrayType::Float32,
+            n,
+            move |dst: &mut [f32]| {
+                cast::convert_runs(&memory, &runs, dst, |s, d| cast::to_f32(dtype, s, d))
+            },
+            external!(F32, Float32Array),
+        )),
+        ReadAs::F64 if cast::to_f64(dtype, &[], &mut []).is_ok() => Some(produce(
+            TypedArrayType::Float64,
+            n,
+            move |dst: &mut [f64]| {
+                cast::convert_runs(&memory, &runs, dst, |s, d| cast::to_f64(dtype, s, d))
+            },
+            external!(F64, Float64Array),
+        )),
+        _ => None,
+    }
+}
+
 /// Convert to f64 (element types [`cast::to_f64`] accepts).
 fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     let n = cast::element_count(dtype, bytes.as_slice())?;

@@ -10,7 +10,7 @@ use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
-use crate::typed::{decoded_f32, to_typed_array, ReadAs, ReadMode};
+use crate::typed::{converted_runs, decoded_f32, to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -74,6 +74,19 @@ pub fn read_source_slice(
             t.dtype,
             t.shape
         ))));
+    }
+    // Several runs converted to F32/F64: straight from where they lie into the output.
+    if let (TensorBytes::Shared { memory, start, .. }, [_, _, ..]) = (&bytes, &plan.spans[..]) {
+        let runs = plan.spans.iter().map(|&(s, l)| (start + s, l)).collect();
+        let n = plan.shape.iter().product();
+        if let Some(data) = converted_runs(t.dtype, mode, Arc::clone(memory), runs, n) {
+            return Ok(Tensor {
+                name: t.name.clone(),
+                dtype: t.dtype.name().to_string(),
+                shape: shape_to_js(&plan.shape),
+                data: data.map_err(|e| e.with_tensor(name))?,
+            });
+        }
     }
     let bytes = match (bytes, &plan.spans[..]) {
         (TensorBytes::Shared { memory, start, .. }, [(s, l)]) => {

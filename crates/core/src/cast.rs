@@ -265,6 +265,43 @@ fn par_convert<T: Send>(
 // ---------------------------------------------------------------------------------------
 // Public conversions.
 
+/// Convert the byte ranges `runs` of `src` (`(start, len)`, all of one length) into
+/// consecutive equal parts of `dst`, each by `convert`, on several threads when large: a
+/// strided selection (a slice of a tensor) converted where it lies, without gathering its
+/// bytes into a buffer first.
+pub fn convert_runs<T: Send>(
+    src: &[u8],
+    runs: &[(usize, usize)],
+    dst: &mut [T],
+    convert: impl Fn(&[u8], &mut [T]) -> Result<()> + Sync,
+) -> Result<()> {
+    if dst.is_empty() && runs.iter().all(|&(_, l)| l == 0) {
+        return Ok(());
+    }
+    let run_len = runs.first().map_or(0, |r| r.1);
+    if runs.iter().any(|&(_, l)| l != run_len) || !dst.len().is_multiple_of(runs.len().max(1)) {
+        return Err(CoreError::invalid_argument(
+            "runs of different lengths, or not one per part of the output",
+        ));
+    }
+    let per_run = dst.len() / runs.len();
+    if per_run == 0 {
+        return Err(CoreError::invalid_argument("runs with an empty output"));
+    }
+    let split = crate::parallel::Split::new(1, per_run)
+        .min_units_per_thread((PARALLEL_THRESHOLD / 2 / per_run).max(1));
+    crate::parallel::for_chunks(split, runs, dst, |_, runs, dst| {
+        for (&(start, len), part) in runs.iter().zip(dst.chunks_exact_mut(per_run)) {
+            let bytes = start
+                .checked_add(len)
+                .and_then(|end| src.get(start..end))
+                .ok_or_else(|| CoreError::invalid_argument("a run outside the bytes"))?;
+            convert(bytes, part)?;
+        }
+        Ok(())
+    })
+}
+
 fn check_len(dtype: DType, bytes: &[u8], n: usize) -> Result<()> {
     if dtype.byte_len(n) != Some(bytes.len()) {
         return Err(CoreError::invalid_argument(format!(
@@ -568,6 +605,45 @@ pub fn convert_bytes<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_convert_where_they_lie_as_a_gather_then_a_conversion_would() {
+        // Columns 3..3+w of a [rows, 40] BF16 matrix, enough rows for several threads.
+        let (rows, cols, w) = (70_000, 40, 17);
+        let values: Vec<f32> = (0..rows * cols).map(|i| (i % 977) as f32 - 300.5).collect();
+        let src = encode_f32(&values, DType::BF16).unwrap();
+        let runs: Vec<(usize, usize)> = (0..rows).map(|r| ((r * cols + 3) * 2, w * 2)).collect();
+        let mut gathered = Vec::new();
+        for &(s, l) in &runs {
+            gathered.extend_from_slice(&src[s..s + l]);
+        }
+        let want = to_f32_vec(DType::BF16, &gathered).unwrap();
+        let mut got = vec![0f32; rows * w];
+        convert_runs(&src, &runs, &mut got, |s, d| to_f32(DType::BF16, s, d)).unwrap();
+        assert_eq!(got, want);
+        // Bad runs are errors, never a panic.
+        let mut out = vec![0f32; 2];
+        let e = |runs: &[(usize, usize)], out: &mut [f32]| {
+            convert_runs(&src, runs, out, |s, d| to_f32(DType::BF16, s, d)).unwrap_err()
+        };
+        assert_eq!(
+            e(&[(0, 2), (4, 4)], &mut out).code(),
+            "ERR_INVALID_ARGUMENT"
+        );
+        assert_eq!(
+            e(&[(src.len(), 2), (0, 2)], &mut out).code(),
+            "ERR_INVALID_ARGUMENT"
+        );
+        assert_eq!(
+            e(&[(0, 2), (2, 2), (4, 2)], &mut out).code(),
+            "ERR_INVALID_ARGUMENT"
+        );
+        assert_eq!(
+            e(&[(usize::MAX, 2), (0, 2)], &mut out).code(),
+            "ERR_INVALID_ARGUMENT"
+        );
+        assert!(convert_runs(&src, &[], &mut [], |s, d| to_f32(DType::BF16, s, d)).is_ok());
+    }
 
     fn same(a: f32, b: f32) -> bool {
         (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
