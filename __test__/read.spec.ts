@@ -206,6 +206,20 @@ describe('SafeTensorsFile', () => {
     }
   })
 
+  it('getSlice of a file read with positioned reads (backend: read) equals the mapped one, sync and async', async () => {
+    const mapped = SafeTensorsFile.open(path)
+    const read = SafeTensorsFile.open(path, { backend: 'read' })
+    for (const [name, ranges] of [['i32', [null, [1, 3]]], ['i32', [[1, 2]]], ['bf16', [[0, 2]]], ['f64', [null]]] as const) {
+      for (const as of [undefined, 'F32', 'F64', 'raw'] as const) {
+        const want = mapped.getSlice(name, ranges as any, { as })
+        for (const got of [read.getSlice(name, ranges as any, { as }), await read.getSliceAsync(name, ranges as any, { as })]) {
+          expect([got.dtype, got.shape, got.data.constructor], `${name} ${as}`).toEqual([want.dtype, want.shape, want.data.constructor])
+          expect(Buffer.from(got.data.buffer, got.data.byteOffset, got.data.byteLength).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength)), `${name} ${as}`).toBe(true)
+        }
+      }
+    }
+  })
+
   it('tensors() and loadFile() return every tensor in offset order, sync and async', async () => {
     const f = SafeTensorsFile.open(path)
     const all = f.tensors()

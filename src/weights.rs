@@ -66,6 +66,17 @@ pub fn read_source_slice(
         None => e.with_tensor(name),
     };
     let plan = SlicePlan::new(&info, ranges).map_err(context)?;
+    // A file read with positioned reads reads only the selected runs.
+    if let Some(gathered) = source.fetch_spans(name, &plan.spans)? {
+        let data = to_typed_array(t.dtype, TensorBytes::Owned(gathered), mode)
+            .map_err(|e| e.with_tensor(name))?;
+        return Ok(Tensor {
+            name: t.name.clone(),
+            dtype: t.dtype.name().to_string(),
+            shape: shape_to_js(&plan.shape),
+            data,
+        });
+    }
     let bytes = source.fetch(name)?;
     if bytes.len() != info.data_offsets.1 {
         return Err(context(stcore::CoreError::size_mismatch(format!(

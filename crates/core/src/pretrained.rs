@@ -345,6 +345,10 @@ impl TensorSource for ModelDir {
         self.info(name)?;
         self.weights.f32_decoder(name)
     }
+    fn fetch_spans(&self, name: &str, spans: &[(usize, usize)]) -> Result<Option<Vec<u8>>> {
+        self.info(name)?;
+        self.weights.fetch_spans(name, spans)
+    }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         self.weights.stored_range(name)
     }

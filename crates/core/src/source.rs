@@ -262,6 +262,14 @@ pub trait TensorSource: Send + Sync {
         Ok(None)
     }
 
+    /// The runs `spans` (`(offset, len)` within the bytes [`fetch`](Self::fetch) serves) of
+    /// `name`, gathered, when the source reads them without reading the whole tensor (a file
+    /// read with positioned reads: a slice of a large tensor reads only its rows). `None`
+    /// (the default) where the caller should cut them from `fetch`'s bytes.
+    fn fetch_spans(&self, _name: &str, _spans: &[(usize, usize)]) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
     /// The file or directory the source was opened from (none for bytes held in memory).
     fn path(&self) -> Option<&Path>;
 

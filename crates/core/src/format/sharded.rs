@@ -230,6 +230,9 @@ impl TensorSource for ShardedSource {
     fn f32_decoder(&self, name: &str) -> Result<Option<F32Decoder<'_>>> {
         self.shard(name)?.f32_decoder(name)
     }
+    fn fetch_spans(&self, name: &str, spans: &[(usize, usize)]) -> Result<Option<Vec<u8>>> {
+        self.shard(name)?.fetch_spans(name, spans)
+    }
     fn stored_range(&self, name: &str) -> Option<(u64, u64)> {
         self.shard(name).ok()?.stored_range(name)
     }

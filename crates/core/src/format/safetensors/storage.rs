@@ -400,6 +400,24 @@ impl TensorSource for SafeTensors {
     fn fetch_raw(&self, name: &str) -> Result<TensorBytes<'_>> {
         self.fetch(name)
     }
+    fn fetch_spans(&self, name: &str, spans: &[(usize, usize)]) -> Result<Option<Vec<u8>>> {
+        #[cfg(feature = "fs")]
+        if let Storage::File(_) = self.storage {
+            let (base, end) = self.info(name)?.data_offsets;
+            let mut out = Vec::new();
+            for &(start, len) in spans {
+                // Inside the tensor, so `out` is bounded by the file's size.
+                let at = base
+                    .checked_add(start)
+                    .filter(|at| at.checked_add(len).is_some_and(|e| e <= end))
+                    .ok_or_else(|| CoreError::invalid_argument("a run outside the tensor"))?;
+                out.extend_from_slice(self.bytes_range(at, len)?.as_slice());
+            }
+            return Ok(Some(out));
+        }
+        let _ = (name, spans);
+        Ok(None)
+    }
     fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }

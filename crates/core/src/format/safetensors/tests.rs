@@ -626,3 +626,32 @@ fn detached_files_validate_the_header_and_locate_tensors() {
         "ERR_INCOMPLETE_FILE"
     );
 }
+
+/// A file read with positioned reads serves a slice's runs by reading only them; a mapped file
+/// leaves cutting them to the caller. The runs read equal the mapped bytes.
+#[cfg(feature = "fs")]
+#[test]
+fn positioned_reads_serve_only_the_runs_of_a_slice() {
+    use crate::source::TensorSource;
+    let path = fixture("safetensors/all_dtypes.safetensors");
+    let mapped = SafeTensors::open(&path, Backend::Mmap).unwrap();
+    let read = SafeTensors::open(&path, Backend::Read).unwrap();
+    // i32 is [3, 4]: columns 1..3 of every row are three runs of 8 bytes.
+    let spans = [(4, 8), (20, 8), (36, 8)];
+    assert!(mapped.fetch_spans("i32", &spans).unwrap().is_none());
+    let got = read.fetch_spans("i32", &spans).unwrap().unwrap();
+    let all = mapped.fetch("i32").unwrap();
+    let want: Vec<u8> = spans
+        .iter()
+        .flat_map(|&(s, l)| all.as_slice()[s..s + l].to_vec())
+        .collect();
+    assert_eq!(got, want);
+    let big = read.info("i32").unwrap().data_offsets.1;
+    for bad in [(big, 8), (usize::MAX, 2), (usize::MAX - 3, 1 << 40)] {
+        assert!(read.fetch_spans("i32", &[bad]).is_err(), "{bad:?}");
+    }
+    assert_eq!(
+        read.fetch_spans("nope", &spans).unwrap_err().code(),
+        "ERR_NOT_FOUND"
+    );
+}
