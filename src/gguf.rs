@@ -517,29 +517,18 @@ pub fn gguf_decode_tensor(
             let t = inner.info(&name)?;
             let view = crate::args::bytes_arg(&bytes, "bytes")?;
             let raw = crate::args::with_view(&view, |b| Ok(b.to_vec()))?;
-            if raw.len() as u64 != t.stored_len {
-                return Err(crate::error::invalid_argument(format!(
-                    "{} bytes given for a tensor of {} stored bytes",
-                    raw.len(),
-                    t.stored_len
-                ))
-                .with_tensor(&name));
-            }
+            use crate::typed::{decoded_f32, to_typed_array};
             use stcore::format::gguf::Served;
             use stcore::format::safetensors::TensorBytes;
+            // `serve_stored` checks the length against the file's description of the tensor.
             let data = match (mode.as_, inner.serve_stored(&name, raw)?) {
-                (ReadAs::Raw, Served::Bytes(b)) => crate::typed::to_typed_array(t.dtype, b, mode),
-                (ReadAs::Raw, Served::Decoder(d)) => {
-                    crate::typed::to_typed_array(t.dtype, d.stored, mode)
-                }
-                (_, Served::Bytes(b)) => crate::typed::to_typed_array(t.dtype, b, mode),
+                (_, Served::Bytes(b)) => to_typed_array(t.dtype, b, mode),
+                (ReadAs::Raw, Served::Decoder(d)) => to_typed_array(t.dtype, d.stored, mode),
                 // Block types decode straight into the output array, as local reads do.
-                (ReadAs::Native | ReadAs::F32, Served::Decoder(d)) => {
-                    crate::typed::decoded_f32(t.numel(), d)
-                }
+                (ReadAs::Native | ReadAs::F32, Served::Decoder(d)) => decoded_f32(t.numel(), d),
                 (ReadAs::F64, Served::Decoder(d)) => {
                     let bytes = TensorBytes::Owned(d.decode_to_bytes(t.numel())?);
-                    crate::typed::to_typed_array(t.dtype, bytes, mode)
+                    to_typed_array(t.dtype, bytes, mode)
                 }
             }
             .map_err(|e| e.with_tensor(&name))?;

@@ -263,25 +263,14 @@ impl Source {
         }
     }
 
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            // The range was validated when the bytes were fetched.
-            Source::Shared { memory, start, len } => &memory[*start..*start + *len],
-            Source::Owned(v) => v,
-        }
-    }
-
     /// Read the bytes once for a conversion: a file mapping's pages are mapped in one call
     /// first (not one fault per 4 KiB page as the conversion walks them) and given back
     /// after, unless JS holds a view of them ([`stcore::pages`]).
     fn convert<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let Source::Shared { memory, start, len } = self else {
-            return f(self.as_slice());
-        };
-        memory.populate_once(*start, *len);
-        let out = f(self.as_slice());
-        memory.release(*start, *len);
-        out
+        match self {
+            Source::Shared { memory, start, len } => memory.read_once(*start, *len, f),
+            Source::Owned(v) => f(v),
+        }
     }
 
     /// Like [`Source::convert`] for a conversion that maps each run of bytes to one element

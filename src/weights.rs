@@ -10,13 +10,13 @@ use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
-use crate::typed::{converted_runs, decoded_f32, to_typed_array, ReadAs, ReadMode};
+use crate::typed::{converted_runs, decoded_f32, to_typed_array, ReadAs, ReadMode, TypedArrayOut};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
 use stcore::format::safetensors::{SliceArg, SlicePlan, TensorBytes, TensorInfo as CoreInfo};
 use stcore::format::OpenOptions;
-use stcore::{TensorSource, WeightsFormat};
+use stcore::{SourceTensor, TensorSource, WeightsFormat};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -66,19 +66,33 @@ pub fn read_source_slice(
         None => e.with_tensor(name),
     };
     let plan = SlicePlan::new(&info, ranges).map_err(context)?;
+    let data = slice_data(source, t, &plan, info.data_offsets.1, mode, context)
+        .map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        shape: shape_to_js(&plan.shape),
+        data,
+    })
+}
+
+/// The typed array of the selection `plan` of the tensor `t` (whose served bytes are `len`
+/// long).
+fn slice_data(
+    source: &dyn TensorSource,
+    t: &SourceTensor,
+    plan: &SlicePlan,
+    len: usize,
+    mode: ReadMode,
+    context: impl Fn(stcore::CoreError) -> stcore::CoreError,
+) -> CoreResult<TypedArrayOut> {
+    let (name, dtype) = (t.name.as_str(), t.dtype);
     // A file read with positioned reads reads only the selected runs.
     if let Some(gathered) = source.fetch_spans(name, &plan.spans)? {
-        let data = to_typed_array(t.dtype, TensorBytes::Owned(gathered), mode)
-            .map_err(|e| e.with_tensor(name))?;
-        return Ok(Tensor {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape: shape_to_js(&plan.shape),
-            data,
-        });
+        return to_typed_array(dtype, TensorBytes::Owned(gathered), mode);
     }
     let bytes = source.fetch(name)?;
-    if bytes.len() != info.data_offsets.1 {
+    if bytes.len() != len {
         return Err(context(stcore::CoreError::size_mismatch(format!(
             "{} bytes served for {} of shape {:?}",
             bytes.len(),
@@ -90,13 +104,8 @@ pub fn read_source_slice(
     if let (TensorBytes::Shared { memory, start, .. }, [_, _, ..]) = (&bytes, &plan.spans[..]) {
         let runs = plan.spans.iter().map(|&(s, l)| (start + s, l)).collect();
         let n = plan.shape.iter().product();
-        if let Some(data) = converted_runs(t.dtype, mode, Arc::clone(memory), runs, n) {
-            return Ok(Tensor {
-                name: t.name.clone(),
-                dtype: t.dtype.name().to_string(),
-                shape: shape_to_js(&plan.shape),
-                data: data.map_err(|e| e.with_tensor(name))?,
-            });
+        if let Some(data) = converted_runs(dtype, mode, Arc::clone(memory), runs, n) {
+            return data;
         }
     }
     let bytes = match (bytes, &plan.spans[..]) {
@@ -118,13 +127,7 @@ pub fn read_source_slice(
             TensorBytes::Owned(out)
         }
     };
-    let data = to_typed_array(t.dtype, bytes, mode).map_err(|e| e.with_tensor(name))?;
-    Ok(Tensor {
-        name: t.name.clone(),
-        dtype: t.dtype.name().to_string(),
-        shape: shape_to_js(&plan.shape),
-        data,
-    })
+    to_typed_array(dtype, bytes, mode)
 }
 
 /// Every tensor of a source, keyed by name in serving order.

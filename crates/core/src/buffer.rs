@@ -152,6 +152,27 @@ pub fn prepare_output(ptr: *mut u8, len: usize) {
     }
 }
 
+/// Fill `numel` f32 values through `fill` and return their little-endian bytes, decoding in
+/// place when the byte buffer happens to be aligned for f32 (it nearly always is).
+pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Result<Vec<u8>> {
+    let len = numel.checked_mul(4).ok_or_else(|| {
+        CoreError::invalid_argument(format!("{numel} f32 values overflow the address space"))
+    })?;
+    let mut bytes = vec![0u8; len];
+    // A large zeroed Vec is a fresh mapping nobody has touched: ask for huge pages (a 64 MiB
+    // decode otherwise spends more time in 4 KiB page faults than decoding).
+    prepare_output(bytes.as_mut_ptr(), len);
+    // SAFETY: every bit pattern is a valid f32; align_to_mut only yields aligned elements.
+    let (head, body, tail) = unsafe { bytes.align_to_mut::<f32>() };
+    if head.is_empty() && tail.is_empty() {
+        fill(body)?;
+        return Ok(bytes);
+    }
+    let mut values = vec![0f32; numel];
+    fill(&mut values)?;
+    Ok(crate::cast::element_bytes(&values).to_vec())
+}
+
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
 /// `bytes` that were asked for.
 fn map_anonymous(map_len: usize, bytes: usize) -> Result<*mut libc::c_void> {
@@ -207,37 +228,38 @@ pub fn populate_read(bytes: &[u8]) {
     unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_READ) };
 }
 
+/// The value of `field` (e.g. `Rss`, `VmFlags`) for the mapping of this process that holds
+/// `addr`, from /proc/self/smaps: for tests that check what the kernel did with our memory.
+#[cfg(all(test, feature = "fs"))]
+pub(crate) fn smaps_field(addr: usize, field: &str) -> String {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line.split_whitespace().next().unwrap_or("");
+        if let Some((from, to)) = range.split_once('-') {
+            if let (Ok(from), Ok(to)) = (
+                usize::from_str_radix(from, 16),
+                usize::from_str_radix(to, 16),
+            ) {
+                inside = from <= addr && addr < to;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(value) = line.strip_prefix(field).and_then(|l| l.strip_prefix(':')) {
+                return value.trim().to_string();
+            }
+        }
+    }
+    panic!("no mapping holds {addr:#x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[cfg(feature = "fs")]
     const PAGE: usize = 4096;
-
-    /// The `VmFlags` of the mapping that holds `addr`, from /proc/self/smaps.
-    #[cfg(feature = "fs")]
-    fn vm_flags(addr: usize) -> String {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let range = line.split_whitespace().next().unwrap_or("");
-            if let Some((from, to)) = range.split_once('-') {
-                if let (Ok(from), Ok(to)) = (
-                    usize::from_str_radix(from, 16),
-                    usize::from_str_radix(to, 16),
-                ) {
-                    inside = from <= addr && addr < to;
-                    continue;
-                }
-            }
-            if inside {
-                if let Some(flags) = line.strip_prefix("VmFlags:") {
-                    return flags.trim().to_string();
-                }
-            }
-        }
-        panic!("no mapping holds {addr:#x}")
-    }
 
     #[test]
     #[cfg(feature = "fs")]
@@ -263,7 +285,7 @@ mod tests {
             let ptr = base as usize + offset;
             prepare_output(ptr as *mut u8, len);
             let inner = ptr.next_multiple_of(HUGE_PAGE);
-            let flags = vm_flags(inner);
+            let flags = smaps_field(inner, "VmFlags");
             assert_eq!(
                 flags.split_whitespace().any(|f| f == "hg"),
                 huge,
@@ -271,7 +293,9 @@ mod tests {
             );
             // The bytes before the first 2 MiB boundary keep the mapping's own flags.
             if inner > ptr {
-                assert!(!vm_flags(ptr).split_whitespace().any(|f| f == "hg"));
+                assert!(!smaps_field(ptr, "VmFlags")
+                    .split_whitespace()
+                    .any(|f| f == "hg"));
             }
             // SAFETY: the range is inside the mapping.
             let bytes = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };

@@ -140,10 +140,20 @@ impl Memory {
 pub const CONVERT_PART: usize = 16 << 20;
 
 impl Memory {
-    /// Read `start..start + len` once for a conversion `f` that turns each run of
-    /// `len / dst.len()` bytes into one element of `dst`: the pages are mapped in one call
-    /// before `f` reads them and given back after ([`Memory::populate_once`],
-    /// [`Memory::release`]). A range of two [`CONVERT_PART`]s or more is converted one part at
+    /// Read `start..start + len` once for `f`: the pages are mapped in one call before `f`
+    /// reads them and given back after ([`Memory::populate_once`], [`Memory::release`]). A
+    /// range outside the memory (the callers check theirs) reads as empty.
+    pub fn read_once<R>(&self, start: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.populate_once(start, len);
+        let out = f(self
+            .get(start..start.saturating_add(len))
+            .unwrap_or_default());
+        self.release(start, len);
+        out
+    }
+
+    /// Read `start..start + len` once ([`Memory::read_once`]) for a conversion `f` that turns
+    /// each run of `len / dst.len()` bytes into one element of `dst`. A range of two [`CONVERT_PART`]s or more is converted one part at
     /// a time (`f` gets matching parts of both), each part's pages given back as soon as it is
     /// done: converting a model's last large tensor then does not hold all of its source
     /// pages beside every output made so far (the peak RSS of a whole checkpoint loaded as
@@ -167,10 +177,7 @@ impl Memory {
             })?;
         let n = dst.len();
         if n == 0 || !len.is_multiple_of(n) || len < 2 * CONVERT_PART {
-            self.populate_once(start, len);
-            let out = f(&self[start..end], dst);
-            self.release(start, len);
-            return out;
+            return self.read_once(start, len, |src| f(src, dst));
         }
         let k = len / n;
         let mut done = 0;
@@ -184,10 +191,7 @@ impl Memory {
             }
             .min(end);
             let count = (to - from) / k;
-            self.populate_once(from, to - from);
-            let out = f(&self[from..to], &mut dst[done..done + count]);
-            self.release(from, to - from);
-            out?;
+            self.read_once(from, to - from, |src| f(src, &mut dst[done..done + count]))?;
             done += count;
         }
         Ok(())
@@ -266,26 +270,11 @@ impl<'a> TensorBytes<'a> {
 mod tests {
     use super::*;
 
-    /// Resident KiB of the mapping that starts at `base` (/proc/self/smaps).
+    /// Resident KiB of the mapping that starts at `base`.
     #[cfg(feature = "mmap")]
     fn resident_kib(base: usize) -> usize {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if let Some((from, _)) = first.split_once('-') {
-                if let Ok(from) = usize::from_str_radix(from, 16) {
-                    inside = from == base;
-                    continue;
-                }
-            }
-            if inside {
-                if let Some(kib) = line.strip_prefix("Rss:") {
-                    return kib.trim().trim_end_matches("kB").trim().parse().unwrap();
-                }
-            }
-        }
-        panic!("no mapping starts at {base:#x}")
+        let rss = crate::buffer::smaps_field(base, "Rss");
+        rss.trim_end_matches("kB").trim().parse().unwrap()
     }
 
     #[test]

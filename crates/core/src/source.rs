@@ -133,9 +133,7 @@ pub struct F32Decoder<'a> {
 impl F32Decoder<'_> {
     /// The `numel` decoded values as little-endian f32 bytes, in a new buffer.
     pub fn decode_to_bytes(&self, numel: usize) -> Result<Vec<u8>> {
-        let mut values = vec![0f32; numel];
-        (self.decode)(self.stored.as_slice(), &mut values)?;
-        Ok(crate::cast::element_bytes(&values).to_vec())
+        crate::buffer::f32_bytes(numel, &|out| (self.decode)(self.stored.as_slice(), out))
     }
 }
 

@@ -13,7 +13,6 @@ use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ALIGNMENT, MAX_ARRAY_ELEMENTS,
     MAX_STRING_BYTES,
 };
-use crate::cast;
 use crate::codecs;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
@@ -529,8 +528,9 @@ impl<'a> GgufFile<'a> {
                 TensorView::new(name, dtype, info.shape.clone(), raw)
             }
             (_, Some(_)) => {
-                let data = f32_bytes(info.numel(), &|out| codecs::decode(ty, raw, out))
-                    .map_err(|e| e.with_tensor(name))?;
+                let data =
+                    crate::buffer::f32_bytes(info.numel(), &|out| codecs::decode(ty, raw, out))
+                        .map_err(|e| e.with_tensor(name))?;
                 TensorView::new(name, DType::F32, info.shape.clone(), data)
             }
             (None, None) => Err(CoreError::unsupported_dtype(format!(
@@ -565,7 +565,7 @@ pub struct GgufParts {
 /// `numel` values of a type with a decoder (see [`crate::codecs`]) decoded to little-endian
 /// F32 bytes; other types are ERR_UNSUPPORTED_DTYPE.
 pub fn decode_f32(ggml_type: GgmlType, raw: &[u8], numel: usize) -> Result<Vec<u8>> {
-    f32_bytes(numel, &|out| codecs::decode(ggml_type, raw, out))
+    crate::buffer::f32_bytes(numel, &|out| codecs::decode(ggml_type, raw, out))
 }
 
 fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<GgufTensorInfo> {
@@ -622,25 +622,4 @@ fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<
         offset,
         byte_len,
     })
-}
-
-/// Fill `numel` f32 values through `fill` and return their little-endian bytes, decoding in
-/// place when the byte buffer happens to be aligned for f32 (it nearly always is).
-fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Result<Vec<u8>> {
-    let len = numel
-        .checked_mul(4)
-        .ok_or_else(|| invalid(format!("{numel} f32 values overflow the address space")))?;
-    let mut bytes = vec![0u8; len];
-    // A large zeroed Vec is a fresh mapping nobody has touched: ask for huge pages (a 64 MiB
-    // decode otherwise spends more time in 4 KiB page faults than decoding).
-    crate::buffer::prepare_output(bytes.as_mut_ptr(), len);
-    // SAFETY: every bit pattern is a valid f32; align_to_mut only yields aligned elements.
-    let (head, body, tail) = unsafe { bytes.align_to_mut::<f32>() };
-    if head.is_empty() && tail.is_empty() {
-        fill(body)?;
-        return Ok(bytes);
-    }
-    let mut values = vec![0f32; numel];
-    fill(&mut values)?;
-    Ok(cast::element_bytes(&values).to_vec())
 }
