@@ -1,8 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { LinearRegression, LogisticRegression, Model } from '../index.js'
 import { dataset, tempDir } from './helpers'
+import { ensureAprenderPeer } from '../scripts/peers/aprender.mjs'
 
 /**
  * Files written here load in the Rust crate aprender (0.72.3, the version that wrote the
@@ -14,13 +15,12 @@ import { dataset, tempDir } from './helpers'
  * aprender's LogisticRegression is binary only, so multiclass files are not part of this.
  */
 
-const MANIFEST = resolve(__dirname, '../peers/aprender/Cargo.toml')
-const BINARY = resolve(__dirname, '../peers/aprender/target/release/aprender-peer')
+let BINARY = ''
 
 beforeAll(() => {
-  // Builds aprender the first time (a few minutes); a no-op afterwards.
-  const build = spawnSync('cargo', ['build', '--release', '--locked', '--manifest-path', MANIFEST], { encoding: 'utf8' })
-  if (build.status !== 0) throw new Error(`building the aprender peer failed:\n${build.stderr}`)
+  // Built once per version of the peer's sources, outside the clone (scripts/peers/aprender.mjs):
+  // a few minutes the first time, a lookup afterwards.
+  BINARY = ensureAprenderPeer()
 }, 900_000)
 
 function aprenderPredicts(kind: 'linear' | 'logistic', path: string, rows: number[][]): number[] {
