@@ -417,35 +417,46 @@ pub fn decoded_f32(n: usize, decoder: F32Decoder<'_>) -> CoreResult<TypedArrayOu
     )
 }
 
+/// Whether [`converted_runs`] serves `mode` for `dtype`: F32 or F64 asked of a type that
+/// converts to it.
+pub fn runs_convert(dtype: DType, mode: ReadMode) -> bool {
+    match mode.as_ {
+        ReadAs::F32 => cast::to_f32(dtype, &[], &mut []).is_ok(),
+        ReadAs::F64 => cast::to_f64(dtype, &[], &mut []).is_ok(),
+        ReadAs::Native | ReadAs::Raw => false,
+    }
+}
+
 /// A selection made of several runs of `memory` (`(start, len)`, all of one length: a slice
-/// of a tensor of `dtype`), `n` elements, converted where the runs lie into the output when
-/// `mode` asks for F32 or F64 — no gathered copy of the selection first. `None` when `mode`
-/// asks for no conversion the type has (then the runs are gathered as bytes).
+/// of a tensor of `dtype`), `n` elements, converted where the runs lie into the output as
+/// F32 or F64 (see [`runs_convert`]) — no gathered copy of the selection first.
 pub fn converted_runs(
     dtype: DType,
     mode: ReadMode,
     memory: Arc<Memory>,
     runs: Vec<(usize, usize)>,
     n: usize,
-) -> Option<CoreResult<TypedArrayOut>> {
+) -> CoreResult<TypedArrayOut> {
     match mode.as_ {
-        ReadAs::F32 if cast::to_f32(dtype, &[], &mut []).is_ok() => Some(produce(
+        ReadAs::F32 => produce(
             TypedArrayType::Float32,
             n,
             move |dst: &mut [f32]| {
                 cast::convert_runs(&memory, &runs, dst, |s, d| cast::to_f32(dtype, s, d))
             },
             external!(F32, Float32Array),
-        )),
-        ReadAs::F64 if cast::to_f64(dtype, &[], &mut []).is_ok() => Some(produce(
+        ),
+        ReadAs::F64 => produce(
             TypedArrayType::Float64,
             n,
             move |dst: &mut [f64]| {
                 cast::convert_runs(&memory, &runs, dst, |s, d| cast::to_f64(dtype, s, d))
             },
             external!(F64, Float64Array),
+        ),
+        ReadAs::Native | ReadAs::Raw => Err(CoreError::invalid_argument(
+            "runs are converted only to F32 or F64",
         )),
-        _ => None,
     }
 }
 

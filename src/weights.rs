@@ -10,13 +10,13 @@ use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
 use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
-use crate::typed::{converted_runs, decoded_f32, to_typed_array, ReadAs, ReadMode, TypedArrayOut};
+use crate::typed::{converted_runs, decoded_f32, runs_convert, to_typed_array, ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::format::safetensors::{SliceArg, SlicePlan, TensorBytes, TensorInfo as CoreInfo};
+use stcore::format::safetensors::SliceArg;
 use stcore::format::OpenOptions;
-use stcore::{SourceTensor, TensorSource, WeightsFormat};
+use stcore::{Selected, Selection, TensorSource, WeightsFormat};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -46,8 +46,9 @@ pub fn read_source_tensor(
 }
 
 /// A sub-tensor of a source's tensor along its leading dimensions (as
-/// `SafeTensorsFile.getSlice`), cut from the bytes `fetch` serves: a range of the shared
-/// memory when the selection is one run, gathered otherwise.
+/// `SafeTensorsFile.getSlice`), from the bytes `TensorSource::select` finds: several runs of
+/// memory asked for as F32/F64 are converted where they lie, anything else is handed out as
+/// the selected bytes.
 pub fn read_source_slice(
     source: &dyn TensorSource,
     name: &str,
@@ -55,79 +56,21 @@ pub fn read_source_slice(
     mode: ReadMode,
 ) -> CoreResult<Tensor> {
     let t = source.info(name)?;
-    let info = CoreInfo {
-        name: t.name.clone(),
-        dtype: t.dtype,
-        shape: t.shape.clone(),
-        data_offsets: (0, t.dtype.byte_len(t.numel()).unwrap_or(usize::MAX)),
-    };
-    let context = |e: stcore::CoreError| match source.path() {
-        Some(p) => e.with_tensor(name).with_path(p),
-        None => e.with_tensor(name),
-    };
-    let plan = SlicePlan::new(&info, ranges).map_err(context)?;
-    let data = slice_data(source, t, &plan, info.data_offsets.1, mode, context)
-        .map_err(|e| e.with_tensor(name))?;
+    let Selection { shape, bytes } = source.select(name, ranges)?;
+    let data = match bytes {
+        Selected::Runs { memory, runs } if runs_convert(t.dtype, mode) => {
+            let n = shape.iter().product();
+            converted_runs(t.dtype, mode, Arc::clone(memory), runs, n)
+        }
+        bytes => to_typed_array(t.dtype, bytes.into_bytes()?, mode),
+    }
+    .map_err(|e| e.with_tensor(name))?;
     Ok(Tensor {
         name: t.name.clone(),
         dtype: t.dtype.name().to_string(),
-        shape: shape_to_js(&plan.shape),
+        shape: shape_to_js(&shape),
         data,
     })
-}
-
-/// The typed array of the selection `plan` of the tensor `t` (whose served bytes are `len`
-/// long).
-fn slice_data(
-    source: &dyn TensorSource,
-    t: &SourceTensor,
-    plan: &SlicePlan,
-    len: usize,
-    mode: ReadMode,
-    context: impl Fn(stcore::CoreError) -> stcore::CoreError,
-) -> CoreResult<TypedArrayOut> {
-    let (name, dtype) = (t.name.as_str(), t.dtype);
-    // A file read with positioned reads reads only the selected runs.
-    if let Some(gathered) = source.fetch_spans(name, &plan.spans)? {
-        return to_typed_array(dtype, TensorBytes::Owned(gathered), mode);
-    }
-    let bytes = source.fetch(name)?;
-    if bytes.len() != len {
-        return Err(context(stcore::CoreError::size_mismatch(format!(
-            "{} bytes served for {} of shape {:?}",
-            bytes.len(),
-            t.dtype,
-            t.shape
-        ))));
-    }
-    // Several runs converted to F32/F64: straight from where they lie into the output.
-    if let (TensorBytes::Shared { memory, start, .. }, [_, _, ..]) = (&bytes, &plan.spans[..]) {
-        let runs = plan.spans.iter().map(|&(s, l)| (start + s, l)).collect();
-        let n = plan.shape.iter().product();
-        if let Some(data) = converted_runs(dtype, mode, Arc::clone(memory), runs, n) {
-            return data;
-        }
-    }
-    let bytes = match (bytes, &plan.spans[..]) {
-        (TensorBytes::Shared { memory, start, .. }, [(s, l)]) => {
-            TensorBytes::shared(memory, start + s, *l)?
-        }
-        (bytes, spans) => {
-            let all = bytes.as_slice();
-            let mut out = Vec::with_capacity(plan.byte_len);
-            for &(s, l) in spans {
-                // Inside the tensor by the plan's construction; checked all the same.
-                let part = s.checked_add(l).and_then(|end| all.get(s..end));
-                out.extend_from_slice(part.ok_or_else(|| {
-                    context(stcore::CoreError::invalid_argument(
-                        "slice outside the tensor",
-                    ))
-                })?);
-            }
-            TensorBytes::Owned(out)
-        }
-    };
-    to_typed_array(dtype, bytes, mode)
 }
 
 /// Every tensor of a source, keyed by name in serving order.

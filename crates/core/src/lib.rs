@@ -38,5 +38,7 @@ pub use error::{CoreError, ErrorKind, Result};
 #[cfg(feature = "fs")]
 pub use format::open;
 pub use format::OpenOptions;
-pub use source::{F32Decoder, Metadata, SourceTensor, TensorSource, WeightsFormat};
+pub use source::{
+    F32Decoder, Metadata, Selected, Selection, SourceTensor, TensorSource, WeightsFormat,
+};
 pub use tensor::TensorView;

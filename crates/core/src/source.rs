@@ -15,6 +15,7 @@
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::format::gguf::GgufValue;
+use crate::format::safetensors::{SliceArg, SlicePlan, TensorInfo};
 #[cfg(feature = "fs")]
 use crate::format::OpenOptions;
 #[cfg(feature = "fs")]
@@ -222,6 +223,40 @@ pub struct SourceFile {
     pub bytes: u64,
 }
 
+/// A sub-tensor selected by [`TensorSource::select`].
+pub struct Selection<'a> {
+    /// Its shape: the kept dimensions of the ranges, then the tensor's trailing ones.
+    pub shape: Vec<usize>,
+    pub bytes: Selected<'a>,
+}
+
+/// Where a selection's bytes are.
+pub enum Selected<'a> {
+    /// In hand: one run of the source's memory, or the runs read or gathered.
+    Bytes(TensorBytes<'a>),
+    /// Several runs `(start, len)` of the source's memory, each within it, not yet gathered.
+    Runs {
+        memory: &'a Arc<Memory>,
+        runs: Vec<(usize, usize)>,
+    },
+}
+
+impl<'a> Selected<'a> {
+    /// The selected bytes, the runs gathered in order.
+    pub fn into_bytes(self) -> Result<TensorBytes<'a>> {
+        match self {
+            Selected::Bytes(bytes) => Ok(bytes),
+            Selected::Runs { memory, runs } => {
+                let mut out = Vec::with_capacity(runs.iter().map(|r| r.1).sum());
+                for (start, len) in runs {
+                    out.extend_from_slice(TensorBytes::shared(memory, start, len)?.as_slice());
+                }
+                Ok(TensorBytes::Owned(out))
+            }
+        }
+    }
+}
+
 /// A weights file (or a set of them) whose tensors can be listed and fetched one by one.
 ///
 /// Implementations validate at open (every listed tensor's bytes lie inside the source and
@@ -266,6 +301,65 @@ pub trait TensorSource: Send + Sync {
     /// (the default) where the caller should cut them from `fetch`'s bytes.
     fn fetch_spans(&self, _name: &str, _spans: &[(usize, usize)]) -> Result<Option<Vec<u8>>> {
         Ok(None)
+    }
+
+    /// The sub-tensor of `name` selected along its leading dimensions by `ranges` (see
+    /// [`SlicePlan`]): the runs [`fetch_spans`](Self::fetch_spans) reads where the source
+    /// can, otherwise cut from [`fetch`](Self::fetch)'s bytes — one run borrowed, several
+    /// left where they lie ([`Selected::Runs`]) for a caller that converts them on the way.
+    fn select(&self, name: &str, ranges: &[SliceArg]) -> Result<Selection<'_>> {
+        let t = self.info(name)?;
+        let served = t.dtype.byte_len(t.numel()).unwrap_or(usize::MAX);
+        let context = |e: CoreError| match self.path() {
+            Some(p) => e.with_tensor(name).with_path(p),
+            None => e.with_tensor(name),
+        };
+        let info = TensorInfo {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            data_offsets: (0, served),
+        };
+        let SlicePlan { shape, spans, .. } = SlicePlan::new(&info, ranges).map_err(context)?;
+        let selected = |bytes| Selection {
+            shape: shape.clone(),
+            bytes,
+        };
+        if let Some(gathered) = self.fetch_spans(name, &spans).map_err(context)? {
+            return Ok(selected(Selected::Bytes(TensorBytes::Owned(gathered))));
+        }
+        let bytes = self.fetch(name).map_err(context)?;
+        if bytes.len() != served {
+            return Err(context(CoreError::size_mismatch(format!(
+                "{} bytes served for {} of shape {:?}",
+                bytes.len(),
+                t.dtype,
+                t.shape
+            ))));
+        }
+        let outside = || context(CoreError::invalid_argument("slice outside the tensor"));
+        // Within the served bytes by the plan's construction; checked all the same.
+        let inside = |&(s, l): &(usize, usize)| s.checked_add(l).is_some_and(|e| e <= served);
+        if !spans.iter().all(inside) {
+            return Err(outside());
+        }
+        Ok(selected(match (bytes, &spans[..]) {
+            (TensorBytes::Shared { memory, start, .. }, [(s, l)]) => {
+                Selected::Bytes(TensorBytes::shared(memory, start + s, *l).map_err(context)?)
+            }
+            (TensorBytes::Shared { memory, start, .. }, _) => Selected::Runs {
+                memory,
+                runs: spans.iter().map(|&(s, l)| (start + s, l)).collect(),
+            },
+            (bytes, spans) => {
+                let all = bytes.as_slice();
+                let mut out = Vec::with_capacity(spans.iter().map(|s| s.1).sum());
+                spans
+                    .iter()
+                    .for_each(|&(s, l)| out.extend_from_slice(&all[s..s + l]));
+                Selected::Bytes(TensorBytes::Owned(out))
+            }
+        }))
     }
 
     /// The file or directory the source was opened from (none for bytes held in memory).

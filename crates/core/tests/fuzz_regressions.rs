@@ -7,7 +7,7 @@
 //! answer, by luck); the tests then pass either way.
 
 use stcore::format::safetensors::{serialize, SafeTensors, SliceArg};
-use stcore::{DType, TensorView};
+use stcore::{DType, Selection, TensorSource, TensorView};
 
 /// A SafeTensors file from a header string and `data_len` zero bytes.
 fn raw_file(header: &str, data_len: usize) -> Vec<u8> {
@@ -56,7 +56,7 @@ fn slice_index_at_i64_max_is_out_of_bounds() {
         vec![SliceArg::Index(i64::MIN)],
         vec![SliceArg::Range(i64::MIN, i64::MAX)],
     ] {
-        let err = st.slice("t", &args).err().expect("out of bounds");
+        let err = st.select("t", &args).err().expect("out of bounds");
         assert_eq!(err.code(), "ERR_INVALID_ARGUMENT", "{args:?}: {err}");
     }
 }
@@ -70,9 +70,9 @@ fn slice_of_zero_size_tensor_with_huge_trailing_dims() {
         r#"{"t":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}}"#;
     let st = SafeTensors::from_bytes(raw_file(header, 0)).expect("valid: zero elements");
     for args in [vec![SliceArg::Full], vec![SliceArg::Range(0, 0)]] {
-        let (shape, bytes) = st.slice("t", &args).expect("an empty selection");
+        let Selection { shape, bytes } = st.select("t", &args).expect("an empty selection");
         assert_eq!(shape, vec![0, 1 << 40, 1 << 40]);
-        assert!(bytes.as_slice().is_empty());
+        assert!(bytes.into_bytes().unwrap().as_slice().is_empty());
     }
 }
 
@@ -82,16 +82,17 @@ fn slice_of_zero_size_tensor_with_huge_trailing_dims() {
 fn slice_of_zero_size_tensor_with_dim_above_i64_max() {
     let header = r#"{"t":{"dtype":"U8","shape":[0,18446744073709551615],"data_offsets":[0,0]}}"#;
     let st = SafeTensors::from_bytes(raw_file(header, 0)).expect("valid: zero elements");
-    let (shape, bytes) = st
-        .slice("t", &[SliceArg::Range(0, 0)])
+    let Selection { shape, bytes } = st
+        .select("t", &[SliceArg::Range(0, 0)])
         .expect("empty selection");
-    assert_eq!((shape, bytes.as_slice().len()), (vec![0, usize::MAX], 0));
+    let len = bytes.into_bytes().unwrap().as_slice().len();
+    assert_eq!((shape, len), (vec![0, usize::MAX], 0));
     for args in [
         vec![SliceArg::Full, SliceArg::Index(-1)],
         vec![SliceArg::Full, SliceArg::Range(i64::MIN, -1)],
     ] {
         // Either an empty selection or a clean out-of-bounds error: never a panic.
-        if let Err(err) = st.slice("t", &args) {
+        if let Err(err) = st.select("t", &args) {
             assert_eq!(err.code(), "ERR_INVALID_ARGUMENT", "{args:?}: {err}");
         }
     }

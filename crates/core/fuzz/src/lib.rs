@@ -13,7 +13,7 @@
 use stcore::cast;
 use stcore::format::safetensors::{SafeTensors, SliceArg};
 use stcore::tensor::checked_numel;
-use stcore::DType;
+use stcore::{DType, TensorSource};
 use std::collections::{BTreeMap, HashSet};
 
 /// Skip the inputs of bugs reported and pinned in `crates/core/tests/fuzz_regressions.rs`
@@ -326,7 +326,7 @@ fn reported_slice_overflow(shape: &[usize], elem: usize, args: &[SliceArg]) -> b
         })
 }
 
-/// `st.slice` equals the naive gather of the selected elements, or fails for a reason.
+/// `st.select` equals the naive gather of the selected elements, or fails for a reason.
 pub fn check_slice(
     st: &SafeTensors,
     name: &str,
@@ -342,7 +342,9 @@ pub fn check_slice(
     {
         return;
     }
-    let got = st.slice(name, args);
+    let got = st
+        .select(name, args)
+        .and_then(|s| Ok((s.shape, s.bytes.into_bytes()?)));
     let Some(elem) = dtype.size() else {
         assert_eq!(got.err().map(|e| e.code()), Some("ERR_UNSUPPORTED_DTYPE"));
         return;

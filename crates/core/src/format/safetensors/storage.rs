@@ -186,7 +186,7 @@ impl SafeTensors {
         )
     }
 
-    /// The absolute byte spans of a slice (see [`SafeTensors::slice`]) and its shape.
+    /// The absolute byte spans of a slice (see [`TensorSource::select`]) and its shape.
     pub fn slice_spans(
         &self,
         name: &str,
@@ -293,23 +293,6 @@ impl SafeTensors {
             shape: info.shape,
             data,
         })
-    }
-
-    /// A sub-tensor selected along the leading dimensions (see [`SlicePlan`]). When the
-    /// selection is one contiguous run the result borrows; otherwise it is gathered.
-    pub fn slice(&self, name: &str, ranges: &[SliceArg]) -> Result<(Vec<usize>, TensorBytes<'_>)> {
-        let info = self.info(name)?;
-        let plan = SlicePlan::new(&info, ranges).map_err(|e| self.context(e.with_tensor(name)))?;
-        let base = info.data_offsets.0;
-        if let [(start, len)] = plan.spans[..] {
-            return Ok((plan.shape, self.bytes_range(base + start, len)?));
-        }
-        let mut out = Vec::with_capacity(plan.byte_len);
-        for (start, len) in plan.spans {
-            let part = self.bytes_range(base + start, len)?;
-            out.extend_from_slice(part.as_slice());
-        }
-        Ok((plan.shape, TensorBytes::Owned(out)))
     }
 
     #[cfg(feature = "fs")]

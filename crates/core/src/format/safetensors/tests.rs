@@ -379,6 +379,7 @@ fn read_backend_equals_mmap() {
 
 #[test]
 fn slices_select_leading_dimensions() {
+    use crate::source::{Selected, TensorSource};
     // A [3, 4] I32 tensor with values 0..12.
     let data: Vec<u8> = (0..12i32).flat_map(|v| v.to_le_bytes()).collect();
     let bytes = serialize(
@@ -388,28 +389,34 @@ fn slices_select_leading_dimensions() {
     .unwrap();
     let st = SafeTensors::from_bytes(bytes).unwrap();
     let ints = |b: &TensorBytes| crate::cast::copy_elements::<i32>(b.as_slice());
-    let (shape, b) = st.slice("t", &[SliceArg::Range(1, 3)]).unwrap();
+    let select = |ranges: &[SliceArg]| {
+        let s = st.select("t", ranges).unwrap();
+        (s.shape, s.bytes)
+    };
+    let (shape, b) = select(&[SliceArg::Range(1, 3)]);
     assert_eq!(shape, vec![2, 4]);
     assert!(
-        matches!(b, TensorBytes::Shared { .. }),
+        matches!(b, Selected::Bytes(TensorBytes::Shared { .. })),
         "one contiguous run borrows"
     );
-    assert_eq!(ints(&b), (4..12).collect::<Vec<_>>());
-    let (shape, b) = st
-        .slice("t", &[SliceArg::Full, SliceArg::Range(1, 3)])
-        .unwrap();
+    assert_eq!(ints(&b.into_bytes().unwrap()), (4..12).collect::<Vec<_>>());
+    let (shape, b) = select(&[SliceArg::Full, SliceArg::Range(1, 3)]);
     assert_eq!(shape, vec![3, 2]);
-    assert_eq!(ints(&b), vec![1, 2, 5, 6, 9, 10]);
-    let (shape, b) = st.slice("t", &[SliceArg::Index(-1)]).unwrap();
+    let Selected::Runs { runs, .. } = &b else {
+        panic!("several runs of the memory are left where they lie")
+    };
+    let base = st.file_range(&st.info("t").unwrap()).0 as usize;
+    assert_eq!(runs, &[(base + 4, 8), (base + 20, 8), (base + 36, 8)]);
+    assert_eq!(ints(&b.into_bytes().unwrap()), vec![1, 2, 5, 6, 9, 10]);
+    let (shape, b) = select(&[SliceArg::Index(-1)]);
     assert_eq!(shape, vec![4]);
-    assert_eq!(ints(&b), vec![8, 9, 10, 11]);
-    let (shape, b) = st
-        .slice("t", &[SliceArg::Index(1), SliceArg::Index(2)])
-        .unwrap();
+    assert_eq!(ints(&b.into_bytes().unwrap()), vec![8, 9, 10, 11]);
+    let (shape, b) = select(&[SliceArg::Index(1), SliceArg::Index(2)]);
     assert_eq!(shape, Vec::<usize>::new());
-    assert_eq!(ints(&b), vec![6]);
-    let (shape, b) = st.slice("t", &[SliceArg::Range(2, 2)]).unwrap();
-    assert_eq!((shape, b.as_slice().len()), (vec![0, 4], 0));
+    assert_eq!(ints(&b.into_bytes().unwrap()), vec![6]);
+    let (shape, b) = select(&[SliceArg::Range(2, 2)]);
+    let len = b.into_bytes().unwrap().as_slice().len();
+    assert_eq!((shape, len), (vec![0, 4], 0));
     for bad in [
         vec![SliceArg::Range(0, 4)],
         vec![SliceArg::Index(3)],
@@ -417,7 +424,7 @@ fn slices_select_leading_dimensions() {
         vec![SliceArg::Range(2, 1)],
     ] {
         assert_eq!(
-            st.slice("t", &bad).err().unwrap().code(),
+            st.select("t", &bad).err().unwrap().code(),
             "ERR_INVALID_ARGUMENT",
             "{bad:?}"
         );
