@@ -19,6 +19,7 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import { join } from 'node:path'
 import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
+import { holdHostMemory, pageReporting } from './lib/host-memory.mjs'
 import { ensureLlamaCpp, ensureLlamaCppSources, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
 
 const require = createRequire(import.meta.url)
@@ -32,11 +33,12 @@ const die = (msg) => {
   process.exit(2)
 }
 const argv = process.argv.slice(2)
-const opt = { quick: false, only: null, reps: null, rounds: null, updateDocs: false }
+const opt = { quick: false, only: null, reps: null, rounds: null, updateDocs: false, noPageReporting: false }
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i]
   if (a === '--quick') opt.quick = true
   else if (a === '--update-docs') opt.updateDocs = true
+  else if (a === '--no-page-reporting') opt.noPageReporting = true
   else if (a === '--only') opt.only = argv[++i]
   else if (a.startsWith('--only=')) opt.only = a.slice(7)
   else if (a === '--reps') opt.reps = Number(argv[++i])
@@ -44,10 +46,13 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--rounds') opt.rounds = Number(argv[++i])
   else if (a.startsWith('--rounds=')) opt.rounds = Number(a.slice(9))
   else if (a === '--help' || a === '-h') {
-    console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--update-docs]')
+    console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--no-page-reporting] [--update-docs]')
     console.log('  --reps N     timed repetitions in each child process (default 5; 3 with --quick)')
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md')
+    console.log('  --no-page-reporting  (root, on a VM with free page reporting) turn it off for the run and have the')
+    console.log('               host back the free memory first, so fresh memory costs the same in every repetition')
+    console.log('               (benches/lib/host-memory.mjs)')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
     console.log('  rows 8 (hf-gguf) and 10 (pytorch) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
     process.exit(0)
@@ -856,6 +861,13 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
   lines.push('')
   lines.push(`- **Machine**: ${m.cpu}, ${m.cores} logical cores (${m.simd.join(', ')}), ${m.ramGiB.toFixed(1)} GiB RAM, ${m.kernel}, transparent huge pages: ${m.thp ?? 'n/a'}, bench-data on ${m.fs ?? '?'}`)
   const busy = loadStart[0] > m.cores * 0.5 || loadEnd[0] > m.cores * 0.5 || busyStart?.length || busyEnd?.length
+  const rep = reportingStart.order == null
+    ? 'none on this machine'
+    : hostMemory?.changed
+      ? hostMemory.text
+      : `on (page_reporting_order ${reportingStart.order}): memory freed is handed back to the host, and fresh memory then costs host page faults in some repetitions and not others (benches/lib/host-memory.mjs; \`--no-page-reporting\` turns it off)`
+  const reported = reportingEnd.reportedKiB != null && reportingStart.reportedKiB != null ? `; ${((reportingEnd.reportedKiB - reportingStart.reportedKiB) / 1024).toFixed(0)} MiB reported to the host during the run` : ''
+  lines.push(`- **Free page reporting** (VM balloon): ${rep}${reported}`)
   lines.push(`- **Load average** (1/5/15 min) at start: ${la(loadStart)}; at end: ${la(loadEnd)}. Other processes using ≥ 10 % of a core at start: ${fmtBusy(busyStart)}; at end: ${fmtBusy(busyEnd)}${busy ? ' — **the machine was busy with other work during this run; absolute times are noisy**' : ''}`)
   lines.push(`- **Versions**: safetensors-node ${m.ours} (git ${m.git ?? '?'}), Node ${m.node}, onnxruntime-node ${m.ort ?? 'n/a'}; Python ${v.python ?? 'n/a'}, numpy ${v.numpy ?? 'n/a'}, ml_dtypes ${v.ml_dtypes ?? 'n/a'}, safetensors ${v.safetensors ?? 'n/a'}, gguf ${v.gguf ?? 'n/a'}, mlx ${v.mlx ?? (PY.mlx?.ok ? '?' : 'not installed')}`)
   lines.push(`- **numpy children** run without ${m.openblasEnv.length ? m.openblasEnv.join(', ') : 'OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE'} (removed from their environment only); numpy's BLAS then: ${blasText}; numpy SIMD: ${pyInfo?.blas?.numpy_simd?.join(', ') ?? 'n/a'}`)
@@ -950,6 +962,8 @@ if (only.has('hf-gguf')) {
 const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const ptBin = only.has('pytorch') ? makePytorchBin() : null
 const npzFiles = only.has('npz') ? makeNpz(files) : null
+const reportingStart = pageReporting()
+const hostMemory = opt.noPageReporting ? holdHostMemory(log) : null
 const m = machine()
 const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
@@ -980,9 +994,10 @@ for (const g of gs) {
 }
 const loadEnd = os.loadavg()
 const busyEnd = busyProcesses()
+const reportingEnd = pageReporting()
 const md = report(m, pyInfo, gs, loadEnd, (Date.now() - started) / 60000)
 console.log(`\n${md}\n`)
-const json = { options: { ...opt, reps, rounds }, machine: m, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
+const json = { options: { ...opt, reps, rounds }, machine: m, pageReporting: { start: reportingStart, end: reportingEnd, held: hostMemory }, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
 writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.json`), JSON.stringify(json, null, 2))
 writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.md`), `${md}\n`)
 log(`results written to bench-data/results${opt.quick ? '-quick' : ''}.{md,json}`)
