@@ -124,6 +124,15 @@ impl Memory {
         let _ = (start, len);
     }
 
+    /// Give back every mapped page no view covers ([`crate::pages::PageState::give_back_unviewed`]):
+    /// what parsing the file touched, once it is parsed.
+    pub fn give_back_unviewed(&self) {
+        #[cfg(feature = "mmap")]
+        if let Memory::Mapped(m) = self {
+            m.pages.give_back_unviewed(&m.map);
+        }
+    }
+
     /// A conversion has read `start..start + len` (and will likely not read it again): give
     /// its pages back unless a view covers them ([`crate::pages::PageState::release`]).
     pub fn release(&self, start: usize, len: usize) {

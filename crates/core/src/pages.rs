@@ -91,41 +91,57 @@ impl PageState {
         }
         state.populated.remove(&(start, len));
         let (a, b) = inward(start, len);
-        // The gaps between viewed intervals inside [a, b). The lock stays held until the pages
-        // are gone, so a view cannot be handed out over them meanwhile.
-        let mut from = a;
-        let mut gaps = Vec::new();
-        for (&s, &e) in state.viewed.range(..b) {
-            if e <= from {
-                continue;
-            }
-            if s > from {
-                gaps.push((from, s.min(b)));
-            }
-            from = from.max(e);
-        }
-        if from < b {
-            gaps.push((from, b));
-        }
-        let origin = base.as_ptr() as usize;
-        for (s, e) in gaps {
-            // Offsets in the mapping are page-aligned because the mapping starts on a page.
-            // SAFETY: [s, e) lies inside the mapping (within start..start + len, checked
-            // above); its pages are clean (never handed to JS, never written by us), so a
-            // private mapping reads them again from the file.
-            unsafe {
-                libc::madvise(
-                    (origin + s) as *mut libc::c_void,
-                    e - s,
-                    libc::MADV_DONTNEED,
-                )
-            };
-        }
+        give_back(&state, base, a, b);
+    }
+
+    /// Give back every page of the mapping that no view covers, recording nothing: for what
+    /// a parser touched while opening the file (a zip's local headers, a pickle), which can be
+    /// far more than it read — Linux 6.18 maps a page cache folio whole on a fault, so a few
+    /// hundred header reads left 213 MiB of a 1.19 GB checkpoint resident before any tensor
+    /// was read. The pages stay in the page cache; a read maps them again.
+    pub fn give_back_unviewed(&self, base: &[u8]) {
+        let state = self.lock();
+        give_back(&state, base, 0, base.len() / PAGE * PAGE);
     }
 
     #[cfg(test)]
     fn viewed(&self) -> Vec<(usize, usize)> {
         self.lock().viewed.iter().map(|(&s, &e)| (s, e)).collect()
+    }
+}
+
+/// `MADV_DONTNEED` the whole pages of `[a, b)` (page-aligned offsets of the mapping `base`)
+/// outside every viewed interval. The caller holds the lock until the pages are gone, so a
+/// view cannot be handed out over them meanwhile.
+fn give_back(state: &State, base: &[u8], a: usize, b: usize) {
+    // The gaps between viewed intervals inside [a, b).
+    let mut from = a;
+    let mut gaps = Vec::new();
+    for (&s, &e) in state.viewed.range(..b) {
+        if e <= from {
+            continue;
+        }
+        if s > from {
+            gaps.push((from, s.min(b)));
+        }
+        from = from.max(e);
+    }
+    if from < b {
+        gaps.push((from, b));
+    }
+    let origin = base.as_ptr() as usize;
+    for (s, e) in gaps {
+        // Offsets in the mapping are page-aligned because the mapping starts on a page.
+        // SAFETY: [s, e) lies inside [a, b), which the callers take inside the mapping; its
+        // pages are clean (never handed to JS, never written by us), so a private mapping
+        // reads them again from the file.
+        unsafe {
+            libc::madvise(
+                (origin + s) as *mut libc::c_void,
+                e - s,
+                libc::MADV_DONTNEED,
+            )
+        };
     }
 }
 
@@ -249,6 +265,27 @@ mod tests {
         std::hint::black_box(touch(&map));
         p.release(&map, start, len);
         assert_eq!(mapped(&map[2 * PAGE..12 * PAGE]), 10);
+    }
+
+    #[test]
+    fn an_opened_files_touched_pages_are_given_back_but_views() {
+        let (_path, mut map) = mapping(16);
+        let p = PageState::default();
+        p.mark_viewed(9 * PAGE, 2 * PAGE);
+        map[9 * PAGE] = 0xCD;
+        let touch = |map: &[u8]| map.iter().step_by(PAGE).map(|&b| b as usize).sum::<usize>();
+        std::hint::black_box(touch(&map));
+        assert_eq!(mapped(&map), 16);
+        p.give_back_unviewed(&map);
+        assert_eq!(mapped(&map[..9 * PAGE]), 0);
+        assert_eq!(mapped(&map[9 * PAGE..11 * PAGE]), 2);
+        assert_eq!(mapped(&map[11 * PAGE..]), 0);
+        assert_eq!(map[9 * PAGE], 0xCD);
+        assert_eq!(map[3 * PAGE + 7], ((3 * PAGE + 7) % 251) as u8);
+        // It records nothing: a later read's release still gives its pages back.
+        std::hint::black_box(touch(&map));
+        p.release(&map, 0, 4 * PAGE);
+        assert_eq!(mapped(&map[..4 * PAGE]), 0);
     }
 
     #[test]

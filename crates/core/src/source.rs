@@ -524,6 +524,9 @@ pub trait WholeFile: TensorSource + Sized + 'static {
     fn open_with(path: &Path, backend: Backend) -> Result<Self> {
         let memory = Memory::open(path, Self::WHAT, backend)?;
         let mut source = Self::parse(memory).map_err(|e| e.with_path(path))?;
+        // The parser read headers here and there; the kernel may have mapped far more
+        // around them (whole page cache folios), none of it needed until a tensor is read.
+        source.memory().give_back_unviewed();
         source.set_path(path.to_path_buf());
         Ok(source)
     }
