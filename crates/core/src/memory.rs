@@ -175,15 +175,7 @@ impl Memory {
         dst: &mut [T],
         mut f: impl FnMut(&[u8], &mut [T]) -> Result<()>,
     ) -> Result<()> {
-        let end = start
-            .checked_add(len)
-            .filter(|&end| end <= self.len())
-            .ok_or_else(|| {
-                CoreError::invalid_argument(format!(
-                    "byte range {start}+{len} outside the {} bytes held",
-                    self.len()
-                ))
-            })?;
+        let end = self.end_of(start, len)?;
         let n = dst.len();
         if n == 0 || !len.is_multiple_of(n) || len < 2 * CONVERT_PART {
             return self.read_once(start, len, |src| f(src, dst));
@@ -202,6 +194,44 @@ impl Memory {
             let count = (to - from) / k;
             self.read_once(from, to - from, |src| f(src, &mut dst[done..done + count]))?;
             done += count;
+        }
+        Ok(())
+    }
+}
+
+impl Memory {
+    /// `start + len`, when that range lies inside the memory.
+    fn end_of(&self, start: usize, len: usize) -> Result<usize> {
+        start
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .ok_or_else(|| {
+                CoreError::invalid_argument(format!(
+                    "byte range {start}+{len} outside the {} bytes held",
+                    self.len()
+                ))
+            })
+    }
+
+    /// Read `start..start + len` once, in parts ending on [`CONVERT_PART`] boundaries of the
+    /// memory when the range spans two parts or more: `f` gets each part in order, and each
+    /// part's pages are given back as soon as `f` returns ([`Memory::read_once`]), so a large
+    /// tensor streamed somewhere (written to a file, checksummed) is never resident whole.
+    pub fn read_parts(
+        &self,
+        start: usize,
+        len: usize,
+        mut f: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let end = self.end_of(start, len)?;
+        if len < 2 * CONVERT_PART {
+            return self.read_once(start, len, f);
+        }
+        let mut from = start;
+        while from < end {
+            let to = ((from / CONVERT_PART + 1) * CONVERT_PART).min(end);
+            self.read_once(from, to - from, &mut f)?;
+            from = to;
         }
         Ok(())
     }
@@ -249,6 +279,19 @@ impl<'a> TensorBytes<'a> {
                 memory.get(*start..*start + *len).unwrap_or_default()
             }
             TensorBytes::Owned(v) => v,
+        }
+    }
+
+    /// The bytes in order, in parts: a range of shared memory read with
+    /// [`Memory::read_parts`] (each part's pages given back once `f` is done with it), owned
+    /// bytes in one part.
+    pub fn read_parts(&self, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        match self {
+            TensorBytes::Shared { memory, start, len } => memory.read_parts(*start, *len, f),
+            TensorBytes::Owned(v) => {
+                let mut f = f;
+                f(v)
+            }
         }
     }
 
@@ -341,6 +384,57 @@ mod tests {
         assert!(memory
             .convert_once(24, 2 * n + 2, &mut dst, |_, _| Ok(()))
             .is_err());
+    }
+
+    #[test]
+    #[cfg(feature = "mmap")]
+    fn streamed_reads_give_each_part_back_as_they_go() {
+        // 40 MiB + 100 bytes after a 24-byte header: parts end on the mapping's 16 MiB marks.
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("x.bin");
+        let len = (40 << 20) + 100;
+        let bytes: Vec<u8> = (0..len + 24).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let memory = Memory::open(&path, "a test file", Backend::Mmap).unwrap();
+        let base = memory.as_ptr() as usize;
+        let mut parts = Vec::new();
+        let mut seen = Vec::with_capacity(len);
+        memory
+            .read_parts(24, len, |part| {
+                parts.push((part.len(), resident_kib(base)));
+                seen.extend_from_slice(part);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [CONVERT_PART - 24, CONVERT_PART, len + 24 - 2 * CONVERT_PART]
+        );
+        for (len, kib) in &parts {
+            assert!(
+                *kib <= len / 1024 + 8,
+                "{kib} KiB resident reading {len} bytes"
+            );
+        }
+        assert!(seen == bytes[24..], "the parts are the bytes, in order");
+        assert!(resident_kib(base) <= 8, "all given back");
+        // Owned bytes come in one part; errors stop the reading; ranges are checked.
+        let owned = TensorBytes::Owned(vec![7; 5]);
+        let mut n = 0;
+        owned
+            .read_parts(|p| {
+                n += 1;
+                assert_eq!(p, [7; 5]);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(n, 1);
+        let e = memory
+            .read_parts(24, len, |_| Err(CoreError::invalid_argument("no")))
+            .unwrap_err();
+        assert!(e.to_string().contains("no"));
+        assert!(memory.read_parts(24, len + 1, |_| Ok(())).is_err());
+        assert!(memory.read_parts(usize::MAX, 2, |_| Ok(())).is_err());
     }
 
     #[test]

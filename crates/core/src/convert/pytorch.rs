@@ -22,6 +22,7 @@
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::format::detect::Detected;
 use crate::format::safetensors::{self as st, TensorSpec};
+use crate::format::zip;
 use crate::fsutil::{self, Durability, WriteOptions};
 use crate::memory::Backend;
 use crate::pretrained::layout::{self, Layout};
@@ -256,8 +257,9 @@ pub fn to_safetensors(
 }
 
 /// Stream `specs` (each read from the source tensor `from[i]`) into a SafeTensors file,
-/// giving back each input tensor's mapped pages once it is written. Returns each tensor's
-/// CRC-32, in the order of `specs`.
+/// 16 MiB at a time for large tensors, giving back each part's mapped pages once it is
+/// written: a tensor is never resident whole (the embedding of a large vocabulary alone can
+/// be GBs). Returns each input tensor's CRC-32, in the order of `specs`.
 fn write_file(
     source: &dyn TensorSource,
     path: &Path,
@@ -268,32 +270,32 @@ fn write_file(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<u32>> {
     let mut crcs = vec![0u32; specs.len()];
-    let mut previous: Option<usize> = None;
-    st::save_streaming(
+    st::save_streaming_parts(
         path,
         specs,
         Some(metadata),
         WriteOptions::with_durability(durability),
-        &mut |i| {
-            // The writer asks for the next tensor once the previous one is written.
-            if let Some(p) = previous.replace(i) {
-                source.release(from[p]);
-            }
+        &mut |i, put| {
             let bytes = source.fetch(from[i])?;
-            crcs[i] = crate::format::zip::crc32(bytes.as_slice());
+            let mut crc = 0;
+            bytes.read_parts(|part| {
+                crc = zip::crc32_continue(crc, part);
+                put(part)
+            })?;
+            drop(bytes);
+            // Pages the parts left (a source that serves owned bytes, or a view's pages).
+            source.release(from[i]);
+            crcs[i] = crc;
             progress(specs[i].byte_len as u64);
-            Ok(bytes.into_cow())
+            Ok(())
         },
     )?;
-    if let Some(p) = previous {
-        source.release(from[p]);
-    }
     Ok(crcs)
 }
 
 /// Read the written file back: the same tensors, each of the same dtype and shape as its
 /// input and bytes of the same CRC-32 (convert.py's `torch.equal` check), one at a time,
-/// each one's pages given back once checked.
+/// 16 MiB at a time, each part's pages given back once checked.
 fn verify(path: &Path, specs: &[TensorSpec], crcs: &[u32]) -> Result<()> {
     let back = st::SafeTensors::open(path, Backend::Mmap)?;
     let mismatch = |name: &str, what: &str| {
@@ -324,7 +326,12 @@ fn verify(path: &Path, specs: &[TensorSpec], crcs: &[u32]) -> Result<()> {
         }
         let same = {
             let ours = back.fetch(&spec.name)?;
-            ours.len() == spec.byte_len && crate::format::zip::crc32(ours.as_slice()) == crc
+            let mut read = 0;
+            ours.read_parts(|part| {
+                read = zip::crc32_continue(read, part);
+                Ok(())
+            })?;
+            ours.len() == spec.byte_len && read == crc
         };
         back.release(&spec.name);
         if !same {

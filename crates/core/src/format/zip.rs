@@ -593,7 +593,12 @@ fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
 
 /// CRC-32 (IEEE, as zip uses).
 pub fn crc32(data: &[u8]) -> u32 {
-    zlib_rs::crc32::crc32(0, data)
+    crc32_continue(0, data)
+}
+
+/// The CRC-32 of the bytes `crc` was computed over followed by `data`.
+pub fn crc32_continue(crc: u32, data: &[u8]) -> u32 {
+    zlib_rs::crc32::crc32(crc, data)
 }
 
 #[cfg(test)]

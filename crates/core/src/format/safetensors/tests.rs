@@ -454,6 +454,39 @@ fn writer_rejects_bad_input_and_is_atomic() {
 }
 
 #[cfg(feature = "fs")]
+/// A tensor handed over in parts is the same file as one handed over whole; parts that add
+/// up to more or less than the tensor are an error, and nothing is left behind.
+#[test]
+fn streamed_parts_write_the_same_file_and_must_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..40u8).collect();
+    let t = TensorView::new("x", DType::U8, vec![40], data.clone()).unwrap();
+    let specs = [TensorSpec::new("x", DType::U8, vec![40]).unwrap()];
+    let p = dir.path().join("parts.safetensors");
+    let opts = WriteOptions::default;
+    save_streaming_parts(&p, &specs, None, opts(), &mut |_, put| {
+        data.chunks(7).try_for_each(&mut *put)
+    })
+    .unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), serialize(&[t], None).unwrap());
+    for parts in [vec![&data[..39]], vec![&data[..], &data[..1]]] {
+        let q = dir.path().join("bad.safetensors");
+        let e = save_streaming_parts(&q, &specs, None, opts(), &mut |_, put| {
+            parts.iter().try_for_each(|c| put(c))
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{e}");
+        assert!(e.to_string().contains("expected 40 bytes"), "{e}");
+        assert!(!q.exists());
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temp file left"
+    );
+}
+
+#[cfg(feature = "fs")]
 /// Progress counts tensor data bytes, in the order the tensors are written (largest
 /// alignment first, then by name), up to the data section's size.
 #[test]

@@ -158,8 +158,28 @@ pub fn save_streaming<'d>(
     path: &Path,
     specs: &[TensorSpec],
     metadata: Option<&BTreeMap<String, String>>,
-    mut options: WriteOptions<'_>,
+    options: WriteOptions<'_>,
     fetch: &mut dyn FnMut(usize) -> Result<Cow<'d, [u8]>>,
+) -> Result<()> {
+    save_streaming_parts(path, specs, metadata, options, &mut |i, put| {
+        put(&fetch(i)?)
+    })
+}
+
+/// What [`save_streaming_parts`] hands its producer: writes the next part of the tensor.
+pub type Put<'a> = &'a mut dyn FnMut(&[u8]) -> Result<()>;
+
+#[cfg(feature = "fs")]
+/// [`save_streaming`] for a producer that hands each tensor over in parts:
+/// `write(i, put)` calls `put` with consecutive parts of tensor `i` (which must add up to
+/// its length), so a producer reading a mapping can give each part's pages back as soon as
+/// it is written, and a large tensor is never resident whole.
+pub fn save_streaming_parts(
+    path: &Path,
+    specs: &[TensorSpec],
+    metadata: Option<&BTreeMap<String, String>>,
+    mut options: WriteOptions<'_>,
+    write: &mut dyn FnMut(usize, Put<'_>) -> Result<()>,
 ) -> Result<()> {
     let (header, order) = header_bytes(specs, metadata).map_err(|e| e.with_path(path))?;
     // The exact size (header_bytes checked that the data offsets add up).
@@ -172,19 +192,31 @@ pub fn save_streaming<'d>(
         fsutil::write_all(out, &header, path)?;
         for i in order {
             let spec = &specs[i];
-            let data = fetch(i)?;
-            if data.len() != spec.byte_len {
-                return Err(CoreError::invalid_argument(format!(
-                    "expected {} bytes of data, got {}",
-                    spec.byte_len,
-                    data.len()
-                ))
-                .with_tensor(&spec.name));
+            let mut got = 0usize;
+            write(i, &mut |part: &[u8]| {
+                got = got.saturating_add(part.len());
+                if got > spec.byte_len {
+                    return Err(wrong_length(spec, got));
+                }
+                fsutil::write_all(out, part, path)
+            })?;
+            if got != spec.byte_len {
+                return Err(wrong_length(spec, got));
             }
-            fsutil::write_all(out, &data, path)?;
             done += spec.byte_len as u64;
             options.report(done, data_total);
         }
         Ok(())
     })
+}
+
+#[cfg(feature = "fs")]
+fn wrong_length(spec: &TensorSpec, got: usize) -> CoreError {
+    CoreError::invalid_argument(format!(
+        "expected {} bytes of data, got {}{}",
+        spec.byte_len,
+        if got > spec.byte_len { "at least " } else { "" },
+        got
+    ))
+    .with_tensor(&spec.name)
 }
