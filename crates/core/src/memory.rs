@@ -285,13 +285,10 @@ impl<'a> TensorBytes<'a> {
     /// The bytes in order, in parts: a range of shared memory read with
     /// [`Memory::read_parts`] (each part's pages given back once `f` is done with it), owned
     /// bytes in one part.
-    pub fn read_parts(&self, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    pub fn read_parts(&self, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         match self {
             TensorBytes::Shared { memory, start, len } => memory.read_parts(*start, *len, f),
-            TensorBytes::Owned(v) => {
-                let mut f = f;
-                f(v)
-            }
+            TensorBytes::Owned(v) => f(v),
         }
     }
 

@@ -283,7 +283,8 @@ fn write_file(
                 put(part)
             })?;
             drop(bytes);
-            // Pages the parts left (a source that serves owned bytes, or a view's pages).
+            // `read_parts` gave back the served range; a tensor decoded into owned bytes (a
+            // strided or byte-swapped one) read its storage's pages instead: those go here.
             source.release(from[i]);
             crcs[i] = crc;
             progress(specs[i].byte_len as u64);
@@ -333,7 +334,6 @@ fn verify(path: &Path, specs: &[TensorSpec], crcs: &[u32]) -> Result<()> {
             })?;
             ours.len() == spec.byte_len && read == crc
         };
-        back.release(&spec.name);
         if !same {
             return Err(mismatch(&spec.name, "bytes"));
         }
