@@ -374,7 +374,7 @@ pub fn to_f32_vec(dtype: DType, src: &[u8]) -> Result<Vec<f32>> {
 /// Like [`to_f32`], into a buffer that avoids page-fault storms for large outputs.
 pub fn to_f32_output(dtype: DType, src: &[u8]) -> Result<crate::buffer::Output<f32>> {
     let n = element_count(dtype, src)?;
-    let mut out = crate::buffer::Output::zeroed(n)?;
+    let mut out = crate::buffer::Output::for_overwrite(n)?;
     to_f32(dtype, src, out.as_mut_slice())?;
     Ok(out)
 }

@@ -92,7 +92,7 @@ impl PackedTensors {
             .iter()
             .try_fold(0usize, |n, v| n.checked_add(v.data.len()))
             .ok_or_else(|| CoreError::invalid_argument("tensors too large to copy"))?;
-        let mut bytes = crate::buffer::Output::<u8>::zeroed(total)?;
+        let mut bytes = crate::buffer::Output::<u8>::for_overwrite(total)?;
         let dst = bytes.as_mut_slice();
         let mut entries = Vec::with_capacity(views.len());
         let mut at = 0;

@@ -6,6 +6,8 @@
 //! on many distributions; [`prepare_output`]), and the conversion that writes them faults
 //! them in 2 MiB at a time.
 
+pub mod cache;
+
 use crate::cast::Element;
 use crate::error::{CoreError, Result};
 use std::ptr::NonNull;
@@ -14,7 +16,8 @@ use std::ptr::NonNull;
 pub const LARGE_BUFFER_BYTES: usize = 4 << 20;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// A zero-initialised buffer of `len` elements in its own anonymous mapping.
+/// A buffer of `len` elements in an anonymous mapping of its own (2 MiB-aligned, huge pages
+/// asked for), which goes back to the [`cache`] for reuse when dropped.
 pub struct LargeBuffer<T: Element> {
     ptr: NonNull<T>,
     len: usize,
@@ -26,19 +29,35 @@ unsafe impl<T: Element> Send for LargeBuffer<T> {}
 unsafe impl<T: Element> Sync for LargeBuffer<T> {}
 
 impl<T: Element> LargeBuffer<T> {
+    /// `len` zeros, in a fresh mapping.
     pub fn zeroed(len: usize) -> Result<Self> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| CoreError::invalid_argument("buffer size overflows"))?;
-        let map_len = bytes.max(1).next_multiple_of(HUGE_PAGE);
-        let ptr = map_anonymous(map_len, bytes)?;
-        prepare_output(ptr.cast(), bytes);
-        Ok(LargeBuffer {
-            ptr: NonNull::new(ptr as *mut T)
-                .ok_or_else(|| CoreError::invalid_argument("null mapping"))?,
-            len,
-            map_len,
-        })
+        let map_len = Self::map_len(len)?;
+        Self::at(map_output(map_len)?, len, map_len)
+    }
+
+    /// `len` elements of unspecified value (an earlier output's, or zeros), for a caller that
+    /// writes every one of them before anything reads it: a mapping a dropped buffer left in
+    /// the [`cache`] when one fits (no page faults, no zeroing by the kernel), else a fresh one.
+    pub fn for_overwrite(len: usize) -> Result<Self> {
+        let map_len = Self::map_len(len)?;
+        let ptr = match cache::take(map_len) {
+            Some(ptr) => ptr,
+            None => map_output(map_len)?,
+        };
+        Self::at(ptr, len, map_len)
+    }
+
+    fn map_len(len: usize) -> Result<usize> {
+        len.checked_mul(std::mem::size_of::<T>())
+            .and_then(|bytes| bytes.max(1).checked_next_multiple_of(HUGE_PAGE))
+            .ok_or_else(|| CoreError::invalid_argument("buffer size overflows"))
+    }
+
+    fn at(ptr: *mut u8, len: usize, map_len: usize) -> Result<Self> {
+        match NonNull::new(ptr.cast::<T>()) {
+            Some(ptr) => Ok(LargeBuffer { ptr, len, map_len }),
+            None => Err(CoreError::invalid_argument("null mapping")),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -51,7 +70,8 @@ impl<T: Element> LargeBuffer<T> {
         self.ptr.as_ptr()
     }
     pub fn as_slice(&self) -> &[T] {
-        // SAFETY: the mapping holds `len` zero-initialised (valid, POD) elements.
+        // SAFETY: the mapping holds `len` initialised (zeroed or written: T is POD, so any
+        // bytes are valid) elements.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [T] {
@@ -62,8 +82,8 @@ impl<T: Element> LargeBuffer<T> {
 
 impl<T: Element> Drop for LargeBuffer<T> {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping created in `zeroed`.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.map_len) };
+        // Nothing uses the mapping any more: keep it for the next output that fits.
+        cache::give(self.ptr.as_ptr().cast(), self.map_len);
     }
 }
 
@@ -84,11 +104,21 @@ impl<T: Element + Default> Output<T> {
 }
 
 impl<T: Element + Default> Output<T> {
+    /// `len` elements for a caller that writes every one before anything reads it: large
+    /// ones may reuse a kept mapping ([`LargeBuffer::for_overwrite`]), small ones are zeros.
+    pub fn for_overwrite(len: usize) -> Result<Self> {
+        if len.saturating_mul(std::mem::size_of::<T>()) >= LARGE_BUFFER_BYTES {
+            LargeBuffer::for_overwrite(len).map(Output::Large)
+        } else {
+            Ok(Output::Small(vec![T::default(); len]))
+        }
+    }
+
     /// The elements of `bytes` (native byte order; a trailing partial element is ignored)
     /// in a new output buffer: large copies land in huge pages, not 4 KiB page faults.
     pub fn copy_of(bytes: &[u8]) -> Result<Self> {
         let n = bytes.len() / std::mem::size_of::<T>();
-        let mut out = Output::zeroed(n)?;
+        let mut out = Output::for_overwrite(n)?;
         let dst = out.as_mut_slice();
         // SAFETY: `dst` holds n elements = n * size_of::<T>() bytes; T is POD, so any bytes
         // form valid values; a fresh buffer cannot overlap `bytes`.
@@ -171,6 +201,46 @@ pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Resul
     let mut values = vec![0f32; numel];
     fill(&mut values)?;
     Ok(crate::cast::element_bytes(&values).to_vec())
+}
+
+/// A fresh mapping of `map_len` bytes (a multiple of 2 MiB) at a 2 MiB boundary, huge pages
+/// asked for: every page of it can be a huge page, and the [`cache`] can cut it on huge-page
+/// boundaries. Over-allocated by 2 MiB and trimmed, as kernels before 6.7 do not align.
+fn map_output(map_len: usize) -> Result<*mut u8> {
+    let span = map_len
+        .checked_add(HUGE_PAGE)
+        .ok_or_else(|| CoreError::invalid_argument("buffer size overflows"))?;
+    let base = map_anonymous(span, map_len)? as usize;
+    let start = base.next_multiple_of(HUGE_PAGE);
+    let end = start + map_len;
+    // SAFETY: [base, start) and [end, base + span) are the unused ends of the mapping just
+    // made (start - base < HUGE_PAGE, so both lie inside it).
+    unsafe {
+        if start > base {
+            libc::munmap(base as *mut libc::c_void, start - base);
+        }
+        if base + span > end {
+            libc::munmap(end as *mut libc::c_void, base + span - end);
+        }
+    }
+    prepare_output(start as *mut u8, map_len);
+    Ok(start as *mut u8)
+}
+
+/// Bytes of physical memory (1 GiB when unknown).
+pub fn physical_memory() -> usize {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as usize).saturating_mul(page as usize)
+    } else {
+        1 << 30
+    }
 }
 
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
