@@ -4,20 +4,25 @@
 //!   when the data is aligned for its element type, no copy was asked for, and the tensor
 //!   lies in a file (a memory) of at least [`VIEW_MIN_FILE_BYTES`] (or `copy: false` asked
 //!   for a view).
-//! - **V8 buffers** ([`Fill`]): every output a call on the JS thread produces is written
-//!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS (large
-//!   ones with transparent huge pages requested). Small outputs of tasks are copied into one
-//!   the same way.
-//! - **External huge-page buffers**: large outputs computed in a task (on a libuv thread,
-//!   where V8 cannot allocate) are handed over as they are.
+//! - **Huge-page buffers** handed over as external buffers: large outputs (4 MiB or more) in
+//!   a mapping of their own ([`LargeBuffer::for_overwrite`]: 2 MiB-aligned, huge pages, and
+//!   the mapping of an earlier, finalized output reused when one fits, so that a loop that
+//!   reads and drops tensors writes into memory already faulted in). Every large output of a
+//!   task, and a synchronous call's while [`SyncBudget`] has room.
+//! - **V8 buffers** ([`Fill`]): every other output of a call on the JS thread is written
+//!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS. Small
+//!   outputs of tasks are copied into one the same way.
 //!
-//! What decides between the last two is when memory comes back. Node runs the finalizers of
-//! external buffers only between event-loop turns, so in a synchronous loop every external
-//! output stayed allocated until the loop yielded: each new 256 MiB upcast was faulted into
-//! fresh memory while the previous ones were still held (650–1,500 ms per call of 64M
-//! elements instead of ~40 ms). V8 counts the memory of its own ArrayBuffers and frees it
-//! when it collects, during the loop, so the next output reuses it. A task's result reaches
-//! JS through an event-loop turn anyway, and an `await` between calls turns it again.
+//! What decides between the last two on the JS thread is when memory comes back. Node runs
+//! the finalizers of external buffers only between event-loop turns, so in a synchronous
+//! loop that drops its outputs every external one stays allocated until the loop yields:
+//! when all were, each new 256 MiB upcast was faulted into fresh memory while the previous
+//! ones were still held (650–1,500 ms per call of 64M elements instead of ~40 ms). V8 counts
+//! the memory of its own ArrayBuffers and frees it when it collects, during the loop, so the
+//! next output reuses it. So a synchronous loop gets huge-page outputs (and reused mappings)
+//! for the first [`SyncBudget::LIMIT`] bytes not yet finalized, and V8 buffers past that: it
+//! holds at most that much more than before until it yields. A task's result reaches JS
+//! through an event-loop turn anyway, and an `await` between calls turns it again.
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
@@ -25,6 +30,7 @@ use stcore::buffer::{LargeBuffer, Output, LARGE_BUFFER_BYTES};
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::{CoreError, DType, F32Decoder};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Any of the typed arrays a tensor can become.
@@ -52,19 +58,23 @@ impl Fill {
         kind: TypedArrayType,
         len: usize,
         write: impl FnOnce(&mut [T]) -> CoreResult<()> + Send + 'static,
+        external: External<T>,
     ) -> Fill {
         // SAFETY: called by `to_napi_value` with the current env.
         Fill(Box::new(move |env| unsafe {
-            v8_array(env, kind, len, write)
+            sync_array(env, kind, len, write, external)
         }))
     }
 
-    /// A copy of `values`.
+    /// A copy of `values` (small: always a V8 buffer).
     fn of_vec<T: Element>(kind: TypedArrayType, values: Vec<T>) -> Fill {
-        Fill::new(kind, values.len(), move |dst: &mut [T]| {
-            dst.copy_from_slice(&values);
-            Ok(())
-        })
+        // SAFETY: called by `to_napi_value` with the current env.
+        Fill(Box::new(move |env| unsafe {
+            v8_array(env, kind, values.len(), |dst: &mut [T]| {
+                dst.copy_from_slice(&values);
+                Ok(())
+            })
+        }))
     }
 }
 
@@ -120,6 +130,35 @@ unsafe fn v8_array<T: Element>(
         )?;
     }
     Ok(array)
+}
+
+/// What a synchronous call's output becomes when it reaches JS: a huge-page buffer handed
+/// over when large and [`SyncBudget`] has room for it; else a V8 buffer ([`v8_array`]).
+///
+/// # Safety
+/// As [`v8_array`].
+unsafe fn sync_array<T: Element>(
+    env: napi::sys::napi_env,
+    kind: TypedArrayType,
+    len: usize,
+    write: impl FnOnce(&mut [T]) -> CoreResult<()>,
+    external: External<T>,
+) -> Result<napi::sys::napi_value> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let lease = match bytes >= LARGE_BUFFER_BYTES {
+        true => SyncBudget::lease(bytes),
+        false => None,
+    };
+    let Some(lease) = lease else {
+        // SAFETY: the caller's contract.
+        return unsafe { v8_array(env, kind, len, write) };
+    };
+    let throw = |e: CoreError| crate::error::to_js(&Env::from_raw(env), &e);
+    let mut buf = LargeBuffer::<T>::for_overwrite(len).map_err(throw)?;
+    write(buf.as_mut_slice()).map_err(throw)?;
+    let lease = Some(lease);
+    // SAFETY: `env` is current; the array is a plain typed array.
+    unsafe { TypedArrayOut::to_napi_value(env, external(Handed { buf, lease })) }
 }
 
 /// A typed array made during a synchronous call (see [`new_array`]).
@@ -288,27 +327,65 @@ impl Source {
     }
 }
 
-/// How an output made in a task reaches JS when it is large: a huge-page buffer handed over.
-type External<T> = fn(LargeBuffer<T>) -> TypedArrayOut;
+/// Bytes of huge-page outputs that synchronous calls handed to JS and whose finalizers have not
+/// run yet, at most [`SyncBudget::LIMIT`].
+pub struct SyncBudget;
+
+static SYNC_HELD: AtomicUsize = AtomicUsize::new(0);
+
+impl SyncBudget {
+    /// What a synchronous loop that drops its large outputs may hold until it yields (outputs
+    /// past it are V8 buffers): one 64M-element F32 upcast.
+    pub const LIMIT: usize = 256 << 20;
+
+    /// A share of `bytes` of the budget, when that much is left.
+    fn lease(bytes: usize) -> Option<Lease> {
+        SYNC_HELD
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(bytes).filter(|&sum| sum <= Self::LIMIT)
+            })
+            .ok()
+            .map(|_| Lease(bytes))
+    }
+}
+
+/// Bytes of [`SyncBudget`] held by one output, given back when the output's finalizer drops it.
+struct Lease(usize);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        SYNC_HELD.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+/// A large output on its way to JS as an external buffer, with its share of [`SyncBudget`]
+/// when a synchronous call made it.
+pub struct Handed<T: Element> {
+    buf: LargeBuffer<T>,
+    lease: Option<Lease>,
+}
+
+/// How a large output reaches JS: a huge-page buffer handed over.
+type External<T> = fn(Handed<T>) -> TypedArrayOut;
 
 macro_rules! external {
     ($variant:ident, $array:ident) => {
-        |mut buf| {
+        |Handed { mut buf, lease }| {
             let ptr = buf.as_mut_ptr();
             let n = buf.len();
             // SAFETY: `buf` owns `n` initialised elements at `ptr` (n > 0: large buffers
             // are never empty); moving it into the finalizer keeps the mapping alive until
-            // JS collects the array.
+            // JS collects the array, and only then gives the lease back.
             TypedArrayOut::$variant(unsafe {
-                $array::with_external_data(ptr, n, move |_, _| drop(buf))
+                $array::with_external_data(ptr, n, move |_, _| drop((buf, lease)))
             })
         }
     };
 }
 
-/// An owned output of `n` elements written by `write`: on the JS thread, straight into a V8
-/// buffer when it reaches JS; in a task, now — into a vector copied into a V8 buffer at
-/// resolve when small, into a huge-page buffer handed over as is when large.
+/// An owned output of `n` elements written by `write` (which must set every element): on the
+/// JS thread, when it reaches JS ([`sync_array`]); in a task, now — into a vector copied into
+/// a V8 buffer at resolve when small, into a huge-page buffer handed over as is when large.
 fn produce<T: Element + Default>(
     kind: TypedArrayType,
     n: usize,
@@ -316,16 +393,16 @@ fn produce<T: Element + Default>(
     external: External<T>,
 ) -> CoreResult<TypedArrayOut> {
     if !crate::tasks::in_task() {
-        return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write)));
+        return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write, external)));
     }
-    let mut out = Output::<T>::zeroed(n)?;
+    let mut out = Output::<T>::for_overwrite(n)?;
     write(out.as_mut_slice())?;
     Ok(match out {
         Output::Small(v) => TypedArrayOut::Filled(Fill::of_vec(kind, v)),
         Output::Large(buf) if buf.is_empty() => {
             TypedArrayOut::Filled(Fill::of_vec::<T>(kind, vec![]))
         }
-        Output::Large(buf) => external(buf),
+        Output::Large(buf) => external(Handed { buf, lease: None }),
     })
 }
 
