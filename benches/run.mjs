@@ -543,6 +543,7 @@ function groups(f, ggml, ckpt, pt, npz) {
   const freshCopy = (sizes) => [
     { key: 'fresh-huge', label: 'bound: fresh memory (huge pages) + copy, 2 threads (ctypes)', lang: 'py', case: 'fresh-copy', params: { sizes, huge: true } },
     { key: 'fresh-4k', label: 'bound: fresh memory (4 KiB pages) + copy, 2 threads (ctypes)', lang: 'py', case: 'fresh-copy', params: { sizes, huge: false } },
+    { key: 'reused-huge', label: 'bound: memory written before (huge pages) + copy, 2 threads (ctypes)', lang: 'py', case: 'fresh-copy', params: { sizes, huge: true, reuse: true } },
   ]
   const memcpy = {
     row: 'upcast',
@@ -589,8 +590,10 @@ function groups(f, ggml, ckpt, pt, npz) {
         ...loops("`getTensor(name, {as: 'F32'})`", "`getTensorAsync(name, {as: 'F32'})`", 'gguf-get', get).map((i) => ({ ...i, ...skip })),
         { key: 'convert', label: `(info) ours end to end: \`convert(x.gguf, y.safetensors, {to: 'safetensors'})\`, a ${nDq * 4 / MiB} MiB file written`, lang: 'node', case: 'dequant-ours', params: { path, out: out('ours') }, ...skip },
         { key: 'io', label: '(info) file I/O alone: read the input, write + rename an output-sized file', lang: 'node', case: 'dequant-io', params: { path, out: out('io'), outBytes: nDq * 4 }, ...skip },
-        // What producing a 64 MiB output costs at all: the floor under any decoder's time.
-        ...freshCopy([nDq * 4]).filter((i) => i.key === 'fresh-huge'),
+        // What producing a 64 MiB output costs at all: the floor under any decoder's time,
+        // in fresh memory and in memory already faulted in (ours reuses a finalized
+        // output's mapping after the first repetition: stcore::buffer::cache).
+        ...freshCopy([nDq * 4]).filter((i) => i.key !== 'fresh-4k'),
       ],
     }
   }
@@ -613,7 +616,7 @@ function groups(f, ggml, ckpt, pt, npz) {
         { key: 'numpy', label: '`safetensors.numpy.load_file` + ml_dtypes `astype(np.float32)` of each', lang: 'py', case: 'ckpt-numpy', params: { dir }, reps: r, ...skip },
         { key: 'mlx', label: 'MLX (CPU): `mx.load` + `astype(mx.float32)` of each, `mx.eval`', lang: 'py', case: 'ckpt-mlx', requires: 'mlx', params: { dir }, reps: r, ...skip },
         { key: 'open', label: "ours: the lazy open alone, `await Model.loadPretrained(dir, { as: 'F32' })` (MLX-Node publishes 2–3 s / 2.4 GB for its load)", lang: 'node', case: 'ckpt-ours-open', params: { dir }, ...skip },
-        ...freshCopy(sizes).map((i) => ({ ...i, reps: r })),
+        ...freshCopy(sizes).filter((i) => i.key !== 'reused-huge').map((i) => ({ ...i, reps: r })),
       ],
     }
   }
@@ -709,6 +712,8 @@ const GOALS = [
     { id: `6-${t}`, label: `(info) ${t}: \`convert\` end to end (the F32 file written) vs gguf-py`, ours: 'convert', peer: 'gguf-py', target: 0.05, info: true },
     { id: `6-${t}`, label: `(info) ${t}: \`convert\` minus the file-I/O floor vs gguf-py`, ours: 'convert', minus: 'io', peer: 'gguf-py', target: 0.05, info: true },
     { id: `6-${t}`, label: `(info) ${t}: the bound alone (fresh memory + copy of the output) vs gguf-py`, ours: 'fresh-huge', peer: 'gguf-py', target: 0.05, info: true },
+    { id: `6-${t}`, label: `(info) ${t}: the bound in memory already faulted in (a copy of the output) vs gguf-py`, ours: 'reused-huge', peer: 'gguf-py', target: 0.05, info: true },
+    { id: `6-${t}`, label: `(info) ${t}: ours vs that bound`, ours: 'ours', peer: 'reused-huge', target: 1.3, info: true },
   ]),
   { id: '7', label: 'Q4_K_M of a 0.6B model vs llama-quantize (same threads)', ours: 'ours', peer: 'llama-quantize', target: 1.0 },
   { id: '8', label: "0.6B BF16 model dir → Q8_0 GGUF vs llama.cpp's convert_hf_to_gguf.py", ours: 'ours', peer: 'converter', target: 0.2 },
@@ -743,7 +748,7 @@ function checkGroup(g) {
   const done = g.impls.filter((i) => i.result?.check)
   const ref = done[0]?.result.check
   for (const i of done) {
-    if (i.key.startsWith('fresh-')) continue // a bound: no output to compare
+    if (i.key.startsWith('fresh-') || i.key.startsWith('reused-')) continue // a bound: no output to compare
     if (i.key === 'io' || ((g.row === 'pytorch' || g.row === 'npz') && i.key === 'read')) continue // a bound: no output
     const c = i.result.check
     let ok = true

@@ -19,9 +19,11 @@
 //! when all were, each new 256 MiB upcast was faulted into fresh memory while the previous
 //! ones were still held (650–1,500 ms per call of 64M elements instead of ~40 ms). V8 counts
 //! the memory of its own ArrayBuffers and frees it when it collects, during the loop, so the
-//! next output reuses it. So a synchronous loop gets huge-page outputs (and reused mappings)
-//! for the first [`SyncBudget::LIMIT`] bytes not yet finalized, and V8 buffers past that: it
-//! holds at most that much more than before until it yields. A task's result reaches JS
+//! next output reuses it. So a synchronous call's large output is a kept mapping when one fits
+//! (resident already: holding it as a dropped output until the loop yields costs nothing
+//! more), else a fresh huge-page buffer while those not yet finalized hold at most
+//! [`SyncBudget::LIMIT`], else a V8 buffer: a loop holds at most that much more than before
+//! until it yields. A task's result reaches JS
 //! through an event-loop turn anyway, and an `await` between calls turns it again.
 
 use crate::error::CoreResult;
@@ -132,8 +134,9 @@ unsafe fn v8_array<T: Element>(
     Ok(array)
 }
 
-/// What a synchronous call's output becomes when it reaches JS: a huge-page buffer handed
-/// over when large and [`SyncBudget`] has room for it; else a V8 buffer ([`v8_array`]).
+/// What a synchronous call's output becomes when it reaches JS: when large, a huge-page buffer
+/// handed over — a kept mapping when one fits (memory already resident: it costs no budget),
+/// else a fresh one while [`SyncBudget`] has room; else a V8 buffer ([`v8_array`]).
 ///
 /// # Safety
 /// As [`v8_array`].
@@ -144,21 +147,28 @@ unsafe fn sync_array<T: Element>(
     write: impl FnOnce(&mut [T]) -> CoreResult<()>,
     external: External<T>,
 ) -> Result<napi::sys::napi_value> {
+    let throw = |e: CoreError| crate::error::to_js(&Env::from_raw(env), &e);
     let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    let lease = match bytes >= LARGE_BUFFER_BYTES {
-        true => SyncBudget::lease(bytes),
-        false => None,
+    let handed = if bytes < LARGE_BUFFER_BYTES {
+        None
+    } else if let Some(buf) = LargeBuffer::<T>::cached(len).map_err(throw)? {
+        Some(Handed { buf, lease: None })
+    } else if let Some(lease) = SyncBudget::lease(bytes) {
+        let buf = LargeBuffer::<T>::for_overwrite(len).map_err(throw)?;
+        Some(Handed {
+            buf,
+            lease: Some(lease),
+        })
+    } else {
+        None
     };
-    let Some(lease) = lease else {
+    let Some(mut handed) = handed else {
         // SAFETY: the caller's contract.
         return unsafe { v8_array(env, kind, len, write) };
     };
-    let throw = |e: CoreError| crate::error::to_js(&Env::from_raw(env), &e);
-    let mut buf = LargeBuffer::<T>::for_overwrite(len).map_err(throw)?;
-    write(buf.as_mut_slice()).map_err(throw)?;
-    let lease = Some(lease);
+    write(handed.buf.as_mut_slice()).map_err(throw)?;
     // SAFETY: `env` is current; the array is a plain typed array.
-    unsafe { TypedArrayOut::to_napi_value(env, external(Handed { buf, lease })) }
+    unsafe { TypedArrayOut::to_napi_value(env, external(handed)) }
 }
 
 /// A typed array made during a synchronous call (see [`new_array`]).
@@ -327,8 +337,9 @@ impl Source {
     }
 }
 
-/// Bytes of huge-page outputs that synchronous calls handed to JS and whose finalizers have not
-/// run yet, at most [`SyncBudget::LIMIT`].
+/// Bytes of fresh huge-page outputs that synchronous calls handed to JS and whose finalizers
+/// have not run yet, at most [`SyncBudget::LIMIT`]. (Outputs in kept mappings do not count:
+/// that memory was resident already, and the cache that kept it is bounded.)
 pub struct SyncBudget;
 
 static SYNC_HELD: AtomicUsize = AtomicUsize::new(0);

@@ -378,7 +378,16 @@ cases['gguf-get'] = {
 
 // Row 9: a whole checkpoint, every tensor as F32 ---------------------------------------------
 // Each repetition loads the directory afresh (a user loads a checkpoint once per process) and
-// keeps every array until the next one; the fingerprint sums a stride of every tensor.
+// keeps every array until the next one; the fingerprint sums a stride of every tensor. Before
+// each, the previous one's arrays are collected and finalized and the core's cache of output
+// mappings has emptied (unused mappings go after a second): every load starts from memory as
+// a fresh process's would, with no kept mapping to reuse and none of the previous load's
+// outputs still waiting for Node to finalize them.
+const freshStart = async () => {
+  await collect()
+  await new Promise((resolve) => setTimeout(resolve, 2000))
+  await collect()
+}
 function checkpointCheck(_, arrays) {
   let n = 0
   let sum = 0
@@ -390,6 +399,7 @@ function checkpointCheck(_, arrays) {
 }
 cases['ckpt-ours-sync'] = {
   setup: () => ({}),
+  before: freshStart,
   run: async () => {
     const m = await st.Model.loadPretrained(P.dir, { as: 'F32' })
     const arrays = []
@@ -400,6 +410,7 @@ cases['ckpt-ours-sync'] = {
 }
 cases['ckpt-ours-async'] = {
   setup: () => ({}),
+  before: freshStart,
   run: async () => {
     const m = await st.Model.loadPretrained(P.dir, { as: 'F32' })
     return Object.values(await m.tensorsAsync()).map((t) => t.data)
@@ -507,7 +518,7 @@ const times = []
 let warmupMs = null
 let last = null
 for (let i = 0; i <= reps; i++) {
-  if (spec.before) spec.before(ctx)
+  if (spec.before) await spec.before(ctx)
   await collect()
   const t0 = performance.now()
   let r = spec.run(ctx)

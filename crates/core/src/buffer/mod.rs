@@ -47,6 +47,16 @@ impl<T: Element> LargeBuffer<T> {
         Self::at(ptr, len, map_len)
     }
 
+    /// Like [`for_overwrite`](Self::for_overwrite), but only from the [`cache`]: `None` when no
+    /// kept mapping fits (nothing new is mapped).
+    pub fn cached(len: usize) -> Result<Option<Self>> {
+        let map_len = Self::map_len(len)?;
+        match cache::take(map_len) {
+            Some(ptr) => Self::at(ptr, len, map_len).map(Some),
+            None => Ok(None),
+        }
+    }
+
     fn map_len(len: usize) -> Result<usize> {
         len.checked_mul(std::mem::size_of::<T>())
             .and_then(|bytes| bytes.max(1).checked_next_multiple_of(HUGE_PAGE))
