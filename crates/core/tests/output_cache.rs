@@ -56,8 +56,16 @@ fn a_dropped_mapping_is_reused_cut_to_size_and_given_back_when_idle() {
     std::thread::sleep(cache::IDLE * 2 + std::time::Duration::from_millis(200));
     assert_eq!(cache::kept_bytes(), 0);
 
-    // And `release` gives everything back at once.
+    // `cached` only takes: nothing kept, nothing made.
+    assert!(LargeBuffer::<u8>::cached(4 * MIB).unwrap().is_none());
     drop(LargeBuffer::<u8>::for_overwrite(4 * MIB).unwrap());
+    let again = LargeBuffer::<u8>::cached(3 * MIB)
+        .unwrap()
+        .expect("a kept mapping fits");
+    assert_eq!((again.len(), cache::kept_bytes()), (3 * MIB, 0));
+
+    // And `release` gives everything back at once.
+    drop(again);
     assert_eq!(cache::release(), 4 * MIB);
     assert_eq!(cache::kept_bytes(), 0);
 }
