@@ -22,8 +22,8 @@
 //! next output reuses it. So a synchronous call's large output is a kept mapping when one fits
 //! (resident already: holding it as a dropped output until the loop yields costs nothing
 //! more), else a fresh huge-page buffer while those not yet finalized hold at most
-//! [`SyncBudget::LIMIT`], else a V8 buffer: a loop holds at most that much more than before
-//! until it yields. A task's result reaches JS
+//! [`SyncBudget::LIMIT`], else a V8 buffer: until it yields, a loop holds at most that much
+//! more than V8's buffers and the mappings the cache had kept. A task's result reaches JS
 //! through an event-loop turn anyway, and an `await` between calls turns it again.
 
 use crate::error::CoreResult;

@@ -350,18 +350,8 @@ mod tests {
             (LARGE_BUFFER_BYTES - 1, 0, false),
         ] {
             let map_len = len + offset + PAGE;
-            // SAFETY: a fresh private anonymous mapping, unmapped below.
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(base, libc::MAP_FAILED);
+            // A fresh private anonymous mapping, unmapped below.
+            let base = map_anonymous(map_len, map_len).unwrap();
             let ptr = base as usize + offset;
             prepare_output(ptr as *mut u8, len);
             let inner = ptr.next_multiple_of(HUGE_PAGE);
