@@ -104,16 +104,6 @@ pub enum Output<T: Element> {
 }
 
 impl<T: Element + Default> Output<T> {
-    pub fn zeroed(len: usize) -> Result<Self> {
-        if len.saturating_mul(std::mem::size_of::<T>()) >= LARGE_BUFFER_BYTES {
-            LargeBuffer::zeroed(len).map(Output::Large)
-        } else {
-            Ok(Output::Small(vec![T::default(); len]))
-        }
-    }
-}
-
-impl<T: Element + Default> Output<T> {
     /// `len` elements for a caller that writes every one before anything reads it: large
     /// ones may reuse a kept mapping ([`LargeBuffer::for_overwrite`]), small ones are zeros.
     pub fn for_overwrite(len: usize) -> Result<Self> {
@@ -385,11 +375,11 @@ mod tests {
         b.as_mut_slice()[12345] = 1.5;
         assert_eq!(b.as_slice()[12345], 1.5);
         assert!(matches!(
-            Output::<f32>::zeroed(10).unwrap(),
+            Output::<f32>::for_overwrite(10).unwrap(),
             Output::Small(_)
         ));
         assert!(matches!(
-            Output::<f32>::zeroed(2 << 20).unwrap(),
+            Output::<f32>::for_overwrite(2 << 20).unwrap(),
             Output::Large(_)
         ));
         let empty = LargeBuffer::<f64>::zeroed(0).unwrap();
