@@ -340,14 +340,14 @@ impl Source {
 /// Bytes of fresh huge-page outputs that synchronous calls handed to JS and whose finalizers
 /// have not run yet, at most [`SyncBudget::LIMIT`]. (Outputs in kept mappings do not count:
 /// that memory was resident already, and the cache that kept it is bounded.)
-pub struct SyncBudget;
+struct SyncBudget;
 
 static SYNC_HELD: AtomicUsize = AtomicUsize::new(0);
 
 impl SyncBudget {
     /// What a synchronous loop that drops its large outputs may hold until it yields (outputs
     /// past it are V8 buffers): one 64M-element F32 upcast.
-    pub const LIMIT: usize = 256 << 20;
+    const LIMIT: usize = 256 << 20;
 
     /// A share of `bytes` of the budget, when that much is left.
     fn lease(bytes: usize) -> Option<Lease> {
@@ -371,7 +371,7 @@ impl Drop for Lease {
 
 /// A large output on its way to JS as an external buffer, with its share of [`SyncBudget`]
 /// when a synchronous call made it.
-pub struct Handed<T: Element> {
+struct Handed<T: Element> {
     buf: LargeBuffer<T>,
     lease: Option<Lease>,
 }
