@@ -237,13 +237,14 @@ describe('synchronous loops of large outputs', () => {
     expect(r.peakMiB - r.baseMiB).toBeLessThan(16)
   })
 
-  it('an upcast gives its source pages back the first time, keeps them the second; never the pages of a view', () => {
+  it('an upcast maps no source page the first time, keeps them the second; never gives back the pages of a view', () => {
     const r = spawnSync(process.execPath, ['--expose-gc', SYNC_LOOP_CHILD, loopDir, 'pages', '0'], { encoding: 'utf8', timeout: 60_000 })
     expect(r.status, r.stderr).toBe(0)
     const p = JSON.parse(r.stdout)
     console.log(`resident pages of a 16 MiB BF16 file's mapping: ${p.afterFirst} KiB after one upcast, ${p.afterSecond} KiB after a second; ${p.viewed} KiB with a raw view alive`)
-    // One upcast: only the header page and the tensor's partial last page stay.
-    expect(p.afterFirst).toBeLessThanOrEqual(8)
+    // One upcast reads the file, not the mapping: only what parsing the header mapped stays
+    // (the kernel maps up to 64 KiB around a fault) and the tensor's partial last page.
+    expect(p.afterFirst).toBeLessThanOrEqual(64 + 8)
     // Converted again: kept (a caller converting the same tensor repeatedly maps it once).
     expect(p.afterSecond).toBeGreaterThanOrEqual(16384)
     // A raw view was written through: the upcast kept its pages, so the write survives in

@@ -323,12 +323,13 @@ impl Source {
     }
 
     /// Like [`Source::convert`] for a conversion that maps each run of bytes to one element
-    /// of `dst`: large tensors are read in parts, each given back once converted
+    /// of `dst`: the first time, a file's bytes are read with positioned reads on every core
+    /// (no page mapped); else large tensors are read in parts, each given back once converted
     /// ([`Memory::convert_once`]).
-    fn convert_parts<T>(
+    fn convert_parts<T: Send>(
         &self,
         dst: &mut [T],
-        mut f: impl FnMut(&[u8], &mut [T]) -> CoreResult<()>,
+        f: impl Fn(&[u8], &mut [T]) -> CoreResult<()> + Sync,
     ) -> CoreResult<()> {
         match self {
             Source::Shared { memory, start, len } => memory.convert_once(*start, *len, dst, f),

@@ -13,6 +13,10 @@
 //!
 //! A range converted a second time is kept mapped from then on: a caller converting the same
 //! tensor over and over would otherwise pay for mapping its pages on every call.
+//!
+//! An element-wise conversion's first read of a range no view covers does not map it at all:
+//! it reads the file with positioned reads ([`PageState::first_read`],
+//! `Memory::convert_once`), which costs less than mapping the pages and giving them back.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -77,6 +81,31 @@ impl PageState {
             b = b.max(e);
         }
         state.viewed.insert(a, b);
+    }
+
+    /// Whether a conversion of `start..start + len`, which the mapping path would read in
+    /// `parts` (`[from, to)`), may read the file instead of the mapping: the first time, when
+    /// no view covers any of its pages (a view may have written them). It is recorded as read
+    /// once, as the mapping path would, so a second conversion reads the mapping and keeps it.
+    pub fn first_read(&self, start: usize, len: usize, parts: &[(usize, usize)]) -> bool {
+        let (a, b) = outward(start, len);
+        let mut state = self.lock();
+        let viewed = state
+            .viewed
+            .range(..b)
+            .next_back()
+            .is_some_and(|(_, &e)| e > a);
+        let seen = parts.iter().any(|&(from, to)| {
+            let key = (from, to - from);
+            state.populated.contains(&key) || state.released.contains(&key)
+        });
+        if viewed || seen {
+            return false;
+        }
+        for &(from, to) in parts {
+            state.released.insert((from, to - from));
+        }
+        true
     }
 
     /// A conversion has read `start..start + len` of the mapping `base`: give back the whole
@@ -237,6 +266,26 @@ mod tests {
         p.mark_viewed(4 * PAGE, 1); // adjacent: merged
         p.mark_viewed(10 * PAGE, 0); // empty: nothing
         assert_eq!(p.viewed(), vec![(0, 5 * PAGE)]);
+    }
+
+    #[test]
+    fn a_first_read_is_once_and_never_of_viewed_pages() {
+        let p = PageState::default();
+        p.mark_viewed(4 * PAGE + 100, PAGE); // pages 4..6
+                                             // Ranges sharing a page with the view are not first reads; one ending at it is.
+        assert!(!p.first_read(3 * PAGE, PAGE + 1, &[(3 * PAGE, 4 * PAGE + 1)]));
+        assert!(!p.first_read(5 * PAGE + 10, 10, &[(5 * PAGE + 10, 5 * PAGE + 20)]));
+        assert!(!p.first_read(0, 20 * PAGE, &[(0, 20 * PAGE)]));
+        assert!(p.first_read(PAGE, 3 * PAGE, &[(PAGE, 2 * PAGE), (2 * PAGE, 4 * PAGE)]));
+        assert!(p.first_read(6 * PAGE, 2, &[(6 * PAGE, 6 * PAGE + 2)]));
+        // The second time it is not, and the parts count as read once: released again (by
+        // a conversion from the mapping), they are kept.
+        assert!(!p.first_read(PAGE, 3 * PAGE, &[(PAGE, 2 * PAGE), (2 * PAGE, 4 * PAGE)]));
+        assert!(p.lock().released.contains(&(2 * PAGE, 2 * PAGE)));
+        // A range populated for a conversion from the mapping is not a first read either.
+        let (_path, map) = mapping(16);
+        p.populate_once(&map, 10 * PAGE, PAGE);
+        assert!(!p.first_read(10 * PAGE, PAGE, &[(10 * PAGE, 11 * PAGE)]));
     }
 
     #[test]

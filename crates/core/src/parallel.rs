@@ -11,6 +11,7 @@
 //!   replaced split-join-write).
 
 use crate::error::{CoreError, Result};
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -39,6 +40,19 @@ pub fn default_threads() -> usize {
 fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f))
         .unwrap_or_else(|payload| Err(CoreError::panicked("a worker thread", payload.as_ref())))
+}
+
+thread_local! {
+    /// Whether this thread is running a chunk of [`for_chunks`] (see [`Split::threads`]).
+    static IN_CHUNK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` as a chunk of [`for_chunks`]: work it starts in turn stays on this thread.
+fn in_chunk<T>(f: impl FnOnce() -> T) -> T {
+    let outer = IN_CHUNK.with(|c| c.replace(true));
+    let out = f();
+    IN_CHUNK.with(|c| c.set(outer));
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,8 +102,12 @@ impl Split {
     }
 
     /// Threads for `units` units: one per `min_units_per_thread`, at most
-    /// [`default_threads`], at least one.
+    /// [`default_threads`], at least one — and one inside a chunk of another [`for_chunks`]
+    /// (a conversion run per part on every core runs each part on its own thread).
     fn threads(&self, units: usize) -> usize {
+        if IN_CHUNK.with(Cell::get) {
+            return 1;
+        }
         default_threads()
             .min(units / self.min_units_per_thread.max(1))
             .max(1)
@@ -140,7 +158,7 @@ fn for_chunks_on<S: Sync, D: Send>(
     let run = |i: usize| {
         let taken = lock(&chunks[i]).take();
         if let Some((at, s, d)) = taken {
-            let result = guarded(|| f(at, s, d));
+            let result = in_chunk(|| guarded(|| f(at, s, d)));
             *lock(&results[i]) = result;
         }
     };
@@ -469,6 +487,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Work started inside a chunk stays on that chunk's thread; outside, it splits again.
+    #[test]
+    fn work_inside_a_chunk_runs_on_its_thread() {
+        let split = Split::new(1, 1).min_units_per_thread(1);
+        let threads_of = |units: usize| split.threads(units);
+        let src = vec![0u8; 64];
+        let mut dst = vec![0u8; 64];
+        let inner = Mutex::new(Vec::new());
+        for_chunks_on(2, split, &src, &mut dst, |_, s, _| {
+            inner.lock().unwrap().push(threads_of(s.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(inner.into_inner().unwrap(), [1, 1]);
+        assert_eq!(threads_of(64), default_threads().min(64));
+        assert!(
+            !IN_CHUNK.with(Cell::get),
+            "the calling thread's flag is restored"
+        );
     }
 
     /// The error of the first failing chunk wins, so the result does not depend on which
