@@ -269,8 +269,9 @@ fn convert_by_reads<T: Send>(
         .align_units(4096);
     crate::parallel::for_chunks(split, src, dst, |_, chunk, out| {
         let mut offset = start + (chunk.as_ptr() as usize - origin);
-        // u64s: aligned for every element type a conversion reads.
-        let mut buf = vec![0u64; (per_read * k).div_ceil(8)];
+        // u64s: aligned for every element type a conversion reads. No larger than the chunk:
+        // a small tensor's buffer stays on the heap instead of being a mapping of its own.
+        let mut buf = vec![0u64; (per_read.min(out.len()) * k).div_ceil(8)];
         // SAFETY: a u64 buffer viewed as its bytes.
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
