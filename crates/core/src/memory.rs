@@ -437,6 +437,14 @@ mod tests {
         path
     }
 
+    /// Whether `dst` holds what [`widen`] makes of [`u16_file`]'s values.
+    #[cfg(feature = "mmap")]
+    fn widened(dst: &[u32]) -> bool {
+        dst.iter()
+            .enumerate()
+            .all(|(i, &v)| v == (i % 65521) as u32)
+    }
+
     #[cfg(feature = "mmap")]
     fn widen(src: &[u8], out: &mut [u32]) -> Result<()> {
         for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
@@ -461,10 +469,7 @@ mod tests {
                 widen(src, out)
             })
             .unwrap();
-        assert!(dst
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == (i % 65521) as u32));
+        assert!(widened(&dst));
         assert_eq!(resident_kib(base), 0, "no page of the file was mapped");
         let reads = reads.into_inner().unwrap();
         assert_eq!(reads.iter().sum::<usize>(), 2 * n);
@@ -473,10 +478,7 @@ mod tests {
         // the file) and keeps its pages from then on.
         dst.fill(0);
         memory.convert_once(24, 2 * n, &mut dst, widen).unwrap();
-        assert!(dst
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == (i % 65521) as u32));
+        assert!(widened(&dst));
         let kept = resident_kib(base);
         assert!(kept >= 2 * n / 1024 - 8, "{kept} KiB mapped");
         memory.convert_once(24, 2 * n, &mut dst, widen).unwrap();
@@ -494,10 +496,7 @@ mod tests {
         memory.mark_viewed(24 + 2 * 1000, 2);
         let mut dst = vec![0u32; n];
         memory.convert_once(24, 2 * n, &mut dst, widen).unwrap();
-        assert!(dst
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == (i % 65521) as u32));
+        assert!(widened(&dst));
         assert!(resident_kib(base) > 0, "read through the mapping");
     }
 
@@ -562,10 +561,7 @@ mod tests {
                 "{kib} KiB resident converting {len} bytes"
             );
         }
-        assert!(dst
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == (i % 65521) as u32));
+        assert!(widened(&dst));
         assert!(resident_kib(base) <= 8, "all given back");
         // An error in a part stops the conversion and is returned.
         let e = memory
