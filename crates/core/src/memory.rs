@@ -437,6 +437,15 @@ mod tests {
         path
     }
 
+    /// A [`u16_file`] of `n` values opened as a mapping: its directory, the memory, its address.
+    #[cfg(feature = "mmap")]
+    fn open_u16(n: usize) -> (tempfile::TempDir, Memory, usize) {
+        let d = tempfile::tempdir().unwrap();
+        let memory = Memory::open(&u16_file(d.path(), n), "a test file", Backend::Mmap).unwrap();
+        let base = memory.as_ptr() as usize;
+        (d, Arc::try_unwrap(memory).ok().unwrap(), base)
+    }
+
     /// Whether `dst` holds what [`widen`] makes of [`u16_file`]'s values.
     #[cfg(feature = "mmap")]
     fn widened(dst: &[u32]) -> bool {
@@ -457,10 +466,8 @@ mod tests {
     #[cfg(feature = "mmap")]
     fn a_first_conversion_reads_the_file_and_maps_no_page() {
         // 20 MiB of u16 (two threads' worth), then a second and third conversion.
-        let d = tempfile::tempdir().unwrap();
         let n = 10 << 20;
-        let memory = Memory::open(&u16_file(d.path(), n), "a test file", Backend::Mmap).unwrap();
-        let base = memory.as_ptr() as usize;
+        let (_d, memory, base) = open_u16(n);
         let reads = Mutex::new(Vec::new());
         let mut dst = vec![0u32; n];
         memory
@@ -489,10 +496,8 @@ mod tests {
     #[cfg(feature = "mmap")]
     fn a_viewed_range_is_converted_from_the_mapping() {
         // A view may have written its pages: the conversion must see what the mapping holds.
-        let d = tempfile::tempdir().unwrap();
         let n = 1 << 20;
-        let memory = Memory::open(&u16_file(d.path(), n), "a test file", Backend::Mmap).unwrap();
-        let base = memory.as_ptr() as usize;
+        let (_d, memory, base) = open_u16(n);
         memory.mark_viewed(24 + 2 * 1000, 2);
         let mut dst = vec![0u32; n];
         memory.convert_once(24, 2 * n, &mut dst, widen).unwrap();
