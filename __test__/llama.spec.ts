@@ -4,7 +4,7 @@
 // transformers / transformers, committed in __test__/fixtures/llama by the scripts that made
 // them) and with Hugging Face's tokenizer; our files are compared key by key and tensor by
 // tensor with llama.cpp's own converter's.
-import { beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { cpSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -168,6 +168,8 @@ describe('decoders: llama, qwen2, qwen3 in llama.cpp', () => {
   beforeAll(() => {
     run(PYTHON, [join(SCRIPTS, 'decoder_fixtures.py'), 'make', LLAMA.src, models])
   }, 300_000)
+  // 545 MB of models and GGUFs: every run left one behind in the temp directory.
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
 
   for (const { name, arch, tokenizer } of DECODERS) {
     describe(name, () => {

@@ -13,6 +13,7 @@ mod layout;
 mod model;
 mod models;
 mod remote;
+mod sync_output;
 mod tasks;
 mod typed;
 mod weights;

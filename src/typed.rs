@@ -7,24 +7,20 @@
 //! - **Huge-page buffers** handed over as external buffers: large outputs (4 MiB or more) in
 //!   a mapping of their own ([`LargeBuffer::for_overwrite`]: 2 MiB-aligned, huge pages, and
 //!   the mapping of an earlier, finalized output reused when one fits, so that a loop that
-//!   reads and drops tensors writes into memory already faulted in). Every large output of a
-//!   task, and a synchronous call's while [`SyncBudget`] has room.
+//!   reads and drops tensors writes into memory already faulted in): every large output of a
+//!   task, and of a synchronous call ([`crate::sync_output`], which frees the ones V8 has
+//!   collected before the loop yields).
 //! - **V8 buffers** ([`Fill`]): every other output of a call on the JS thread is written
 //!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS. Small
 //!   outputs of tasks are copied into one the same way.
 //!
-//! What decides between the last two on the JS thread is when memory comes back. Node runs
-//! the finalizers of external buffers only between event-loop turns, so in a synchronous
-//! loop that drops its outputs every external one stays allocated until the loop yields:
-//! when all were, each new 256 MiB upcast was faulted into fresh memory while the previous
-//! ones were still held (650–1,500 ms per call of 64M elements instead of ~40 ms). V8 counts
-//! the memory of its own ArrayBuffers and frees it when it collects, during the loop, so the
-//! next output reuses it. So a synchronous call's large output is a kept mapping when one fits
-//! (resident already: holding it as a dropped output until the loop yields costs nothing
-//! more), else a fresh huge-page buffer while those not yet finalized hold at most
-//! [`SyncBudget::LIMIT`], else a V8 buffer: until it yields, a loop holds at most that much
-//! more than V8's buffers and the mappings the cache had kept. A task's result reaches JS
-//! through an event-loop turn anyway, and an `await` between calls turns it again.
+//! Node runs the finalizers of external buffers only between event-loop turns, so in a
+//! synchronous loop that drops its outputs every external one would stay allocated until the
+//! loop yields (650–1,500 ms per call of 64M elements instead of ~40 ms when all were, each
+//! new 256 MiB upcast faulted into fresh memory while the previous ones were still held).
+//! [`crate::sync_output`] tracks a synchronous call's large outputs and frees each as soon as
+//! V8 has collected its ArrayBuffer, so the next output reuses its memory. A task's result
+//! reaches JS through an event-loop turn anyway, and an `await` between calls turns it again.
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
@@ -32,7 +28,6 @@ use stcore::buffer::{LargeBuffer, Output, LARGE_BUFFER_BYTES};
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::{CoreError, DType, F32Decoder};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Any of the typed arrays a tensor can become.
@@ -60,11 +55,10 @@ impl Fill {
         kind: TypedArrayType,
         len: usize,
         write: impl FnOnce(&mut [T]) -> CoreResult<()> + Send + 'static,
-        external: External<T>,
     ) -> Fill {
         // SAFETY: called by `to_napi_value` with the current env.
         Fill(Box::new(move |env| unsafe {
-            sync_array(env, kind, len, write, external)
+            sync_array(env, kind, len, write)
         }))
     }
 
@@ -135,8 +129,8 @@ unsafe fn v8_array<T: Element>(
 }
 
 /// What a synchronous call's output becomes when it reaches JS: when large, a huge-page buffer
-/// handed over — a kept mapping when one fits (memory already resident: it costs no budget),
-/// else a fresh one while [`SyncBudget`] has room; else a V8 buffer ([`v8_array`]).
+/// handed over and tracked ([`crate::sync_output`]) while there is room; else a V8 buffer
+/// ([`v8_array`]).
 ///
 /// # Safety
 /// As [`v8_array`].
@@ -145,30 +139,13 @@ unsafe fn sync_array<T: Element>(
     kind: TypedArrayType,
     len: usize,
     write: impl FnOnce(&mut [T]) -> CoreResult<()>,
-    external: External<T>,
 ) -> Result<napi::sys::napi_value> {
-    let throw = |e: CoreError| crate::error::to_js(&Env::from_raw(env), &e);
     let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    let handed = if bytes < LARGE_BUFFER_BYTES {
-        None
-    } else if let Some(buf) = LargeBuffer::<T>::cached(len).map_err(throw)? {
-        Some(Handed { buf, lease: None })
-    } else if let Some(lease) = SyncBudget::lease(bytes) {
-        let buf = LargeBuffer::<T>::for_overwrite(len).map_err(throw)?;
-        Some(Handed {
-            buf,
-            lease: Some(lease),
-        })
-    } else {
-        None
-    };
-    let Some(mut handed) = handed else {
-        // SAFETY: the caller's contract.
-        return unsafe { v8_array(env, kind, len, write) };
-    };
-    write(handed.buf.as_mut_slice()).map_err(throw)?;
-    // SAFETY: `env` is current; the array is a plain typed array.
-    unsafe { TypedArrayOut::to_napi_value(env, external(handed)) }
+    // SAFETY (all three): the caller's contract.
+    if bytes >= LARGE_BUFFER_BYTES && unsafe { crate::sync_output::room_for(env, bytes) } {
+        return unsafe { crate::sync_output::large_array(env, kind, len, write) };
+    }
+    unsafe { v8_array(env, kind, len, write) }
 }
 
 /// A typed array made during a synchronous call (see [`new_array`]).
@@ -338,58 +315,19 @@ impl Source {
     }
 }
 
-/// Bytes of fresh huge-page outputs that synchronous calls handed to JS and whose finalizers
-/// have not run yet, at most [`SyncBudget::LIMIT`]. (Outputs in kept mappings do not count:
-/// that memory was resident already, and the cache that kept it is bounded.)
-struct SyncBudget;
-
-static SYNC_HELD: AtomicUsize = AtomicUsize::new(0);
-
-impl SyncBudget {
-    /// What a synchronous loop that drops its large outputs may hold until it yields (outputs
-    /// past it are V8 buffers): one 64M-element F32 upcast.
-    const LIMIT: usize = 256 << 20;
-
-    /// A share of `bytes` of the budget, when that much is left.
-    fn lease(bytes: usize) -> Option<Lease> {
-        SYNC_HELD
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                held.checked_add(bytes).filter(|&sum| sum <= Self::LIMIT)
-            })
-            .ok()
-            .map(|_| Lease(bytes))
-    }
-}
-
-/// Bytes of [`SyncBudget`] held by one output, given back when the output's finalizer drops it.
-struct Lease(usize);
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        SYNC_HELD.fetch_sub(self.0, Ordering::Relaxed);
-    }
-}
-
-/// A large output on its way to JS as an external buffer, with its share of [`SyncBudget`]
-/// when a synchronous call made it.
-struct Handed<T: Element> {
-    buf: LargeBuffer<T>,
-    lease: Option<Lease>,
-}
-
-/// How a large output reaches JS: a huge-page buffer handed over.
-type External<T> = fn(Handed<T>) -> TypedArrayOut;
+/// How a task's large output reaches JS: a huge-page buffer handed over.
+type External<T> = fn(LargeBuffer<T>) -> TypedArrayOut;
 
 macro_rules! external {
     ($variant:ident, $array:ident) => {
-        |Handed { mut buf, lease }| {
+        |mut buf: LargeBuffer<_>| {
             let ptr = buf.as_mut_ptr();
             let n = buf.len();
             // SAFETY: `buf` owns `n` initialised elements at `ptr` (n > 0: large buffers
             // are never empty); moving it into the finalizer keeps the mapping alive until
-            // JS collects the array, and only then gives the lease back.
+            // JS collects the array.
             TypedArrayOut::$variant(unsafe {
-                $array::with_external_data(ptr, n, move |_, _| drop((buf, lease)))
+                $array::with_external_data(ptr, n, move |_, _| drop(buf))
             })
         }
     };
@@ -405,7 +343,7 @@ fn produce<T: Element + Default>(
     external: External<T>,
 ) -> CoreResult<TypedArrayOut> {
     if !crate::tasks::in_task() {
-        return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write, external)));
+        return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write)));
     }
     let mut out = Output::<T>::for_overwrite(n)?;
     write(out.as_mut_slice())?;
@@ -414,7 +352,7 @@ fn produce<T: Element + Default>(
         Output::Large(buf) if buf.is_empty() => {
             TypedArrayOut::Filled(Fill::of_vec::<T>(kind, vec![]))
         }
-        Output::Large(buf) => external(Handed { buf, lease: None }),
+        Output::Large(buf) => external(buf),
     })
 }
 

@@ -1,0 +1,264 @@
+//! The large outputs of synchronous calls, and how a loop that never yields gets the memory of
+//! the ones it dropped back.
+//!
+//! A large output (4 MiB or more) is a huge-page buffer of the core
+//! ([`LargeBuffer::for_overwrite`]: a mapping kept from an earlier output when one fits),
+//! handed to JS as an external ArrayBuffer. Node runs the finalizers of external buffers only
+//! between event-loop turns, so on their own the outputs a synchronous loop drops would all
+//! stay allocated until it yields. Here is what frees them inside the loop:
+//!
+//! - Each output's bytes are reported to V8 as external memory (`napi_adjust_external_memory`),
+//!   as V8 counts its own ArrayBuffers.
+//! - Each output's ArrayBuffer has a weak reference, and before the next large output is made
+//!   [`Tracker::make_room`] looks at them. An ArrayBuffer V8 has collected can no longer be
+//!   reached by any JavaScript (typed arrays and DataViews hold their buffer; an external buffer
+//!   cannot be detached or transferred: `structuredClone` and `postMessage` copy it), so its
+//!   memory is freed there and then — into the core's cache of mappings, for the next output.
+//!   The finalizer, when it runs later, finds nothing left to free ([`Slot`]).
+//! - V8 collects as the reported memory grows, so in a loop that drops its outputs the tracker
+//!   finds each one collected a call or two later. The references are read in a handle scope
+//!   of their own: a handle left in the call's scope keeps its output alive through a
+//!   collection later in the same call (a forced one then found none collected).
+//!   Should V8 not have collected them, a full collection is forced once the outputs not yet
+//!   found collected reach [`Tracker::force_at`]: reporting a huge amount of external memory
+//!   for an instant makes V8 collect everything at once (`Heap::ReportExternalMemoryPressure`).
+//!   When that finds most of them collected, the next is forced [`STEP`] later; when it finds
+//!   them alive (a loop that keeps them, like a model loader) the distance doubles, so a loop
+//!   that keeps n bytes forces about log2(n / STEP) collections.
+//! - Past [`cap`] of outputs not found collected, an output is a V8 buffer instead: the bound
+//!   if a runtime ignores the reported memory.
+
+use crate::error::CoreResult;
+use napi::bindgen_prelude::*;
+use napi::sys;
+use stcore::buffer::{physical_memory, LargeBuffer};
+use stcore::cast::Element;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+
+/// Outputs not yet found collected that a dropping loop may hold before a collection is forced.
+const STEP: usize = 256 << 20;
+
+/// What is reported to V8 for an instant to force a collection: far past its hard limit for
+/// external memory (half the old generation's maximum) on any heap.
+const FORCE: i64 = 1 << 46;
+
+/// Outputs not yet found collected past which new ones are V8 buffers: a quarter of the
+/// physical memory.
+fn cap() -> usize {
+    physical_memory() / 4
+}
+
+/// One output's buffer, freed by whichever comes first: the tracker or the finalizer.
+struct Slot {
+    buf: Mutex<Option<Box<dyn Send>>>,
+    bytes: usize,
+}
+
+impl Slot {
+    /// Free the buffer (its mapping goes to the cache) unless that was done already, and tell
+    /// V8 the external memory is gone.
+    fn free(&self, env: sys::napi_env) {
+        let taken = self.buf.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(buf) = taken {
+            drop(buf);
+            let mut total = 0;
+            // SAFETY: `env` is the environment the output was made in, on its thread.
+            unsafe { sys::napi_adjust_external_memory(env, -(self.bytes as i64), &mut total) };
+        }
+    }
+}
+
+/// An output handed to JS by a synchronous call on this thread, not yet found collected.
+struct Tracked {
+    weak: sys::napi_ref,
+    slot: Arc<Slot>,
+}
+
+/// The outputs of this JS thread's environment (a worker has its own thread and its own).
+struct Tracker {
+    env: sys::napi_env,
+    tracked: Vec<Tracked>,
+    /// Bytes of `tracked`.
+    pending: usize,
+    /// `pending` at which the next collection is forced.
+    force_at: usize,
+}
+
+thread_local! {
+    /// Dropped on thread exit without Node-API calls: the environment deletes its own
+    /// references, and the finalizers free what is left.
+    static TRACKER: RefCell<Option<Tracker>> = const { RefCell::new(None) };
+}
+
+impl Tracker {
+    /// Free the memory of every output whose ArrayBuffer V8 has collected.
+    ///
+    /// # Safety
+    /// `self.env` is the current environment, in a call on its JS thread.
+    unsafe fn sweep(&mut self) {
+        let env = self.env;
+        let mut freed = 0;
+        // Each live reference's value is a handle: in the call's own scope it would keep every
+        // live output alive through a collection forced later in the same call.
+        let mut scope = std::ptr::null_mut();
+        // SAFETY: a handle scope of the current env, closed below.
+        if unsafe { sys::napi_open_handle_scope(env, &mut scope) } != sys::Status::napi_ok {
+            return;
+        }
+        self.tracked.retain(|t| {
+            let mut value = std::ptr::null_mut();
+            // SAFETY: a reference made in this environment and not deleted yet.
+            let status = unsafe { sys::napi_get_reference_value(env, t.weak, &mut value) };
+            if status != sys::Status::napi_ok || !value.is_null() {
+                return true;
+            }
+            t.slot.free(env);
+            freed += t.slot.bytes;
+            // SAFETY: as above; deleted once, with its entry.
+            unsafe { sys::napi_delete_reference(env, t.weak) };
+            false
+        });
+        // SAFETY: the scope opened above, innermost.
+        unsafe { sys::napi_close_handle_scope(env, scope) };
+        self.pending -= freed;
+    }
+
+    /// Before an output of `bytes`: free what V8 has collected, force a collection when due,
+    /// and say whether the output may be an external buffer (else it is a V8 buffer).
+    ///
+    /// # Safety
+    /// As [`Tracker::sweep`].
+    unsafe fn make_room(&mut self, bytes: usize) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.sweep() };
+        if self.pending + bytes > self.force_at {
+            let before = self.pending;
+            let mut total = 0;
+            // SAFETY: plain Node-API calls on the current env; the second undoes the first.
+            unsafe {
+                sys::napi_adjust_external_memory(self.env, FORCE, &mut total);
+                sys::napi_adjust_external_memory(self.env, -FORCE, &mut total);
+                self.sweep();
+            }
+            let kept = self.pending;
+            let dropping = (before - kept) * 2 >= before;
+            self.force_at = kept + if dropping { STEP } else { kept.max(STEP) };
+        }
+        self.pending + bytes <= cap()
+    }
+
+    /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer`, reported to V8.
+    ///
+    /// # Safety
+    /// As [`Tracker::sweep`]; `buffer` is a value of the current call.
+    unsafe fn track(&mut self, buffer: sys::napi_value, slot: Arc<Slot>) {
+        let mut total = 0;
+        let mut weak = std::ptr::null_mut();
+        // SAFETY: plain Node-API calls on the current env.
+        unsafe {
+            sys::napi_adjust_external_memory(self.env, slot.bytes as i64, &mut total);
+            if sys::napi_create_reference(self.env, buffer, 0, &mut weak) != sys::Status::napi_ok {
+                return;
+            }
+        }
+        self.pending += slot.bytes;
+        self.tracked.push(Tracked { weak, slot });
+    }
+
+    /// Run `f` on this thread's tracker for `env` (a new one when the environment changed).
+    fn with<R>(env: sys::napi_env, f: impl FnOnce(&mut Tracker) -> R) -> R {
+        TRACKER.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let tracker = match &mut *cell {
+                Some(t) if t.env == env => t,
+                other => other.insert(Tracker {
+                    env,
+                    tracked: Vec::new(),
+                    pending: 0,
+                    force_at: STEP,
+                }),
+            };
+            f(tracker)
+        })
+    }
+}
+
+/// Whether a synchronous call's output of `bytes` may be a huge-page buffer ([`large_array`]),
+/// after freeing what V8 has collected (and forcing a collection when due); else it is a V8
+/// buffer.
+///
+/// # Safety
+/// `env` is the current environment, in a call on its JS thread.
+pub unsafe fn room_for(env: sys::napi_env, bytes: usize) -> bool {
+    // SAFETY: the caller's contract.
+    Tracker::with(env, |t| unsafe { t.make_room(bytes) })
+}
+
+/// A synchronous call's large output: `write` fills a huge-page buffer (a kept mapping when
+/// one fits — outputs found collected have just been given back to the cache), handed to JS
+/// and tracked. Ask [`room_for`] first.
+///
+/// # Safety
+/// As `typed::v8_array`: `env` is current, `write` runs no JavaScript.
+pub unsafe fn large_array<T: Element>(
+    env: sys::napi_env,
+    kind: TypedArrayType,
+    len: usize,
+    write: impl FnOnce(&mut [T]) -> CoreResult<()>,
+) -> Result<sys::napi_value> {
+    let throw = |e: stcore::CoreError| crate::error::to_js(&Env::from_raw(env), &e);
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let mut buf = match LargeBuffer::<T>::cached(len).map_err(throw)? {
+        Some(buf) => buf,
+        None => LargeBuffer::<T>::for_overwrite(len).map_err(throw)?,
+    };
+    write(buf.as_mut_slice()).map_err(throw)?;
+    let data = buf.as_mut_ptr().cast::<std::ffi::c_void>();
+    let slot = Arc::new(Slot {
+        buf: Mutex::new(Some(Box::new(buf))),
+        bytes,
+    });
+    let hint = Box::into_raw(Box::new(Arc::clone(&slot)));
+    let mut buffer = std::ptr::null_mut();
+    let mut array = std::ptr::null_mut();
+    // SAFETY: `data` holds `bytes` initialised bytes owned by `slot`, which stays alive (the
+    // finalizer's hint holds it) until the finalizer runs or the tracker finds the ArrayBuffer
+    // collected — whichever is first frees it, and after either no JS can reach it.
+    unsafe {
+        let status = sys::napi_create_external_arraybuffer(
+            env,
+            data,
+            bytes,
+            Some(finalize),
+            hint.cast(),
+            &mut buffer,
+        );
+        if status != sys::Status::napi_ok {
+            // The hint was not taken: no finalizer will run.
+            drop(Box::from_raw(hint));
+            return Err(Error::new(
+                Status::GenericFailure,
+                format!("cannot create an external ArrayBuffer of {bytes} bytes"),
+            ));
+        }
+        Tracker::with(env, |t| t.track(buffer, slot));
+        napi::check_status!(
+            sys::napi_create_typedarray(env, kind as i32, len, buffer, 0, &mut array),
+            "cannot create a typed array"
+        )?;
+    }
+    Ok(array)
+}
+
+/// The finalizer of a handed-over output: frees it unless the tracker did.
+unsafe extern "C" fn finalize(
+    env: sys::napi_env,
+    _data: *mut std::ffi::c_void,
+    hint: *mut std::ffi::c_void,
+) {
+    // SAFETY: `hint` is the box `large_array` leaked for this finalizer, which runs once.
+    let slot = unsafe { Box::from_raw(hint.cast::<Arc<Slot>>()) };
+    // Freeing unmaps or caches memory: nothing in it panics, but never unwind into Node.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slot.free(env)));
+}
