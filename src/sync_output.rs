@@ -17,8 +17,9 @@
 //!   The finalizer, when it runs later, finds nothing left to free ([`Slot`]).
 //! - V8 collects as the reported memory grows, so in a loop that drops its outputs the tracker
 //!   finds each one collected a call or two later. The references are read in a handle scope
-//!   of their own: a handle left in the call's scope keeps its output alive through a
-//!   collection later in the same call (a forced one then found none collected).
+//!   of their own, closed before the new output is reported: reporting it is what starts V8's
+//!   marking, and handles left in the call's scope would be among its roots (every tracked
+//!   output was then marked live by every collection).
 //!   Should V8 not have collected them, a full collection is forced once the outputs not yet
 //!   found collected reach [`Tracker::force_at`]: reporting a huge amount of external memory
 //!   for an instant makes V8 collect everything at once (`Heap::ReportExternalMemoryPressure`).
@@ -99,8 +100,8 @@ impl Tracker {
     unsafe fn sweep(&mut self) {
         let env = self.env;
         let mut freed = 0;
-        // Each live reference's value is a handle: in the call's own scope it would keep every
-        // live output alive through a collection forced later in the same call.
+        // Each live reference's value is a handle: left in the call's scope, it would be a root
+        // of the marking that reporting the next output starts (see the module's notes).
         let mut scope = std::ptr::null_mut();
         // SAFETY: a handle scope of the current env, closed below.
         if unsafe { sys::napi_open_handle_scope(env, &mut scope) } != sys::Status::napi_ok {
