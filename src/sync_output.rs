@@ -26,8 +26,10 @@
 //!   When that finds most of them collected, the next is forced [`STEP`] later; when it finds
 //!   them alive (a loop that keeps them, like a model loader) the distance doubles, so a loop
 //!   that keeps n bytes forces about log2(n / STEP) collections.
-//! - Past [`cap`] of outputs not found collected, an output is a V8 buffer instead: the bound
-//!   if a runtime ignores the reported memory.
+//! - Past [`Tracker::cap`] of outputs not found collected, an output is a V8 buffer instead: a
+//!   quarter of physical memory where a forced collection was seen to clear a reference
+//!   ([`probe`], once per environment: Node), else [`STEP`] (Deno's Node-API was seen to
+//!   clear none inside a loop: there a loop that drops its outputs holds at most that).
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
@@ -44,10 +46,72 @@ const STEP: usize = 256 << 20;
 /// external memory (half the old generation's maximum) on any heap.
 const FORCE: i64 = 1 << 46;
 
-/// Outputs not yet found collected past which new ones are V8 buffers: a quarter of the
-/// physical memory.
-fn cap() -> usize {
-    physical_memory() / 4
+/// Force V8 to collect everything now.
+///
+/// # Safety
+/// `env` is the current environment, in a call on its JS thread.
+unsafe fn force_collection(env: sys::napi_env) {
+    let mut total = 0;
+    // SAFETY: plain Node-API calls on the current env; the second undoes the first.
+    unsafe {
+        sys::napi_adjust_external_memory(env, FORCE, &mut total);
+        sys::napi_adjust_external_memory(env, -FORCE, &mut total);
+    }
+}
+
+/// Whether this runtime clears the weak reference of an external ArrayBuffer nothing holds
+/// when a collection is forced: the tracking works here.
+///
+/// # Safety
+/// `env` is the current environment, in a call on its JS thread.
+unsafe fn probe(env: sys::napi_env) -> bool {
+    unsafe extern "C" fn free_probe(
+        _env: sys::napi_env,
+        _data: *mut std::ffi::c_void,
+        hint: *mut std::ffi::c_void,
+    ) {
+        // SAFETY: the box `probe` leaked for this finalizer, which runs once.
+        drop(unsafe { Box::from_raw(hint.cast::<[u64; 2]>()) });
+    }
+    let data = Box::into_raw(Box::new([0u64; 2]));
+    let mut weak = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the current env, each scope closed before the next
+    // step; the 16 bytes stay allocated until the finalizer frees them.
+    unsafe {
+        let mut scope = std::ptr::null_mut();
+        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            drop(Box::from_raw(data));
+            return false;
+        }
+        let mut buffer = std::ptr::null_mut();
+        let made = sys::napi_create_external_arraybuffer(
+            env,
+            data.cast(),
+            16,
+            Some(free_probe),
+            data.cast(),
+            &mut buffer,
+        ) == sys::Status::napi_ok;
+        if !made {
+            drop(Box::from_raw(data));
+        }
+        let referenced =
+            made && sys::napi_create_reference(env, buffer, 0, &mut weak) == sys::Status::napi_ok;
+        sys::napi_close_handle_scope(env, scope);
+        if !referenced {
+            return false;
+        }
+        force_collection(env);
+        let mut cleared = false;
+        if sys::napi_open_handle_scope(env, &mut scope) == sys::Status::napi_ok {
+            let mut value = std::ptr::null_mut();
+            cleared = sys::napi_get_reference_value(env, weak, &mut value) == sys::Status::napi_ok
+                && value.is_null();
+            sys::napi_close_handle_scope(env, scope);
+        }
+        sys::napi_delete_reference(env, weak);
+        cleared
+    }
 }
 
 /// One output's buffer, freed by whichever comes first: the tracker or the finalizer.
@@ -84,6 +148,8 @@ struct Tracker {
     pending: usize,
     /// `pending` at which the next collection is forced.
     force_at: usize,
+    /// `pending` past which outputs are V8 buffers.
+    cap: usize,
 }
 
 thread_local! {
@@ -135,18 +201,16 @@ impl Tracker {
         unsafe { self.sweep() };
         if self.pending + bytes > self.force_at {
             let before = self.pending;
-            let mut total = 0;
-            // SAFETY: plain Node-API calls on the current env; the second undoes the first.
+            // SAFETY: the caller's contract.
             unsafe {
-                sys::napi_adjust_external_memory(self.env, FORCE, &mut total);
-                sys::napi_adjust_external_memory(self.env, -FORCE, &mut total);
+                force_collection(self.env);
                 self.sweep();
             }
             let kept = self.pending;
             let dropping = (before - kept) * 2 >= before;
             self.force_at = kept + if dropping { STEP } else { kept.max(STEP) };
         }
-        self.pending + bytes <= cap()
+        self.pending + bytes <= self.cap
     }
 
     /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer`, reported to V8.
@@ -167,18 +231,27 @@ impl Tracker {
         self.tracked.push(Tracked { weak, slot });
     }
 
-    /// Run `f` on this thread's tracker for `env` (a new one when the environment changed).
-    fn with<R>(env: sys::napi_env, f: impl FnOnce(&mut Tracker) -> R) -> R {
+    /// Run `f` on this thread's tracker for `env` (a new one, after a [`probe`], when the
+    /// environment changed).
+    ///
+    /// # Safety
+    /// `env` is the current environment, in a call on its JS thread.
+    unsafe fn with<R>(env: sys::napi_env, f: impl FnOnce(&mut Tracker) -> R) -> R {
         TRACKER.with(|cell| {
             let mut cell = cell.borrow_mut();
             let tracker = match &mut *cell {
                 Some(t) if t.env == env => t,
-                other => other.insert(Tracker {
-                    env,
-                    tracked: Vec::new(),
-                    pending: 0,
-                    force_at: STEP,
-                }),
+                other => {
+                    // SAFETY: the caller's contract.
+                    let works = unsafe { probe(env) };
+                    other.insert(Tracker {
+                        env,
+                        tracked: Vec::new(),
+                        pending: 0,
+                        force_at: if works { STEP } else { usize::MAX },
+                        cap: if works { physical_memory() / 4 } else { STEP },
+                    })
+                }
             };
             f(tracker)
         })
@@ -193,7 +266,7 @@ impl Tracker {
 /// `env` is the current environment, in a call on its JS thread.
 pub unsafe fn room_for(env: sys::napi_env, bytes: usize) -> bool {
     // SAFETY: the caller's contract.
-    Tracker::with(env, |t| unsafe { t.make_room(bytes) })
+    unsafe { Tracker::with(env, |t| t.make_room(bytes)) }
 }
 
 /// A synchronous call's large output: `write` fills a huge-page buffer (a kept mapping when
