@@ -172,7 +172,7 @@ impl Memory {
     /// each run of `len / dst.len()` bytes into one element of `dst`.
     ///
     /// The first conversion of a range of a file mapping that no view covers reads the file
-    /// with positioned reads instead ([`Memory::convert_by_reads`]): its pages are never
+    /// with positioned reads instead ([`convert_by_reads`]): its pages are never
     /// mapped into this process. Otherwise a range of two [`CONVERT_PART`]s or more is
     /// converted one part at a time (`f` gets matching parts of both), each part's pages given
     /// back as soon as it is done: converting a model's last large tensor then does not hold
