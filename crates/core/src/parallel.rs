@@ -4,7 +4,8 @@
 //! down or leaves a thread waiting):
 //!
 //! - [`for_chunks`]: one piece of work over matching contiguous chunks of a source and a
-//!   destination (casts, block codecs, predictions), a chunk per thread.
+//!   destination (casts, block codecs, predictions), cut into several chunks per thread,
+//!   each taken by whichever thread is free.
 //! - [`encode_ordered`]: the pieces of a stream encoded on every core and handed to a sink
 //!   in order, on the calling thread, while later pieces are still being encoded — how a
 //!   conversion overlaps its compute with its writes (docs/benchmarks.md tells why it
@@ -13,10 +14,15 @@
 use crate::error::{CoreError, Result};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// More threads than this only fight over memory bandwidth.
 const MAX_THREADS: usize = 8;
+
+/// [`for_chunks`] cuts its work into this many chunks per thread, so that the threads that
+/// run freely take over the chunks of one that is held up.
+const CHUNKS_PER_THREAD: usize = 4;
 
 /// Threads worth using here: the cores available, at most [`MAX_THREADS`]. Asked once per
 /// process (`available_parallelism` reads cgroup files on Linux, ~20 system calls).
@@ -115,11 +121,13 @@ impl Split {
 }
 
 /// Run `f(first_unit, src_chunk, dst_chunk)` over matching contiguous chunks of `src` and
-/// `dst` (as [`Split`] cuts them; `dst` holds `dst.len() / dst_per_unit` units): a chunk per
-/// thread when the input is large, else one call on the calling thread. Threads are started
-/// once per call. The calling thread works too, and also takes any chunk whose thread could
-/// not be started or has not begun, so the work is always done. Of several failing chunks
-/// the error of the first is returned, so the result does not depend on scheduling.
+/// `dst` (as [`Split`] cuts them; `dst` holds `dst.len() / dst_per_unit` units): on several
+/// threads when the input is large, else one call on the calling thread. Threads are started
+/// once per call, and the work is cut into [`CHUNKS_PER_THREAD`] chunks per thread, each
+/// taken by whichever thread is free next — the calling thread too — so a core busy with
+/// something else (V8's garbage collector, another process) slows one chunk, not half the
+/// work, and a thread that could not be started leaves nothing undone. Of several failing
+/// chunks the error of the first is returned, so the result does not depend on scheduling.
 pub fn for_chunks<S: Sync, D: Send>(
     split: Split,
     src: &[S],
@@ -144,7 +152,7 @@ fn for_chunks_on<S: Sync, D: Send>(
         return guarded(|| f(0, src, dst));
     }
     let per = units
-        .div_ceil(threads)
+        .div_ceil(threads * CHUNKS_PER_THREAD)
         .next_multiple_of(split.align_units.max(1));
     type Chunk<'a, S, D> = Mutex<Option<(usize, &'a [S], &'a mut [D])>>;
     let chunks: Vec<Chunk<S, D>> = src
@@ -154,23 +162,23 @@ fn for_chunks_on<S: Sync, D: Send>(
         .map(|(i, (s, d))| Mutex::new(Some((i * per, s, d))))
         .collect();
     let results: Vec<Mutex<Result<()>>> = chunks.iter().map(|_| Mutex::new(Ok(()))).collect();
-    // Whoever takes a chunk first does it: its thread, or the calling thread.
-    let run = |i: usize| {
-        let taken = lock(&chunks[i]).take();
-        if let Some((at, s, d)) = taken {
+    // Every thread takes the next chunk nobody has taken until none is left.
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(chunk) = chunks.get(i) else { break };
+        if let Some((at, s, d)) = lock(chunk).take() {
             let result = in_chunk(|| guarded(|| f(at, s, d)));
             *lock(&results[i]) = result;
         }
     };
-    let run = &run;
+    let work = &work;
     std::thread::scope(|scope| {
-        for i in 1..chunks.len() {
-            // A thread that cannot be started leaves its chunk to the calling thread.
-            let _ = std::thread::Builder::new().spawn_scoped(scope, move || run(i));
+        for _ in 1..threads.min(chunks.len()) {
+            // A thread that cannot be started leaves its share to the others.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
         }
-        for i in 0..chunks.len() {
-            run(i);
-        }
+        work();
     });
     results.into_iter().try_for_each(|r| {
         r.into_inner()
@@ -489,6 +497,39 @@ mod tests {
         }
     }
 
+    /// A thread held up in its chunk holds up only that chunk: the others take the rest, and
+    /// no chunk is more than half a thread's share.
+    #[test]
+    fn a_held_up_thread_holds_up_one_small_chunk() {
+        let units = 1024;
+        let (src, mut dst) = (vec![0u8; units], vec![0u8; units]);
+        // (chunks finished, whether one is held up)
+        let state = (Mutex::new((0usize, false)), Condvar::new());
+        let lens = Mutex::new(Vec::new());
+        for_chunks_on(2, Split::new(1, 1), &src, &mut dst, |_, s, _| {
+            lens.lock().unwrap().push(s.len());
+            let mut st = state.0.lock().unwrap();
+            if !st.1 {
+                // The first chunk to start waits until every other one is done.
+                st.1 = true;
+                let n = units.div_ceil(units.div_ceil(2 * CHUNKS_PER_THREAD));
+                let (st, timeout) = state
+                    .1
+                    .wait_timeout_while(st, std::time::Duration::from_secs(10), |st| st.0 < n - 1)
+                    .unwrap();
+                assert!(!timeout.timed_out(), "{} other chunks done", st.0);
+            } else {
+                st.0 += 1;
+                state.1.notify_all();
+            }
+            Ok(())
+        })
+        .unwrap();
+        let lens = lens.into_inner().unwrap();
+        assert_eq!(lens.iter().sum::<usize>(), units);
+        assert!(lens.iter().all(|&n| n <= units / 4), "{lens:?}");
+    }
+
     /// Work started inside a chunk stays on that chunk's thread; outside, it splits again.
     #[test]
     fn work_inside_a_chunk_runs_on_its_thread() {
@@ -502,7 +543,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(inner.into_inner().unwrap(), [1, 1]);
+        assert_eq!(inner.into_inner().unwrap(), [1; 2 * CHUNKS_PER_THREAD]);
         assert_eq!(threads_of(64), default_threads().min(64));
         assert!(
             !IN_CHUNK.with(Cell::get),
