@@ -7,19 +7,22 @@
 //! between event-loop turns, so on their own the outputs a synchronous loop drops would all
 //! stay allocated until it yields. Here is what frees them inside the loop:
 //!
-//! - Each output's bytes are reported to V8 as external memory (`napi_adjust_external_memory`),
-//!   as V8 counts its own ArrayBuffers.
+//! - V8 counts each output's bytes as external memory, as it counts the backing store of
+//!   every ArrayBuffer (external ones too: `ArrayBufferSweeper` adjusts the isolate's external
+//!   memory), and collects as that grows. Reporting them again (`napi_adjust_external_memory`,
+//!   as this module did at first) counted them twice: V8 marked twice as often, for nothing
+//!   more found (a model loader's synchronous loop spent about 100 ms of 600 on it).
 //! - Each output's ArrayBuffer has a weak reference, and before the next large output is made
 //!   [`Tracker::make_room`] looks at them. An ArrayBuffer V8 has collected can no longer be
 //!   reached by any JavaScript (typed arrays and DataViews hold their buffer; an external buffer
 //!   cannot be detached or transferred: `structuredClone` and `postMessage` copy it), so its
 //!   memory is freed there and then — into the core's cache of mappings, for the next output.
 //!   The finalizer, when it runs later, finds nothing left to free ([`Slot`]).
-//! - V8 collects as the reported memory grows, so in a loop that drops its outputs the tracker
+//! - V8 collects as the external memory grows, so in a loop that drops its outputs the tracker
 //!   finds each one collected a call or two later. The references are read in a handle scope
-//!   of their own, closed before the new output is reported: reporting it is what starts V8's
-//!   marking, and handles left in the call's scope would be among its roots (every tracked
-//!   output was then marked live by every collection).
+//!   of their own, closed before the new output's ArrayBuffer is made: making it is what starts
+//!   V8's marking, and handles left in the call's scope would be among its roots (every
+//!   tracked output was then marked live by every collection).
 //!   Should V8 not have collected them, a full collection is forced once the outputs not yet
 //!   found collected reach [`Tracker::force_at`]: reporting a huge amount of external memory
 //!   for an instant makes V8 collect everything at once (`Heap::ReportExternalMemoryPressure`).
@@ -121,16 +124,10 @@ struct Slot {
 }
 
 impl Slot {
-    /// Free the buffer (its mapping goes to the cache) unless that was done already, and tell
-    /// V8 the external memory is gone.
-    fn free(&self, env: sys::napi_env) {
+    /// Free the buffer (its mapping goes to the cache) unless that was done already.
+    fn free(&self) {
         let taken = self.buf.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(buf) = taken {
-            drop(buf);
-            let mut total = 0;
-            // SAFETY: `env` is the environment the output was made in, on its thread.
-            unsafe { sys::napi_adjust_external_memory(env, -(self.bytes as i64), &mut total) };
-        }
+        drop(taken);
     }
 }
 
@@ -167,7 +164,7 @@ impl Tracker {
         let env = self.env;
         let mut freed = 0;
         // Each live reference's value is a handle: left in the call's scope, it would be a root
-        // of the marking that reporting the next output starts (see the module's notes).
+        // of the marking that making the next output starts (see the module's notes).
         let mut scope = std::ptr::null_mut();
         // SAFETY: a handle scope of the current env, closed below.
         if unsafe { sys::napi_open_handle_scope(env, &mut scope) } != sys::Status::napi_ok {
@@ -180,7 +177,7 @@ impl Tracker {
             if status != sys::Status::napi_ok || !value.is_null() {
                 return true;
             }
-            t.slot.free(env);
+            t.slot.free();
             freed += t.slot.bytes;
             // SAFETY: as above; deleted once, with its entry.
             unsafe { sys::napi_delete_reference(env, t.weak) };
@@ -213,19 +210,17 @@ impl Tracker {
         self.pending + bytes <= self.cap
     }
 
-    /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer`, reported to V8.
+    /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer`.
     ///
     /// # Safety
     /// As [`Tracker::sweep`]; `buffer` is a value of the current call.
     unsafe fn track(&mut self, buffer: sys::napi_value, slot: Arc<Slot>) {
-        let mut total = 0;
         let mut weak = std::ptr::null_mut();
-        // SAFETY: plain Node-API calls on the current env.
-        unsafe {
-            sys::napi_adjust_external_memory(self.env, slot.bytes as i64, &mut total);
-            if sys::napi_create_reference(self.env, buffer, 0, &mut weak) != sys::Status::napi_ok {
-                return;
-            }
+        // SAFETY: a plain Node-API call on the current env.
+        if unsafe { sys::napi_create_reference(self.env, buffer, 0, &mut weak) }
+            != sys::Status::napi_ok
+        {
+            return;
         }
         self.pending += slot.bytes;
         self.tracked.push(Tracked { weak, slot });
@@ -327,12 +322,12 @@ pub unsafe fn large_array<T: Element>(
 
 /// The finalizer of a handed-over output: frees it unless the tracker did.
 unsafe extern "C" fn finalize(
-    env: sys::napi_env,
+    _env: sys::napi_env,
     _data: *mut std::ffi::c_void,
     hint: *mut std::ffi::c_void,
 ) {
     // SAFETY: `hint` is the box `large_array` leaked for this finalizer, which runs once.
     let slot = unsafe { Box::from_raw(hint.cast::<Arc<Slot>>()) };
     // Freeing unmaps or caches memory: nothing in it panics, but never unwind into Node.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slot.free(env)));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slot.free()));
 }
