@@ -7,25 +7,27 @@
 //! between event-loop turns, so on their own the outputs a synchronous loop drops would all
 //! stay allocated until it yields. Here is what frees them inside the loop:
 //!
-//! - V8 counts each output's bytes as external memory, as it counts the backing store of
-//!   every ArrayBuffer (external ones too: `ArrayBufferSweeper` adjusts the isolate's external
-//!   memory), and collects as that grows. Reporting them again (`napi_adjust_external_memory`,
-//!   as this module did at first) counted them twice: V8 marked twice as often, for nothing
-//!   more found (a model loader's synchronous loop spent about 100 ms of 600 on it).
+//! - V8 counts the backing store of every ArrayBuffer, external ones too, as the isolate's
+//!   external memory (`ArrayBufferSweeper`), and starts a marking cycle each time that grows
+//!   by 64 MiB past what the last one left. For these outputs the tracker decides when to
+//!   collect (below), so where the tracking works ([`probe`]) right after V8 has counted one
+//!   its bytes are taken off again (`napi_adjust_external_memory`), and given back when the
+//!   output is freed: V8's count then never grows by our outputs, and never falls below what
+//!   it was. A model loader's
+//!   synchronous loop, which keeps all 2.4 GB it makes, spent a quarter of its time in the
+//!   ~37 marking cycles that V8's own count started (and twice that when this module reported
+//!   the bytes a second time, as it did at first), each finding nothing to free.
 //! - Each output's ArrayBuffer has a weak reference, and before the next large output is made
 //!   [`Tracker::make_room`] looks at them. An ArrayBuffer V8 has collected can no longer be
 //!   reached by any JavaScript (typed arrays and DataViews hold their buffer; an external buffer
 //!   cannot be detached or transferred: `structuredClone` and `postMessage` copy it), so its
 //!   memory is freed there and then — into the core's cache of mappings, for the next output.
 //!   The finalizer, when it runs later, finds nothing left to free ([`Slot`]).
-//! - V8 collects as the external memory grows, so in a loop that drops its outputs the tracker
-//!   finds each one collected a call or two later. The references are read in a handle scope
-//!   of their own, closed before the new output's ArrayBuffer is made: making it is what starts
-//!   V8's marking, and handles left in the call's scope would be among its roots (every
-//!   tracked output was then marked live by every collection).
-//!   Should V8 not have collected them, a full collection is forced once the outputs not yet
-//!   found collected reach [`Tracker::force_at`]: reporting a huge amount of external memory
-//!   for an instant makes V8 collect everything at once (`Heap::ReportExternalMemoryPressure`).
+//! - A full collection is forced once the outputs not yet found collected reach
+//!   [`Tracker::force_at`]: reporting a huge amount of external memory for an instant makes V8
+//!   collect everything at once (`Heap::ReportExternalMemoryPressure`). The references are
+//!   read in a handle scope of their own: a handle left in the call's scope is a root of any
+//!   collection during the call (every tracked output was then marked live by every one).
 //!   When that finds most of them collected, the next is forced [`STEP`] later; when it finds
 //!   them alive (a loop that keeps them, like a model loader) the distance doubles, so a loop
 //!   that keeps n bytes forces about log2(n / STEP) collections.
@@ -121,13 +123,23 @@ unsafe fn probe(env: sys::napi_env) -> bool {
 struct Slot {
     buf: Mutex<Option<Box<dyn Send>>>,
     bytes: usize,
+    /// Whether the bytes were taken off V8's count of external memory (to give back on free).
+    uncounted: bool,
 }
 
 impl Slot {
-    /// Free the buffer (its mapping goes to the cache) unless that was done already.
-    fn free(&self) {
+    /// Free the buffer (its mapping goes to the cache) unless that was done already, and give
+    /// its bytes back to V8's count if they were taken off.
+    fn free(&self, env: sys::napi_env) {
         let taken = self.buf.lock().unwrap_or_else(|p| p.into_inner()).take();
-        drop(taken);
+        if let Some(buf) = taken {
+            drop(buf);
+            if self.uncounted {
+                let mut total = 0;
+                // SAFETY: `env` is the environment the output was made in, on its thread.
+                unsafe { sys::napi_adjust_external_memory(env, self.bytes as i64, &mut total) };
+            }
+        }
     }
 }
 
@@ -147,6 +159,9 @@ struct Tracker {
     force_at: usize,
     /// `pending` past which outputs are V8 buffers.
     cap: usize,
+    /// Whether the tracking works here ([`probe`]): then it decides when to collect, and V8's
+    /// count of external memory leaves the tracked outputs out.
+    works: bool,
 }
 
 thread_local! {
@@ -177,7 +192,7 @@ impl Tracker {
             if status != sys::Status::napi_ok || !value.is_null() {
                 return true;
             }
-            t.slot.free();
+            t.slot.free(env);
             freed += t.slot.bytes;
             // SAFETY: as above; deleted once, with its entry.
             unsafe { sys::napi_delete_reference(env, t.weak) };
@@ -245,6 +260,7 @@ impl Tracker {
                         pending: 0,
                         force_at: if works { STEP } else { usize::MAX },
                         cap: if works { physical_memory() / 4 } else { STEP },
+                        works,
                     })
                 }
             };
@@ -284,9 +300,12 @@ pub unsafe fn large_array<T: Element>(
     };
     write(buf.as_mut_slice()).map_err(throw)?;
     let data = buf.as_mut_ptr().cast::<std::ffi::c_void>();
+    // SAFETY: the caller's contract.
+    let uncounted = unsafe { Tracker::with(env, |t| t.works) };
     let slot = Arc::new(Slot {
         buf: Mutex::new(Some(Box::new(buf))),
         bytes,
+        uncounted,
     });
     let hint = Box::into_raw(Box::new(Arc::clone(&slot)));
     let mut buffer = std::ptr::null_mut();
@@ -311,6 +330,11 @@ pub unsafe fn large_array<T: Element>(
                 format!("cannot create an external ArrayBuffer of {bytes} bytes"),
             ));
         }
+        if uncounted {
+            // V8 has just counted the bytes; the tracker decides when to collect them.
+            let mut total = 0;
+            sys::napi_adjust_external_memory(env, -(bytes as i64), &mut total);
+        }
         Tracker::with(env, |t| t.track(buffer, slot));
         napi::check_status!(
             sys::napi_create_typedarray(env, kind as i32, len, buffer, 0, &mut array),
@@ -322,12 +346,12 @@ pub unsafe fn large_array<T: Element>(
 
 /// The finalizer of a handed-over output: frees it unless the tracker did.
 unsafe extern "C" fn finalize(
-    _env: sys::napi_env,
+    env: sys::napi_env,
     _data: *mut std::ffi::c_void,
     hint: *mut std::ffi::c_void,
 ) {
     // SAFETY: `hint` is the box `large_array` leaked for this finalizer, which runs once.
     let slot = unsafe { Box::from_raw(hint.cast::<Arc<Slot>>()) };
     // Freeing unmaps or caches memory: nothing in it panics, but never unwind into Node.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slot.free()));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slot.free(env)));
 }

@@ -4,13 +4,14 @@
 //   node --expose-gc sync_loop.cjs DIR CASE ITERATIONS
 //
 // DIR holds what load.spec.ts wrote (big.safetensors, bf16.safetensors, model/, linear.safetensors).
-// Prints one JSON line: { baseMiB, peakMiB, yieldedMiB, afterMiB, outMiB, ms }: the resident
-// set before the loop, its largest value sampled after each call, after the loop has yielded
-// and V8 collected, two seconds later (the cache of output mappings emptied), and the size of
-// one output.
+// Prints one JSON line: { baseMiB, peakMiB, yieldedMiB, afterMiB, outMiB, ms, majorGcs }: the
+// resident set before the loop, its largest value sampled after each call, after the loop has
+// yielded and V8 collected, two seconds later (the cache of output mappings emptied), the size
+// of one output, and the full collections that started during the loop.
 'use strict'
 const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
+const { PerformanceObserver, constants: perf } = require('node:perf_hooks')
 const { SafeTensorsFile, loadFile, Model, LinearRegression } = require('../../index.js')
 
 const [dir, mode, itersArg] = process.argv.slice(2)
@@ -41,6 +42,17 @@ function setup() {
         if (!(d instanceof Float32Array) || d.length !== N) fail('wrong array')
         const k = (i * 7919) % N
         expectAt(d, k, hAt(k), 'h')
+      } }
+    }
+    case 'keep': {
+      // A model loader's loop: every output kept (and every one checked at the end).
+      const f = SafeTensorsFile.open(big)
+      const kept = []
+      return { out: N * 4, step: (i) => {
+        kept.push(f.getTensor('h').data)
+        if (i === iterations - 1) {
+          for (const [j, d] of kept.entries()) expectAt(d, (j * 7919) % N, hAt((j * 7919) % N), `kept ${j}: h`)
+        }
       } }
     }
     case 'f64': {
@@ -163,14 +175,26 @@ async function main() {
     global.gc()
     await turn()
   }
+  // Full (mark-compact) collections that start during the loop, forced or V8's own.
+  const gcStarts = []
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) if (e.detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) gcStarts.push(e.startTime)
+  })
+  observer.observe({ entryTypes: ['gc'] })
   const baseMiB = rssMiB()
   let peakMiB = baseMiB
   const started = Date.now()
+  const t0 = performance.now()
   for (let i = 0; i < iterations; i++) {
     step(i)
     peakMiB = Math.max(peakMiB, rssMiB())
   }
+  const t1 = performance.now()
   const ms = Date.now() - started
+  await turn()
+  await turn()
+  observer.disconnect()
+  const majorGcs = gcStarts.filter((t) => t >= t0 && t <= t1).length
   for (let i = 0; i < 3; i++) {
     global.gc()
     await turn()
@@ -179,7 +203,7 @@ async function main() {
   // Finalized huge-page outputs wait in the core's cache of mappings for reuse, and are
   // unmapped once unused for a second (stcore::buffer::cache::IDLE).
   await new Promise((resolve) => setTimeout(resolve, 2000))
-  process.stdout.write(JSON.stringify({ baseMiB, peakMiB, yieldedMiB, afterMiB: rssMiB(), outMiB: out / 1048576, ms }) + '\n')
+  process.stdout.write(JSON.stringify({ baseMiB, peakMiB, yieldedMiB, afterMiB: rssMiB(), outMiB: out / 1048576, ms, majorGcs }) + '\n')
 }
 
 main().catch((e) => {
