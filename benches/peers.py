@@ -324,7 +324,10 @@ class FreshCopy:
     huge pages asked for, or refused), then a copy of that many resident bytes into it on two
     threads (ctypes.memmove releases the GIL). Outputs are kept until the repetition ends.
     With `reuse`, the outputs are mapped and written once in setup and every repetition copies
-    into that memory again: the bound of an output whose memory was already faulted in."""
+    into that memory again: the bound of an output whose memory was already faulted in.
+    With `read` (file paths), each repetition also reads those files from the page cache with
+    positioned reads into a reused 1 MiB buffer per thread, two threads (os.preadv releases the
+    GIL): the bound of a loader that must read its stored bytes before converting them."""
 
     def setup(self, P):
         import ctypes
@@ -333,7 +336,8 @@ class FreshCopy:
         src = mmap.mmap(-1, max(P["sizes"]), flags=mmap.MAP_PRIVATE)
         src.write(b"\x01" * len(src))  # resident, so only the destination is fresh
         c = {"src": src, "sizes": P["sizes"], "huge": P["huge"], "ctypes": ctypes, "mmap": mmap,
-             "src_addr": ctypes.addressof(ctypes.c_char.from_buffer(src)), "kept": None}
+             "src_addr": ctypes.addressof(ctypes.c_char.from_buffer(src)), "kept": None,
+             "read": P.get("read", [])}
         if P.get("reuse"):
             c["kept"] = [self.map(c, size) for size in c["sizes"]]
             for m in c["kept"]:
@@ -364,7 +368,35 @@ class FreshCopy:
             else:
                 ctypes.memmove(dst, c["src_addr"], size)
             outs.append(m)
+        for path in c["read"]:
+            self.read(path)
         return outs
+
+    @staticmethod
+    def read(path):
+        import os
+        import threading
+
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            half = size // 2 // 4096 * 4096
+
+            def part(start, end):
+                buf = bytearray(1 << 20)
+                at = start
+                while at < end:
+                    n = os.preadv(fd, [memoryview(buf)[: min(len(buf), end - at)]], at)
+                    if n <= 0:
+                        raise OSError(f"{path}: short read at {at}")
+                    at += n
+
+            t = threading.Thread(target=part, args=(half, size))
+            t.start()
+            part(0, half)
+            t.join()
+        finally:
+            os.close(fd)
 
     def check(self, c, out):
         return {"bytes": sum(len(m) for m in out)}
