@@ -165,9 +165,39 @@ function pages() {
   return { afterFirst, afterSecond, viewed, upcastSeesWrite: up[0], rawKeepsWrite: raw[1], newViewSeesWrite: again[1], keep: keep.length }
 }
 
+/**
+ * Rounds of a dropping loop, each after a full collection (a benchmark's pattern): the peak
+ * resident set of each round. A forced collection that took the dropped outputs for kept
+ * ones let each round hold more than the one before.
+ */
+async function rounds() {
+  const f = SafeTensorsFile.open(join(dir, 'big.safetensors'))
+  const peaks = []
+  for (let round = 0; round < iterations; round++) {
+    for (let i = 0; i < 2; i++) {
+      global.gc()
+      await turn()
+    }
+    let peak = 0
+    let d = null
+    for (let i = 0; i < 10; i++) {
+      d = f.getTensor('h', { as: 'F64' }).data
+      expectAt(d, (i * 7919) % N, hAt((i * 7919) % N), 'h as F64')
+      peak = Math.max(peak, rssMiB())
+    }
+    d = null
+    peaks.push(peak)
+  }
+  return { peaks, outMiB: (N * 8) / 1048576 }
+}
+
 async function main() {
   if (mode === 'pages') {
     process.stdout.write(JSON.stringify(pages()) + '\n')
+    return
+  }
+  if (mode === 'rounds') {
+    process.stdout.write(JSON.stringify(await rounds()) + '\n')
     return
   }
   const { out, step } = setup()
