@@ -13,10 +13,10 @@
 //!   collect (below), so where the tracking works ([`probe`]) right after V8 has counted one
 //!   its bytes are taken off again (`napi_adjust_external_memory`), and given back when the
 //!   output is freed: V8's count then never grows by our outputs, and never falls below what
-//!   it was. A model loader's
-//!   synchronous loop, which keeps all 2.4 GB it makes, spent a quarter of its time in the
-//!   ~37 marking cycles that V8's own count started (and twice that when this module reported
-//!   the bytes a second time, as it did at first), each finding nothing to free.
+//!   it was. A model loader's synchronous loop, which keeps all 2.4 GB it makes, spent a
+//!   quarter of its time in the ~37 marking cycles that V8's own count started (and twice
+//!   that when this module reported the bytes a second time, as it did at first), each
+//!   finding nothing to free.
 //! - Each output's ArrayBuffer has a weak reference, and before the next large output is made
 //!   [`Tracker::make_room`] looks at them. An ArrayBuffer V8 has collected can no longer be
 //!   reached by any JavaScript (typed arrays and DataViews hold their buffer; an external buffer
