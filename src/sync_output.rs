@@ -230,11 +230,18 @@ impl Tracker {
         self.pending + bytes <= self.cap
     }
 
-    /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer`.
+    /// Track an output of `bytes` in `slot` whose ArrayBuffer is `buffer` (just made: V8 has
+    /// just counted its bytes, which an `uncounted` slot takes off again; [`Slot::free`] gives
+    /// them back).
     ///
     /// # Safety
     /// As [`Tracker::sweep`]; `buffer` is a value of the current call.
     unsafe fn track(&mut self, buffer: sys::napi_value, slot: Arc<Slot>) {
+        if slot.uncounted {
+            let mut total = 0;
+            // SAFETY: a plain Node-API call on the current env.
+            unsafe { sys::napi_adjust_external_memory(self.env, -(slot.bytes as i64), &mut total) };
+        }
         let mut weak = std::ptr::null_mut();
         // SAFETY: a plain Node-API call on the current env.
         if unsafe { sys::napi_create_reference(self.env, buffer, 0, &mut weak) }
@@ -334,11 +341,6 @@ pub unsafe fn large_array<T: Element>(
                 Status::GenericFailure,
                 format!("cannot create an external ArrayBuffer of {bytes} bytes"),
             ));
-        }
-        if uncounted {
-            // V8 has just counted the bytes; the tracker decides when to collect them.
-            let mut total = 0;
-            sys::napi_adjust_external_memory(env, -(bytes as i64), &mut total);
         }
         Tracker::with(env, |t| t.track(buffer, slot));
         napi::check_status!(

@@ -25,6 +25,13 @@ const wAt = (i) => (i % 1000) * 0.25
 
 const rssMiB = () => Number(readFileSync('/proc/self/status', 'utf8').match(/VmRSS:\s*(\d+)/)[1]) / 1024
 const turn = () => new Promise((resolve) => setImmediate(resolve))
+/** Full collections, each followed by an event-loop turn (finalizers run there). */
+async function collect(times) {
+  for (let i = 0; i < times; i++) {
+    global.gc()
+    await turn()
+  }
+}
 const fail = (msg) => {
   throw new Error(msg)
 }
@@ -174,10 +181,7 @@ async function rounds() {
   const f = SafeTensorsFile.open(join(dir, 'big.safetensors'))
   const peaks = []
   for (let round = 0; round < iterations; round++) {
-    for (let i = 0; i < 2; i++) {
-      global.gc()
-      await turn()
-    }
+    await collect(2)
     let peak = 0
     let d = null
     for (let i = 0; i < 10; i++) {
@@ -201,10 +205,7 @@ async function main() {
     return
   }
   const { out, step } = setup()
-  for (let i = 0; i < 3; i++) {
-    global.gc()
-    await turn()
-  }
+  await collect(3)
   // Full (mark-compact) collections that start during the loop, forced or V8's own.
   const gcStarts = []
   const observer = new PerformanceObserver((list) => {
@@ -225,10 +226,7 @@ async function main() {
   await turn()
   observer.disconnect()
   const majorGcs = gcStarts.filter((t) => t >= t0 && t <= t1).length
-  for (let i = 0; i < 3; i++) {
-    global.gc()
-    await turn()
-  }
+  await collect(3)
   const yieldedMiB = rssMiB()
   // Finalized huge-page outputs wait in the core's cache of mappings for reuse, and are
   // unmapped once unused for a second (stcore::buffer::cache::IDLE).
