@@ -10,13 +10,17 @@
 //! - V8 counts the backing store of every ArrayBuffer, external ones too, as the isolate's
 //!   external memory (`ArrayBufferSweeper`), and starts a marking cycle each time that grows
 //!   by 64 MiB past what the last one left. For these outputs the tracker decides when to
-//!   collect (below), so where the tracking works ([`probe`]) right after V8 has counted one
-//!   its bytes are taken off again (`napi_adjust_external_memory`), and given back when the
-//!   output is freed: V8's count then never grows by our outputs, and never falls below what
-//!   it was. A model loader's synchronous loop, which keeps all 2.4 GB it makes, spent a
-//!   quarter of its time in the ~37 marking cycles that V8's own count started (and twice
-//!   that when this module reported the bytes a second time, as it did at first), each
-//!   finding nothing to free.
+//!   collect (below), so where the tracking works ([`probe`]) and V8 lets its count dip below
+//!   zero ([`may_uncount`]: V8 12 and older), right after V8 has counted one its bytes are
+//!   taken off again (`napi_adjust_external_memory`), and given back when the output is freed.
+//!   V8's count then does not grow by our outputs. A model loader's synchronous loop, which
+//!   keeps all 2.4 GB it makes, spent a quarter of its time in the ~37 marking cycles that
+//!   V8's own count started (and twice that when this module reported the bytes a second
+//!   time, as it did at first), each finding nothing to free. The count does dip: V8 takes a
+//!   collected buffer's bytes off when it sweeps it, which may come before the tracker or the
+//!   finalizer gives them back. V8 13 aborts the process when its count would go below zero
+//!   (`CHECK_GE` in `ExternalMemoryAccounting::UpdateAmount`; Node 24): there V8 keeps its
+//!   own count of our outputs.
 //! - Each output's ArrayBuffer has a weak reference, and before the next large output is made
 //!   [`Tracker::make_room`] looks at them. An ArrayBuffer V8 has collected can no longer be
 //!   reached by any JavaScript (typed arrays and DataViews hold their buffer; an external buffer
@@ -124,6 +128,81 @@ unsafe fn probe(env: sys::napi_env) -> bool {
     }
 }
 
+/// Whether this runtime's V8 lets its count of external memory go below zero, which taking
+/// tracked outputs off it may do for a moment (see the module's notes): `process.versions.v8`
+/// names V8 12 or older. V8 13 aborts the process instead; a runtime that names no V8 version
+/// (or one that cannot be read) is not asked to.
+///
+/// # Safety
+/// `env` is the current environment, in a call on its JS thread.
+unsafe fn may_uncount(env: sys::napi_env) -> bool {
+    // SAFETY: the caller's contract; the helper opens and closes its own handle scope.
+    let version = unsafe { v8_version(env) };
+    let major = version
+        .as_deref()
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok());
+    matches!(major, Some(1..=12))
+}
+
+/// `process.versions.v8`, read in a handle scope of its own. A getter on the way may run JS;
+/// nothing here holds JS memory, and an exception it throws is cleared (the answer is then
+/// `None`).
+///
+/// # Safety
+/// `env` is the current environment, in a call on its JS thread.
+unsafe fn v8_version(env: sys::napi_env) -> Option<String> {
+    let mut scope = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the current env; the scope is closed before returning.
+    unsafe {
+        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            return None;
+        }
+        let read = || -> Option<String> {
+            let mut value = std::ptr::null_mut();
+            if sys::napi_get_global(env, &mut value) != sys::Status::napi_ok {
+                return None;
+            }
+            for key in [c"process", c"versions", c"v8"] {
+                let mut object_type = 0;
+                if sys::napi_typeof(env, value, &mut object_type) != sys::Status::napi_ok
+                    || object_type != sys::ValueType::napi_object
+                {
+                    return None;
+                }
+                let mut next = std::ptr::null_mut();
+                if sys::napi_get_named_property(env, value, key.as_ptr(), &mut next)
+                    != sys::Status::napi_ok
+                {
+                    return None;
+                }
+                value = next;
+            }
+            let mut buf = [0u8; 64];
+            let mut len = 0;
+            let status = sys::napi_get_value_string_utf8(
+                env,
+                value,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut len,
+            );
+            if status != sys::Status::napi_ok {
+                return None;
+            }
+            String::from_utf8(buf.get(..len)?.to_vec()).ok()
+        };
+        let version = read();
+        let mut pending = false;
+        if sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok && pending {
+            let mut error = std::ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut error);
+        }
+        sys::napi_close_handle_scope(env, scope);
+        version
+    }
+}
+
 /// One output's buffer, freed by whichever comes first: the tracker or the finalizer.
 struct Slot {
     buf: Mutex<Option<Box<dyn Send>>>,
@@ -164,9 +243,8 @@ struct Tracker {
     force_at: usize,
     /// `pending` past which outputs are V8 buffers.
     cap: usize,
-    /// Whether the tracking works here ([`probe`]): then it decides when to collect, and V8's
-    /// count of external memory leaves the tracked outputs out.
-    works: bool,
+    /// Whether V8's count of external memory leaves the tracked outputs out ([`may_uncount`]).
+    uncounts: bool,
 }
 
 thread_local! {
@@ -266,13 +344,15 @@ impl Tracker {
                 other => {
                     // SAFETY: the caller's contract.
                     let works = unsafe { probe(env) };
+                    // SAFETY: the caller's contract.
+                    let uncounts = works && unsafe { may_uncount(env) };
                     other.insert(Tracker {
                         env,
                         tracked: Vec::new(),
                         pending: 0,
                         force_at: if works { STEP } else { usize::MAX },
                         cap: if works { physical_memory() / 4 } else { STEP },
-                        works,
+                        uncounts,
                     })
                 }
             };
@@ -313,7 +393,7 @@ pub unsafe fn large_array<T: Element>(
     write(buf.as_mut_slice()).map_err(throw)?;
     let data = buf.as_mut_ptr().cast::<std::ffi::c_void>();
     // SAFETY: the caller's contract.
-    let uncounted = unsafe { Tracker::with(env, |t| t.works) };
+    let uncounted = unsafe { Tracker::with(env, |t| t.uncounts) };
     let slot = Arc::new(Slot {
         buf: Mutex::new(Some(Box::new(buf))),
         bytes,
