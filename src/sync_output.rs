@@ -129,78 +129,50 @@ unsafe fn probe(env: sys::napi_env) -> bool {
 }
 
 /// Whether this runtime's V8 lets its count of external memory go below zero, which taking
-/// tracked outputs off it may do for a moment (see the module's notes): `process.versions.v8`
-/// names V8 12 or older. V8 13 aborts the process instead; a runtime that names no V8 version
-/// (or one that cannot be read) is not asked to.
-///
-/// # Safety
-/// `env` is the current environment, in a call on its JS thread.
-unsafe fn may_uncount(env: sys::napi_env) -> bool {
-    // SAFETY: the caller's contract; the helper opens and closes its own handle scope.
-    let version = unsafe { v8_version(env) };
-    let major = version
-        .as_deref()
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse::<u32>().ok());
-    matches!(major, Some(1..=12))
+/// tracked outputs off it may do for a moment (see the module's notes): the V8 linked into
+/// this process is version 12 or older. V8 13 aborts the process instead; a runtime whose V8
+/// version cannot be read (Bun has none; Deno does not export it) is not asked to.
+fn may_uncount() -> bool {
+    static MAY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MAY.get_or_init(|| {
+        let major = v8_version()
+            .as_deref()
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse::<u32>().ok());
+        matches!(major, Some(1..=12))
+    })
 }
 
-/// `process.versions.v8`, read in a handle scope of its own. A getter on the way may run JS;
-/// nothing here holds JS memory, and an exception it throws is cleared (the answer is then
-/// `None`).
-///
-/// # Safety
-/// `env` is the current environment, in a call on its JS thread.
-unsafe fn v8_version(env: sys::napi_env) -> Option<String> {
-    let mut scope = std::ptr::null_mut();
-    // SAFETY: plain Node-API calls on the current env; the scope is closed before returning.
-    unsafe {
-        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+/// The version of the V8 linked into this process, from V8 itself: `v8::V8::GetVersion()`,
+/// which Node exports for addons, looked up by its symbol. Nothing here touches a JS value,
+/// so no script can run during the lookup (reading `process.versions.v8` could: `process` is
+/// a property user code may redefine).
+#[cfg(unix)]
+fn v8_version() -> Option<String> {
+    // `static const char* v8::V8::GetVersion()`, Itanium-mangled (Linux, macOS).
+    const SYMBOL: &std::ffi::CStr = c"_ZN2v82V810GetVersionEv";
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks the symbol up.
+    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SYMBOL.as_ptr()) };
+    if address.is_null() {
+        return None;
+    }
+    // SAFETY: the symbol is V8's `GetVersion`, a function of no arguments returning a pointer
+    // to a static NUL-terminated string (v8.h); it runs no JS and touches no isolate.
+    let version = unsafe {
+        let get: unsafe extern "C" fn() -> *const std::ffi::c_char = std::mem::transmute(address);
+        let text = get();
+        if text.is_null() {
             return None;
         }
-        let read = || -> Option<String> {
-            let mut value = std::ptr::null_mut();
-            if sys::napi_get_global(env, &mut value) != sys::Status::napi_ok {
-                return None;
-            }
-            for key in [c"process", c"versions", c"v8"] {
-                let mut object_type = 0;
-                if sys::napi_typeof(env, value, &mut object_type) != sys::Status::napi_ok
-                    || object_type != sys::ValueType::napi_object
-                {
-                    return None;
-                }
-                let mut next = std::ptr::null_mut();
-                if sys::napi_get_named_property(env, value, key.as_ptr(), &mut next)
-                    != sys::Status::napi_ok
-                {
-                    return None;
-                }
-                value = next;
-            }
-            let mut buf = [0u8; 64];
-            let mut len = 0;
-            let status = sys::napi_get_value_string_utf8(
-                env,
-                value,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut len,
-            );
-            if status != sys::Status::napi_ok {
-                return None;
-            }
-            String::from_utf8(buf.get(..len)?.to_vec()).ok()
-        };
-        let version = read();
-        let mut pending = false;
-        if sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok && pending {
-            let mut error = std::ptr::null_mut();
-            sys::napi_get_and_clear_last_exception(env, &mut error);
-        }
-        sys::napi_close_handle_scope(env, scope);
-        version
-    }
+        std::ffi::CStr::from_ptr(text)
+    };
+    version.to_str().ok().map(str::to_owned)
+}
+
+/// Elsewhere the version is not looked up, and V8 keeps its own count of the outputs.
+#[cfg(not(unix))]
+fn v8_version() -> Option<String> {
+    None
 }
 
 /// One output's buffer, freed by whichever comes first: the tracker or the finalizer.
@@ -344,8 +316,7 @@ impl Tracker {
                 other => {
                     // SAFETY: the caller's contract.
                     let works = unsafe { probe(env) };
-                    // SAFETY: the caller's contract.
-                    let uncounts = works && unsafe { may_uncount(env) };
+                    let uncounts = works && may_uncount();
                     other.insert(Tracker {
                         env,
                         tracked: Vec::new(),
