@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 
@@ -10,8 +10,21 @@ export function expectedJson(dir: string): any {
   return JSON.parse(readFileSync(fixture(dir, 'expected.json'), 'utf8'))
 }
 
+const made: string[] = []
+
+/** A new directory under the OS's temporary directory, removed when the spec file ends. */
 export function tempDir(prefix = 'stn-'): string {
-  return mkdtempSync(join(tmpdir(), prefix))
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  made.push(dir)
+  return dir
+}
+
+/**
+ * Remove every directory `tempDir` made (`__test__/setup.ts` runs this after each spec file):
+ * a whole run wrote ~1.7 GB of them and left them all, and a CI machine's disk filled up.
+ */
+export function removeTempDirs(): void {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true, maxRetries: 3 })
 }
 
 /** A SafeTensors file from a header string (not padded) and raw data bytes. */

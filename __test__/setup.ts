@@ -1,0 +1,5 @@
+// Run before each spec file (vitest.config.ts, setupFiles): what every spec shares.
+import { afterAll } from 'vitest'
+import { removeTempDirs } from './helpers'
+
+afterAll(removeTempDirs)
