@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -29,10 +29,6 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'model', 'config.json'), '{"model_type": "test"}')
   gguf = join(dir, 'model', 'model.gguf')
   await convert(path, gguf, { to: 'gguf' })
-})
-
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
 interface Sample {

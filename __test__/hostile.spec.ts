@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { spawn, spawnSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { PYTHON, tempDir } from './helpers'
 
@@ -128,10 +128,6 @@ beforeAll(async () => {
     .map((r) => `${r.entry.file} (${(r.entry.bytes / MiB).toFixed(1)} MiB): peak RSS ${(r.report!.maxRSSKiB / 1024).toFixed(0)} MiB, bound ${(rssBoundBytes(r) / MiB).toFixed(0)} MiB`)
   console.log(`hostile corpus: ${manifest.length} files; largest peaks:\n  ${peaks.join('\n  ')}`)
 }, 300_000)
-
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true })
-})
 
 const safetensors = () => runs.filter((r) => r.entry.format === 'safetensors')
 const gguf = () => runs.filter((r) => r.entry.format === 'gguf')

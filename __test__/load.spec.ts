@@ -35,10 +35,6 @@ beforeAll(() => {
   })
 })
 
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true })
-})
-
 interface Sample {
   cycle: number
   rssMiB: number

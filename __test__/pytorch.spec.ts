@@ -21,7 +21,6 @@ const OURS = resolve(__dirname, '../crates/core/tests/data/pytorch')
 const CONVERTED = resolve(__dirname, 'fixtures/pytorch-convert')
 const BIN = resolve(__dirname, '../bin/safetensors-node.js')
 const dir = tempDir('pytorch-')
-afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 interface ExpectedTensor {
   dtype: string

@@ -1,4 +1,4 @@
-// Run before each spec file (vitest.config.ts, setupFiles): what every spec shares.
+// Run before each spec file (vitest.config.mjs, setupFiles): what every spec shares.
 import { afterAll } from 'vitest'
 import { removeTempDirs } from './helpers'
 
