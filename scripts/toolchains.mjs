@@ -78,9 +78,9 @@ export function runtimeBin(name) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const what = process.argv[2]
   if (what === 'zigbuild') console.log(zigbuildPath().join(':'))
-  else if (what === 'bun' || what === 'deno' || what === 'node') console.log(runtimeBin(what))
+  else if (Object.hasOwn(PACKAGES, what)) console.log(runtimeBin(what))
   else {
-    console.error('usage: node scripts/toolchains.mjs zigbuild|bun|deno|node')
+    console.error(`usage: node scripts/toolchains.mjs ${['zigbuild', ...Object.keys(PACKAGES)].join('|')}`)
     process.exit(2)
   }
 }
