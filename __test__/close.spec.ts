@@ -61,11 +61,14 @@ function median(xs: number[]): number {
 describe('a synchronous loop that closes what it opens', () => {
   it('20,000 open → getTensor → close cycles that never yield keep RSS flat and no mapping of the file', () => {
     const { samples, ms } = cycles(20_000, 'close')
+    const control = cycles(20_000, 'control').samples
     const warm = samples.find((s) => s.cycle === 2000)!
     const last = samples[samples.length - 1]
+    const runtimeGrowth = control[control.length - 1].rssMiB - control[0].rssMiB
     console.log(
       `20,000 synchronous open/getTensor/close cycles in ${ms} ms: RSS ${samples[0].rssMiB.toFixed(1)} MiB at start, ` +
-        `${warm.rssMiB.toFixed(1)} after 2,000, ${last.rssMiB.toFixed(1)} after 20,000; mappings of the file at each sample: max ${Math.max(...samples.map((s) => s.maps))}`,
+        `${warm.rssMiB.toFixed(1)} after 2,000, ${last.rssMiB.toFixed(1)} after 20,000 (the same loop in plain JS: +${runtimeGrowth.toFixed(1)} MiB); ` +
+        `mappings of the file at each sample: max ${Math.max(...samples.map((s) => s.maps))}`,
     )
     expect(last.cycle).toBe(20_000)
     // Each close() unmapped its file before the next open: never a mapping left at a sample.
@@ -76,7 +79,9 @@ describe('a synchronous loop that closes what it opens', () => {
     const settled = samples.slice(samples.indexOf(warm))
     const steps = settled.slice(1).map((s, i) => s.rssMiB - settled[i].rssMiB)
     expect(median(steps), `growth per 1,000 cycles: ${steps.map((d) => d.toFixed(2)).join(' ')}`).toBeLessThan(0.25)
-    expect(last.rssMiB - samples[0].rssMiB).toBeLessThan(64)
+    // The whole run: within 32 MiB of what the same loop grows by without the addon in this
+    // runtime (Node 20: plain JS 31–38 MiB, ours 41–43; Node 24: 99 and 87).
+    expect(last.rssMiB - samples[0].rssMiB - runtimeGrowth).toBeLessThan(32)
   })
 
   it('without close(), the same loop holds every mapping until it yields (what close() fixes)', () => {

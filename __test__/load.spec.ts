@@ -62,12 +62,15 @@ function runCycles(cycles: number, yieldEvery: number, mode = 'cycle'): CyclesRe
 describe('open / getTensor / drop cycles', () => {
   it('20,000 cycles leave RSS and the file’s mappings flat', () => {
     const report = runCycles(20_000, 100)
+    const control = runCycles(20_000, 100, 'control').samples
     const { samples } = report
     const warm = samples.find((s) => s.cycle === 2000)!
     const last = samples[samples.length - 1]
+    const runtimeGrowth = control[control.length - 1].rssMiB - control[0].rssMiB
     console.log(
       `20,000 open/getTensor/drop cycles in ${report.ms} ms: RSS ${samples[0].rssMiB.toFixed(1)} MiB at start, ` +
-        `${warm.rssMiB.toFixed(1)} MiB after 2,000, ${last.rssMiB.toFixed(1)} MiB after 20,000 (peak ${report.maxRSSMiB.toFixed(0)} MiB); ` +
+        `${warm.rssMiB.toFixed(1)} MiB after 2,000, ${last.rssMiB.toFixed(1)} MiB after 20,000 (peak ${report.maxRSSMiB.toFixed(0)} MiB; ` +
+        `the same loop in plain JS: +${runtimeGrowth.toFixed(1)} MiB); ` +
         `mappings of the file at each sample: max ${Math.max(...samples.map((s) => s.maps))}, at the end ${report.final.maps}`,
     )
     expect(last.cycle).toBe(20_000)
@@ -75,12 +78,13 @@ describe('open / getTensor / drop cycles', () => {
     // anywhere between cycle 1,000 and 3,000), while a leak grows between every pair of
     // samples. So the median growth per 1,000 cycles after warm-up must stay under 0.25 MiB
     // (≈ 260 bytes a cycle; one leaked upcast copy is 256 KiB), and the whole run within
-    // 48 MiB of its start.
+    // 48 MiB of what the same loop grows by without the addon in this runtime (Node 20: 6–7
+    // MiB, ours 37–39; Node 24, whose V8 sizes its heap differently: 120 and 146).
     const settled = samples.slice(samples.indexOf(warm))
     const steps = settled.slice(1).map((s, i) => s.rssMiB - settled[i].rssMiB)
     expect(steps.length).toBe(18)
     expect(median(steps), `growth per 1,000 cycles: ${steps.map((d) => d.toFixed(2)).join(' ')}`).toBeLessThan(0.25)
-    expect(last.rssMiB - samples[0].rssMiB).toBeLessThan(48)
+    expect(last.rssMiB - samples[0].rssMiB - runtimeGrowth).toBeLessThan(48)
     // Each dropped file is unmapped once its views are collected.
     for (const s of samples) expect(s.maps, `cycle ${s.cycle}`).toBeLessThanOrEqual(1)
     expect(report.final.maps).toBe(0)
@@ -193,7 +197,9 @@ describe('synchronous loops of large outputs', () => {
   // loop that keeps every output (a model loader) would pay one per 64 MiB and free nothing.
   // The tracked outputs are left out of that count (src/sync_output.rs): the tracker's forced
   // collections, twice as far apart each time they find everything alive, are all it runs.
-  it('a synchronous loop that keeps every output runs a few full collections, not one per 64 MiB; values exact', () => {
+  // On V8 12 and older only: V8 13 (Node 24) keeps counting the outputs by design (below).
+  const uncounts = Number(process.versions.v8.split('.')[0]) <= 12
+  it.runIf(uncounts)('a synchronous loop that keeps every output runs a few full collections, not one per 64 MiB; values exact', () => {
     const r = loop('keep', 24)
     console.log(`24 × 32 MiB kept without yielding: ${r.majorGcs} full collections during the loop, peak ${(r.peakMiB - r.baseMiB).toFixed(0)} MiB above the start; ${r.ms} ms`)
     expect(r.peakMiB - r.baseMiB).toBeGreaterThan(24 * 32 - 32) // every output is held

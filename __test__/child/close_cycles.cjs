@@ -8,7 +8,8 @@
 //       options (a file under 16 MiB: its tensors are copies), then close(); `dispose` — the
 //       same with `using`-style disposal ([Symbol.dispose]); `drop` — the same reads, no
 //       close (what a loop did before close() existed); `views` — read the F32 tensor as a
-//       view of the mapping (`copy: false`), then close().
+//       view of the mapping (`copy: false`), then close(); `control` — no addon: the file
+//       read whole and two arrays of the same size made, as a plain JavaScript loop would.
 // Prints one JSON line: { samples: [{ cycle, rssMiB, maps }], final: { rssMiB, maps }, ms }.
 'use strict'
 const { readFileSync } = require('node:fs')
@@ -20,7 +21,21 @@ const rssMiB = () => process.memoryUsage().rss / 1048576
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(path)).length
 const open = { file: (p) => SafeTensorsFile.open(p), weights: (p) => openWeightsSync(p), model: (p) => Model.loadPretrainedSync(p.replace(/\/[^/]*$/, '')) }[kind]
 
+// The same cycle in plain JavaScript (the file read whole, two 256 KiB float arrays made):
+// what the runtime itself grows by over the same loop.
+function control(i) {
+  const bytes = readFileSync(path)
+  const h = new Float32Array(65536)
+  const w = new Float32Array(65536)
+  for (let k = 0; k < 65536; k += 64) {
+    h[k] = bytes[k] << 16
+    w[k] = bytes[bytes.length - 1 - k]
+  }
+  if (h[i % 64] !== 0 && w.length !== 65536) throw new Error('unreachable')
+}
+
 function cycle(i) {
+  if (mode === 'control') return control(i)
   const file = open(path)
   const k = i % 65536
   if (mode === 'views') {

@@ -1,9 +1,11 @@
 // Child process of load.spec.ts: open → getTensor → drop, many times, sampling RSS and the
 // number of /proc/self/maps lines that map the file.
 //
-//   node --expose-gc load_cycles.cjs PATH CYCLES YIELD_EVERY [upcast]
+//   node --expose-gc load_cycles.cjs PATH CYCLES YIELD_EVERY [upcast|control]
 //
-// With `upcast`, a cycle only reads the BF16 tensor (an upcast copy) of one file opened once.
+// With `upcast`, a cycle only reads the BF16 tensor (an upcast copy) of one file opened once;
+// with `control`, it does without the addon what a cycle does (reads the file, makes two
+// 256 KiB arrays): what the runtime itself grows by over the same loop.
 // YIELD_EVERY > 0: the loop lets the event loop turn every that many cycles (as a server
 // does between requests); 0: one synchronous loop, sampled once at the end before yielding.
 // Prints one JSON line: { samples: [{ cycle, rssMiB, maps }], final: {...}, ms }.
@@ -36,6 +38,19 @@ function cycle(i) {
   if (h.data.length !== 65536 || ids.data[3] !== 3n) throw new Error('wrong h or ids')
 }
 
+// The same cycle in plain JavaScript, for a bound relative to the runtime's own growth: the
+// file read whole, and the two 256 KiB float arrays a cycle makes (the BF16 tensor widened).
+function control(i) {
+  const bytes = readFileSync(path)
+  const w = new Float32Array(65536)
+  const h = new Float32Array(65536)
+  for (let k = 0; k < 65536; k += 64) {
+    w[k] = bytes[k]
+    h[k] = bytes[bytes.length - 1 - k] << 16
+  }
+  if (w[i % 64] !== 0 && h.length !== 65536) throw new Error('unreachable')
+}
+
 let shared = null
 function upcastOnly() {
   shared ??= SafeTensorsFile.open(path)
@@ -44,7 +59,7 @@ function upcastOnly() {
 
 async function main() {
   const started = Date.now()
-  const step = mode === 'upcast' ? upcastOnly : cycle
+  const step = { upcast: upcastOnly, control }[mode] ?? cycle
   const samples = []
   await settle()
   samples.push({ cycle: 0, rssMiB: rssMiB(), maps: maps() })
