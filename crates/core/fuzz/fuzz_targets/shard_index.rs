@@ -112,10 +112,16 @@ fuzz_target!(|index: &[u8]| {
                 assert_eq!(view.data.len(), 8);
             }
         }
+        // ERR_UNKNOWN_FORMAT: a shard that is no weights format (the index may name
+        // config.json), reported as what it is rather than as a damaged shard.
         Err(e) => assert!(
             matches!(
                 e.code(),
-                "ERR_INVALID_MODEL" | "ERR_UNSAFE_PATH" | "ERR_NOT_FOUND" | "ERR_IO"
+                "ERR_INVALID_MODEL"
+                    | "ERR_UNSAFE_PATH"
+                    | "ERR_NOT_FOUND"
+                    | "ERR_IO"
+                    | "ERR_UNKNOWN_FORMAT"
             ),
             "{}: {e}",
             e.code()

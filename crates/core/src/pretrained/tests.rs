@@ -216,6 +216,15 @@ fn sharded_errors() {
 
     let d = sharded_dir(serde_json::json!({"x": 5}));
     assert_eq!(open(d.path()).err().unwrap().code(), "ERR_INVALID_MODEL");
+
+    // A shard that is no weights format at all is reported as what it is, at its path (the
+    // shard_index fuzz target found an index naming config.json).
+    let d = sharded_dir(serde_json::json!({"x": "config.json"}));
+    let e = open(d.path()).err().unwrap();
+    assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT");
+    let config = d.path().join("config.json");
+    assert_eq!(e.path(), config.to_str());
+    assert!(e.detail().contains("JSON document"), "{e}");
 }
 
 #[test]
