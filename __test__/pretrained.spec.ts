@@ -231,6 +231,11 @@ describe('Model errors', () => {
     ;({ dir } = shardedDir())
     writeFileSync(join(dir, 'model-00002-of-00003.safetensors'), Buffer.from('0100000000000000', 'hex'))
     await expectCode(dir, 'ERR_INVALID_MODEL', { message: expect.stringContaining('model-00002-of-00003') })
+    // An index naming itself as a shard: refused, not opened again and again until the
+    // stack overflows (which took the process down).
+    ;({ dir } = shardedDir())
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { 'layers.0.w': 'model.safetensors.index.json' } }))
+    await expectCode(dir, 'ERR_INVALID_MODEL', { message: expect.stringContaining('itself a sharded index') })
   })
 
   it('weights.mlx problems are ERR_INVALID_MLX naming the tensor', async () => {

@@ -94,6 +94,14 @@ impl ShardedSource {
         let mut shards: Vec<Box<dyn TensorSource>> = Vec::with_capacity(paths.len());
         for ((name, path), size) in index.shards.iter().zip(&paths).zip(&sizes) {
             let opened = crate::format::detect_file(path).and_then(|detected| {
+                // A shard holds tensors. One that is itself an index would be opened as
+                // one, naming shards in turn: an index naming itself recursed until the
+                // stack overflowed (the shard_index fuzz target).
+                if detected == detect::Detected::Format(WeightsFormat::ShardedSafeTensors) {
+                    return Err(CoreError::invalid_model(
+                        "this shard is itself a sharded index, not a file of tensors",
+                    ));
+                }
                 crate::format::open_detected(
                     path,
                     detected,

@@ -225,6 +225,16 @@ fn sharded_errors() {
     let config = d.path().join("config.json");
     assert_eq!(e.path(), config.to_str());
     assert!(e.detail().contains("JSON document"), "{e}");
+
+    // An index named as a shard — itself, or another one — is refused, not opened in turn
+    // (an index naming itself recursed until the stack overflowed).
+    for shard in [INDEX_FILE, "other.index.json"] {
+        let d = sharded_dir(serde_json::json!({ "x": shard }));
+        std::fs::copy(d.path().join(INDEX_FILE), d.path().join("other.index.json")).unwrap();
+        let e = open(d.path()).err().unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_MODEL", "{shard}: {e}");
+        assert!(e.detail().contains("itself a sharded index"), "{e}");
+    }
 }
 
 #[test]
