@@ -378,7 +378,8 @@ fn copy_of<T: Element + Default>(
     // resolve anyway: twice the writes, and the vector's fresh pages faulted in (an .npz's
     // 111 arrays read with `getTensorAsync`: 55–64 ms against 20–45 synchronously). The
     // task still maps the file's pages, so reading them from disk stays off the JS thread.
-    if n * size < LARGE_BUFFER_BYTES && crate::tasks::in_task() {
+    let small = n * size < LARGE_BUFFER_BYTES;
+    if small && crate::tasks::in_task() {
         source.prefetch();
     }
     let copy = move |dst: &mut [T]| {
@@ -391,7 +392,7 @@ fn copy_of<T: Element + Default>(
         });
         Ok(())
     };
-    if n * size < LARGE_BUFFER_BYTES {
+    if small {
         return Ok(TypedArrayOut::Filled(Fill::new(kind, n, copy)));
     }
     produce(kind, n, copy, external)

@@ -14,6 +14,7 @@
 'use strict'
 const { readFileSync } = require('node:fs')
 const { SafeTensorsFile, openWeightsSync, Model } = require('../../index.js')
+const { plainCycle } = require('./plain_cycle.cjs')
 
 const [path, cyclesArg, mode, kind = 'file'] = process.argv.slice(2)
 const cycles = Number(cyclesArg)
@@ -21,21 +22,8 @@ const rssMiB = () => process.memoryUsage().rss / 1048576
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(path)).length
 const open = { file: (p) => SafeTensorsFile.open(p), weights: (p) => openWeightsSync(p), model: (p) => Model.loadPretrainedSync(p.replace(/\/[^/]*$/, '')) }[kind]
 
-// The same cycle in plain JavaScript (the file read whole, two 256 KiB float arrays made):
-// what the runtime itself grows by over the same loop.
-function control(i) {
-  const bytes = readFileSync(path)
-  const h = new Float32Array(65536)
-  const w = new Float32Array(65536)
-  for (let k = 0; k < 65536; k += 64) {
-    h[k] = bytes[k] << 16
-    w[k] = bytes[bytes.length - 1 - k]
-  }
-  if (h[i % 64] !== 0 && w.length !== 65536) throw new Error('unreachable')
-}
-
 function cycle(i) {
-  if (mode === 'control') return control(i)
+  if (mode === 'control') return plainCycle(path, i)
   const file = open(path)
   const k = i % 65536
   if (mode === 'views') {

@@ -12,6 +12,7 @@
 'use strict'
 const { readFileSync } = require('node:fs')
 const { SafeTensorsFile } = require('../../index.js')
+const { plainCycle } = require('./plain_cycle.cjs')
 
 const [path, cyclesArg, yieldArg, mode] = process.argv.slice(2)
 const cycles = Number(cyclesArg)
@@ -38,19 +39,6 @@ function cycle(i) {
   if (h.data.length !== 65536 || ids.data[3] !== 3n) throw new Error('wrong h or ids')
 }
 
-// The same cycle in plain JavaScript, for a bound relative to the runtime's own growth: the
-// file read whole, and the two 256 KiB float arrays a cycle makes (the BF16 tensor widened).
-function control(i) {
-  const bytes = readFileSync(path)
-  const w = new Float32Array(65536)
-  const h = new Float32Array(65536)
-  for (let k = 0; k < 65536; k += 64) {
-    w[k] = bytes[k]
-    h[k] = bytes[bytes.length - 1 - k] << 16
-  }
-  if (w[i % 64] !== 0 && h.length !== 65536) throw new Error('unreachable')
-}
-
 let shared = null
 function upcastOnly() {
   shared ??= SafeTensorsFile.open(path)
@@ -59,7 +47,7 @@ function upcastOnly() {
 
 async function main() {
   const started = Date.now()
-  const step = { upcast: upcastOnly, control }[mode] ?? cycle
+  const step = { upcast: upcastOnly, control: (i) => plainCycle(path, i) }[mode] ?? cycle
   const samples = []
   await settle()
   samples.push({ cycle: 0, rssMiB: rssMiB(), maps: maps() })
