@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path'
 import { convert, loadFile, saveFile } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 // @ts-expect-error: a plain ESM script without types
-import { llamaCpp } from '../scripts/peers/llama-cpp.mjs'
+import { cmakeFlags, cpuLevel, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
 
 const LLAMA = llamaCpp() as { bin: string; tool: (n: string) => string; probe: string; src: string; vocab: (n: string) => string }
 const FIXTURES = resolve(__dirname, 'fixtures/llama')
@@ -95,6 +95,25 @@ function cosine(a: number[], b: number[]): number {
   }
   return ab / Math.sqrt(aa * bb)
 }
+
+// The peer is built once and cached, and the machines that run the tests differ: a build
+// that uses an instruction the CPU lacks (or that the VM does not grant, as AMX on some Intel
+// hosts) dies with SIGILL on the next host. scripts/peers/llama-cpp.mjs builds ggml with
+// explicit x86-64-v3 instruction sets; nothing past them may be in the code.
+describe('the llama.cpp peer', () => {
+  it('is portable: ggml, llama and the probe hold no AVX-512 or AMX instruction', () => {
+    expect(cmakeFlags(cpuLevel())).toEqual(expect.arrayContaining(['-DGGML_NATIVE=OFF', '-DGGML_AVX512=OFF', '-DGGML_AMX_TILE=OFF', '-DGGML_AMX_INT8=OFF']))
+    const objects = readdirSync(LLAMA.bin).filter((f) => /^lib.*\.so$/.test(f)).map((f) => join(LLAMA.bin, f))
+    expect(objects.map((f) => f.replace(/.*\//, ''))).toEqual(expect.arrayContaining(['libggml-cpu.so', 'libggml-base.so', 'libllama.so']))
+    for (const file of [...objects, LLAMA.probe, LLAMA.tool('llama-quantize')]) {
+      const text = run('objdump', ['-d', '--no-show-raw-insn', file])
+      // zmm registers and opmasks are AVX-512's; tile instructions are AMX's.
+      const found = text.split('\n').filter((l) => /%zmm|%k[1-7]\b|\b(ldtilecfg|tileloadd|tdpb[su][su]d|tdpbf16ps|tilezero)\b/.test(l))
+      expect(found.slice(0, 3), file).toEqual([])
+      expect(text.length, file).toBeGreaterThan(1000)
+    }
+  }, 120_000)
+})
 
 describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
   const ref = JSON.parse(readFileSync(join(FIXTURES, 'minilm.json'), 'utf8'))

@@ -5,7 +5,7 @@
 //! tensor the type llama-quantize gives it, the same bytes, and the same metadata.
 //!
 //! Ignored by default: it needs the Python environment (gguf-py writes the inputs) and a
-//! llama.cpp build (`llama-quantize`; `$STN_LLAMA_QUANTIZE`, else the cache that
+//! llama.cpp build (`llama-quantize`; `$STN_LLAMA_QUANTIZE`, else the one
 //! `scripts/peers/llama-cpp.mjs` builds, which this test runs when it exists). Without a
 //! build it says so loudly and checks nothing.
 
@@ -14,8 +14,6 @@ use stcore::format::gguf::{GgufFile, Preset};
 use stcore::fsutil::WriteOptions;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -27,33 +25,26 @@ fn python() -> PathBuf {
         .unwrap_or_else(|| repo_root().join(".venv/bin/python"))
 }
 
-fn cached_llama_quantize() -> PathBuf {
-    let cache = std::env::var_os("STN_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/safetensors-node")
-        });
-    cache
-        .join(format!("llama.cpp-src-{LLAMA_CPP_PYTHON_VERSION}"))
-        .join("build/bin/llama-quantize")
-}
-
-/// The llama-quantize program, built if the project has the script for it.
+/// The llama-quantize program: `$STN_LLAMA_QUANTIZE`, else the one `scripts/peers/llama-cpp.mjs`
+/// builds (it knows the cache's layout and the build's flags; it builds what is missing and
+/// prints the program's path). None when neither is there.
 fn llama_quantize() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("STN_LLAMA_QUANTIZE") {
         return Some(PathBuf::from(p));
     }
-    let cached = cached_llama_quantize();
     let script = repo_root().join("scripts/peers/llama-cpp.mjs");
-    if !cached.exists() && script.exists() {
-        let status = Command::new("node")
-            .arg(&script)
-            .status()
-            .expect("run node");
-        assert!(status.success(), "scripts/peers/llama-cpp.mjs failed");
+    if !script.exists() {
+        return None;
     }
-    cached.exists().then_some(cached)
+    let out = Command::new("node")
+        .arg(&script)
+        .args(["--tool", "llama-quantize"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run node");
+    assert!(out.status.success(), "scripts/peers/llama-cpp.mjs failed");
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    path.exists().then_some(path)
 }
 
 fn write_model(dir: &Path, name: &str, spec: serde_json::Value) -> PathBuf {
@@ -136,9 +127,8 @@ fn every_preset_gives_llama_quantizes_types_and_bytes() {
     let Some(quantize) = llama_quantize() else {
         eprintln!(
             "\n*** SKIPPED every_preset_gives_llama_quantizes_types_and_bytes: llama-quantize is \
-             not built ({} missing and no scripts/peers/llama-cpp.mjs to build it; set \
-             STN_LLAMA_QUANTIZE). Presets are NOT checked against llama.cpp. ***\n",
-            cached_llama_quantize().display()
+             not built (no scripts/peers/llama-cpp.mjs to build it; set STN_LLAMA_QUANTIZE). \
+             Presets are NOT checked against llama.cpp. ***\n"
         );
         return;
     };
