@@ -55,9 +55,10 @@ export interface GetOptions<A extends TensorAs = TensorAs> {
   /** 'native' (default): the stored type's array; 'F32' / 'F64': converted floats; 'raw': the stored bytes. */
   as?: A
   /**
-   * `true`: always an owned copy. `false`: a view of the mapping whenever the data is
-   * aligned. Unset: a view of aligned tensors in files of 16 MiB or more, a copy in smaller
-   * files (freed while a synchronous loop runs; a view is freed only when the event loop turns).
+   * Unset or `true`: an owned copy (an ordinary ArrayBuffer, freed by the garbage collector
+   * like any other, even inside a synchronous loop). `false`: a view of the file's (private,
+   * copy-on-write) mapping when the data is aligned and needs no conversion, else a copy; a
+   * view keeps the file mapped until it is collected and the event loop turns.
    */
   copy?: boolean
 }
@@ -83,9 +84,8 @@ export interface Tensor<T extends TypedArray = TypedArray> {
 export type SliceRange = [number, number] | number | null
 
 /**
- * A SafeTensors file, validated at open and read lazily. Tensors of files of 16 MiB or more
- * come back as typed arrays that view the (private, copy-on-write) mapping when aligned;
- * those of smaller files, and unaligned ones, as copies (`copy` in GetOptions chooses).
+ * A SafeTensors file, validated at open and read lazily. Tensors come back as copies, or as
+ * views of the file's mapping with `copy: false` (see GetOptions).
  */
 export declare class SafeTensorsFile {
   /** Instances come from `open`, `openAsync`, `fromBytes` and `openUrl` (`new` throws ERR_INVALID_ARGUMENT). */

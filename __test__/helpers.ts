@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -71,4 +72,28 @@ export function dataset(name: string): Dataset {
     rows.push(values)
   }
   return { rows, y, nRows: rows.length, nCols: rows[0].length }
+}
+
+/** The runtimes a synchronous loop must behave the same in: the Node running the tests, later Node lines, Bun and Deno. */
+export const RUNTIMES = ['node', 'node22', 'node24', 'node26', 'bun', 'deno'] as const
+export type Runtime = (typeof RUNTIMES)[number]
+
+/**
+ * The command that runs a CommonJS child script under `runtime`, with a synchronous full
+ * collection available as `globalThis.gc` (Bun's is `Bun.gc(true)`). The runtimes other than
+ * the Node running the tests come from their npm packages, installed once outside the clone
+ * (scripts/toolchains.mjs).
+ */
+export function runtimeCommand(runtime: Runtime, script: string, args: string[]): [string, string[]] {
+  if (runtime === 'node') return [process.execPath, ['--expose-gc', script, ...args]]
+  const bin = execFileSync(process.execPath, [resolve(__dirname, '../scripts/toolchains.mjs'), runtime], { encoding: 'utf8' }).trim()
+  if (runtime === 'bun') return [bin, [script, ...args]]
+  if (runtime === 'deno') return [bin, ['run', '-A', '--v8-flags=--expose-gc', script, ...args]]
+  return [bin, ['--expose-gc', script, ...args]]
+}
+
+/** The median of `xs`. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }

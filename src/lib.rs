@@ -13,7 +13,6 @@ mod layout;
 mod model;
 mod models;
 mod remote;
-mod sync_output;
 mod tasks;
 mod typed;
 mod weights;

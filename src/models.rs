@@ -8,7 +8,6 @@ use crate::write::{metadata_arg, natural_dtype, Durable, SaveOptions};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::buffer::Output;
 use stcore::cast;
 use stcore::format::gguf::Preset;
 use stcore::models::{
@@ -22,8 +21,8 @@ use std::sync::Arc;
 
 /// An owned row-major matrix from a JS `Matrix` argument (large copies in huge pages).
 pub enum OwnedMatrix {
-    F32(Output<f32>, usize, usize),
-    F64(Output<f64>, usize, usize),
+    F32(Vec<f32>, usize, usize),
+    F64(Vec<f64>, usize, usize),
 }
 
 impl OwnedMatrix {
@@ -107,9 +106,13 @@ pub fn parse_matrix<'x>(x: &Unknown<'x>) -> CoreResult<MatrixArg<'x>> {
 /// change the array meanwhile).
 pub fn matrix_arg(x: &Unknown) -> CoreResult<OwnedMatrix> {
     Ok(match parse_matrix(x)? {
-        MatrixArg::Rows(data, r, c) => OwnedMatrix::F64(Output::Small(data), r, c),
-        MatrixArg::F32(array, r, c) => OwnedMatrix::F32(with_view(&array, Output::copy_of)?, r, c),
-        MatrixArg::F64(array, r, c) => OwnedMatrix::F64(with_view(&array, Output::copy_of)?, r, c),
+        MatrixArg::Rows(data, r, c) => OwnedMatrix::F64(data, r, c),
+        MatrixArg::F32(array, r, c) => {
+            OwnedMatrix::F32(with_view(&array, stcore::buffer::copy_of)?, r, c)
+        }
+        MatrixArg::F64(array, r, c) => {
+            OwnedMatrix::F64(with_view(&array, stcore::buffer::copy_of)?, r, c)
+        }
     })
 }
 

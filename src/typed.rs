@@ -1,30 +1,23 @@
 //! Tensor bytes → JavaScript typed arrays, in one of three forms:
 //!
-//! - **Views**: a zero-copy external buffer over shared memory (the private file mapping)
-//!   when the data is aligned for its element type, no copy was asked for, and the tensor
-//!   lies in a file (a memory) of at least [`VIEW_MIN_FILE_BYTES`] (or `copy: false` asked
-//!   for a view).
-//! - **Huge-page buffers** handed over as external buffers: large outputs (4 MiB or more) in
-//!   a mapping of their own ([`LargeBuffer::for_overwrite`]: 2 MiB-aligned, huge pages, and
-//!   the mapping of an earlier, finalized output reused when one fits, so that a loop that
-//!   reads and drops tensors writes into memory already faulted in): every large output of a
-//!   task, and of a synchronous call ([`crate::sync_output`], which frees the ones V8 has
-//!   collected before the loop yields).
-//! - **V8 buffers** ([`Fill`]): every other output of a call on the JS thread is written
-//!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS. Small
-//!   outputs of tasks are copied into one the same way.
-//!
-//! Node runs the finalizers of external buffers only between event-loop turns, so in a
-//! synchronous loop that drops its outputs every external one would stay allocated until the
-//! loop yields (650–1,500 ms per call of 64M elements instead of ~40 ms when all were, each
-//! new 256 MiB upcast faulted into fresh memory while the previous ones were still held).
-//! [`crate::sync_output`] tracks a synchronous call's large outputs and frees each as soon as
-//! V8 has collected its ArrayBuffer, so the next output reuses its memory. A task's result
-//! reaches JS through an event-loop turn anyway, and an `await` between calls turns it again.
+//! - **Copies in V8 buffers** ([`Fill`]): every output of a synchronous call is written
+//!   straight into an ArrayBuffer that V8 allocates, when the value is handed to JS. V8
+//!   counts it, collects it and frees it like any ArrayBuffer a script makes, so a
+//!   synchronous loop that drops its outputs stays flat without ever yielding. Small outputs
+//!   of tasks are copied into one the same way at resolve.
+//! - **Vectors handed over**: a task's large output (4 MiB or more), written on a worker
+//!   thread into a vector of its own, becomes an external ArrayBuffer over that vector (no
+//!   copy on the JS thread). Node frees it between event-loop turns, which a task's result
+//!   reaches JS through anyway.
+//! - **Views** of the file's memory (an external buffer over the private mapping, which keeps
+//!   the mapping alive), only when the caller asks for one (`copy: false`) and the bytes are
+//!   aligned for their element type. Node frees views, and so unmaps a closed file, only
+//!   between event-loop turns: a copy by default keeps a synchronous loop over many files
+//!   from holding every one of them mapped.
 
 use crate::error::CoreResult;
 use napi::bindgen_prelude::*;
-use stcore::buffer::{LargeBuffer, Output, LARGE_BUFFER_BYTES};
+use stcore::buffer::LARGE_BUFFER_BYTES;
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::{CoreError, DType, F32Decoder};
@@ -58,7 +51,7 @@ impl Fill {
     ) -> Fill {
         // SAFETY: called by `to_napi_value` with the current env.
         Fill(Box::new(move |env| unsafe {
-            sync_array(env, kind, len, write)
+            v8_array(env, kind, len, write)
         }))
     }
 
@@ -126,26 +119,6 @@ unsafe fn v8_array<T: Element>(
         )?;
     }
     Ok(array)
-}
-
-/// What a synchronous call's output becomes when it reaches JS: when large, a huge-page buffer
-/// handed over and tracked ([`crate::sync_output`]) while there is room; else a V8 buffer
-/// ([`v8_array`]).
-///
-/// # Safety
-/// As [`v8_array`].
-unsafe fn sync_array<T: Element>(
-    env: napi::sys::napi_env,
-    kind: TypedArrayType,
-    len: usize,
-    write: impl FnOnce(&mut [T]) -> CoreResult<()>,
-) -> Result<napi::sys::napi_value> {
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    // SAFETY (all three): the caller's contract.
-    if bytes >= LARGE_BUFFER_BYTES && unsafe { crate::sync_output::room_for(env, bytes) } {
-        return unsafe { crate::sync_output::large_array(env, kind, len, write) };
-    }
-    unsafe { v8_array(env, kind, len, write) }
 }
 
 /// A typed array made during a synchronous call (see [`new_array`]).
@@ -224,29 +197,15 @@ pub enum ReadAs {
 #[derive(Clone, Copy, Debug)]
 pub struct ReadMode {
     pub as_: ReadAs,
-    /// `Some(true)`: always an owned copy; `Some(false)`: a view whenever the bytes are
-    /// aligned; `None` (the default): a view only of files of [`VIEW_MIN_FILE_BYTES`] or more.
+    /// `Some(false)`: a view of the file's memory whenever the bytes are aligned and need no
+    /// conversion; otherwise (the default) an owned copy.
     pub copy: Option<bool>,
 }
 
-/// The smallest file (mapping, or bytes held in memory) whose tensors are handed out as views
-/// by default. A view is an external buffer, which Node frees only between event-loop turns,
-/// and it keeps the whole mapping alive: in a synchronous loop of open → getTensor → close
-/// over small files, views kept every file mapped until the loop yielded (issue 19). Copying
-/// every tensor of a file this small costs at most a few milliseconds, and V8 frees copies as
-/// it collects, inside the loop. In larger files — models — views are what keeps reading
-/// cheap (a 110 MB model's 111 tensors: 2.6 ms as views; 26–31 ms with its 48 tensors of
-/// 576 KiB copied, when the rule was the tensor's size), and their mapping is one per file.
-pub const VIEW_MIN_FILE_BYTES: usize = 16 << 20;
-
-/// Whether `len` bytes at `ptr`, inside a memory of `file_len` bytes, go out as a view of it
-/// under `copy`.
-fn as_view(copy: Option<bool>, file_len: usize, ptr: *const u8, len: usize, align: usize) -> bool {
-    let wanted = match copy {
-        Some(copy) => !copy,
-        None => file_len >= VIEW_MIN_FILE_BYTES,
-    };
-    wanted && len > 0 && (ptr as usize).is_multiple_of(align)
+/// Whether `len` bytes at `ptr` go out as a view under `copy`: only when asked for, and
+/// aligned for their element type.
+fn as_view(copy: Option<bool>, ptr: *const u8, len: usize, align: usize) -> bool {
+    copy == Some(false) && len > 0 && (ptr as usize).is_multiple_of(align)
 }
 
 impl ReadMode {
@@ -323,27 +282,27 @@ impl Source {
     }
 }
 
-/// How a task's large output reaches JS: a huge-page buffer handed over.
-type External<T> = fn(LargeBuffer<T>) -> TypedArrayOut;
+/// How a task's large output reaches JS: its vector handed over as an external buffer.
+type External<T> = fn(Vec<T>) -> TypedArrayOut;
 
 macro_rules! external {
     ($variant:ident, $array:ident) => {
-        |mut buf: LargeBuffer<_>| {
-            let ptr = buf.as_mut_ptr();
-            let n = buf.len();
-            // SAFETY: `buf` owns `n` initialised elements at `ptr` (n > 0: large buffers
-            // are never empty); moving it into the finalizer keeps the mapping alive until
-            // JS collects the array.
+        |mut values: Vec<_>| {
+            let ptr = values.as_mut_ptr();
+            let n = values.len();
+            // SAFETY: `values` owns `n` initialised elements at `ptr` (n > 0: only large
+            // outputs are handed over); moving it into the finalizer keeps them alive, at the
+            // same address, until JS collects the array.
             TypedArrayOut::$variant(unsafe {
-                $array::with_external_data(ptr, n, move |_, _| drop(buf))
+                $array::with_external_data(ptr, n, move |_, _| drop(values))
             })
         }
     };
 }
 
 /// An owned output of `n` elements written by `write` (which must set every element): on the
-/// JS thread, when it reaches JS ([`sync_array`]); in a task, now — into a vector copied into
-/// a V8 buffer at resolve when small, into a huge-page buffer handed over as is when large.
+/// JS thread, when it reaches JS, straight into a V8 buffer; in a task, now, into a vector —
+/// copied into a V8 buffer at resolve when small, handed over as is when large.
 fn produce<T: Element + Default>(
     kind: TypedArrayType,
     n: usize,
@@ -353,15 +312,15 @@ fn produce<T: Element + Default>(
     if !crate::tasks::in_task() {
         return Ok(TypedArrayOut::Filled(Fill::new(kind, n, write)));
     }
-    let mut out = Output::<T>::for_overwrite(n)?;
-    write(out.as_mut_slice())?;
-    Ok(match out {
-        Output::Small(v) => TypedArrayOut::Filled(Fill::of_vec(kind, v)),
-        Output::Large(buf) if buf.is_empty() => {
-            TypedArrayOut::Filled(Fill::of_vec::<T>(kind, vec![]))
-        }
-        Output::Large(buf) => external(buf),
-    })
+    let mut out = stcore::buffer::zeroed::<T>(n)?;
+    write(&mut out)?;
+    Ok(
+        if n == 0 || n * std::mem::size_of::<T>() < LARGE_BUFFER_BYTES {
+            TypedArrayOut::Filled(Fill::of_vec(kind, out))
+        } else {
+            external(out)
+        },
+    )
 }
 
 /// A copy of the bytes as elements of `T` (a trailing partial element is ignored).
@@ -405,7 +364,6 @@ macro_rules! view_or_copy {
             TensorBytes::Shared { memory, start, len }
                 if as_view(
                     $copy,
-                    memory.len(),
                     memory[start..].as_ptr(),
                     len,
                     std::mem::align_of::<$t>(),

@@ -19,6 +19,8 @@ const { plainCycle } = require('./plain_cycle.cjs')
 const [path, cyclesArg, mode, kind = 'file'] = process.argv.slice(2)
 const cycles = Number(cyclesArg)
 const rssMiB = () => process.memoryUsage().rss / 1048576
+// A full, synchronous collection: Node's and Deno's `gc` (--expose-gc), Bun's own.
+const gc = globalThis.gc ?? (() => globalThis.Bun.gc(true))
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(path)).length
 const open = { file: (p) => SafeTensorsFile.open(p), weights: (p) => openWeightsSync(p), model: (p) => Model.loadPretrainedSync(p.replace(/\/[^/]*$/, '')) }[kind]
 
@@ -39,18 +41,18 @@ function cycle(i) {
 }
 
 const started = Date.now()
-global.gc()
+gc()
 const samples = [{ cycle: 0, rssMiB: rssMiB(), maps: maps() }]
 for (let i = 1; i <= cycles; i++) {
   cycle(i)
   if (i % 1000 === 0) {
-    global.gc() // a full collection, synchronous: the loop still never yields
+    gc() // a full collection, synchronous: the loop still never yields
     samples.push({ cycle: i, rssMiB: rssMiB(), maps: maps() })
   }
 }
 const ms = Date.now() - started
 setImmediate(() => {
-  global.gc?.()
+  gc()
   setImmediate(() => {
     process.stdout.write(JSON.stringify({ samples, final: { rssMiB: rssMiB(), maps: maps() }, ms }) + '\n')
   })

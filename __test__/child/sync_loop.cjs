@@ -1,20 +1,21 @@
 // Child process of load.spec.ts: one output-producing call repeated in a synchronous loop
 // (the event loop never turns), checking every result's values and sampling the resident set.
 //
-//   node --expose-gc sync_loop.cjs DIR CASE ITERATIONS
+//   node --expose-gc sync_loop.cjs DIR CASE ITERATIONS [control]
 //
 // DIR holds what load.spec.ts wrote (big.safetensors, bf16.safetensors, model/, linear.safetensors).
-// Prints one JSON line: { baseMiB, peakMiB, yieldedMiB, afterMiB, outMiB, ms, majorGcs }: the
-// resident set before the loop, its largest value sampled after each call, after the loop has
-// yielded and V8 collected, two seconds later (the cache of output mappings emptied), the size
-// of one output, and the full collections that started during the loop.
+// CONTROL (optional, `control`): the same loop in plain JavaScript, without the addon.
+// Prints one JSON line: { baseMiB, peakMiB, yieldedMiB, outMiB, ms, majorGcs }: the resident
+// set before the loop, its largest value sampled after each call, after the loop has yielded
+// and the engine collected, the size of one output, and the full collections that started
+// during the loop (Node only: -1 where the runtime reports none).
 'use strict'
 const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
 const { PerformanceObserver, constants: perf } = require('node:perf_hooks')
 const { SafeTensorsFile, loadFile, Model, LinearRegression } = require('../../index.js')
 
-const [dir, mode, itersArg] = process.argv.slice(2)
+const [dir, mode, itersArg, control] = process.argv.slice(2)
 const iterations = Number(itersArg)
 const ROWS = 2048
 const COLS = 4096
@@ -25,10 +26,12 @@ const wAt = (i) => (i % 1000) * 0.25
 
 const rssMiB = () => Number(readFileSync('/proc/self/status', 'utf8').match(/VmRSS:\s*(\d+)/)[1]) / 1024
 const turn = () => new Promise((resolve) => setImmediate(resolve))
+// A full, synchronous collection: Node's and Deno's `gc` (--expose-gc), Bun's own.
+const gc = globalThis.gc ?? (() => globalThis.Bun.gc(true))
 /** Full collections, each followed by an event-loop turn (finalizers run there). */
 async function collect(times) {
   for (let i = 0; i < times; i++) {
-    global.gc()
+    gc()
     await turn()
   }
 }
@@ -118,7 +121,13 @@ function setup() {
         x[4 * r + 2] = r % 3
         x[4 * r + 3] = 1
       }
-      return { out: rows * 4, step: (i) => {
+      // Its plain-JavaScript control computes the same predictions from the same rows.
+      const plain = () => {
+        const y = new Float32Array(rows)
+        for (let r = 0; r < rows; r++) y[r] = 2 * x[4 * r] - x[4 * r + 1] + 0.5 * x[4 * r + 2] + 1
+        return y
+      }
+      return { out: rows * 4, plain, step: (i) => {
         const y = m.predict({ data: x, rows, cols: 4 })
         if (!(y instanceof Float32Array) || y.length !== rows) fail('wrong predictions')
         const r = (i * 7919) % rows
@@ -129,9 +138,9 @@ function setup() {
     case 'views': {
       // Zero-copy views: no copy at all, so the loop costs no memory; writes show through.
       const f = SafeTensorsFile.open(big)
-      const first = f.getTensor('w').data
+      const first = f.getTensor('w', { copy: false }).data
       return { out: N * 4, step: (i) => {
-        const d = f.getTensor('w').data
+        const d = f.getTensor('w', { copy: false }).data
         if (d.buffer.byteLength !== N * 4) fail('not a view of the tensor')
         const k = (i * 7919) % N
         d[k] = -i
@@ -164,11 +173,11 @@ function pages() {
   // A raw view written through, then an upcast of the same tensor: the view's pages stay,
   // and with them the write (a private copy-on-write page given back would lose it).
   const g = SafeTensorsFile.open(path)
-  const raw = g.getTensor('h', { as: 'raw' }).data
+  const raw = g.getTensor('h', { as: 'raw', copy: false }).data
   raw[1] = 0x40 // h[0]: BF16 0xc080 (-4) becomes 0x4080 (+4)
   const up = g.getTensor('h').data
   const viewed = mappedKiB(path) - afterSecond
-  const again = g.getTensor('h', { as: 'raw' }).data
+  const again = g.getTensor('h', { as: 'raw', copy: false }).data
   return { afterFirst, afterSecond, viewed, upcastSeesWrite: up[0], rawKeepsWrite: raw[1], newViewSeesWrite: again[1], keep: keep.length }
 }
 
@@ -204,14 +213,26 @@ async function main() {
     process.stdout.write(JSON.stringify(await rounds()) + '\n')
     return
   }
-  const { out, step } = setup()
+  const made = setup()
+  const { out } = made
+  // `control`: the same loop in plain JavaScript, without the addon: an array of the output's
+  // size made and written whole each time (kept, where the case keeps its outputs).
+  const kept = []
+  const step = control === 'control'
+    ? made.plain ?? ((i) => {
+        const d = out === N * 8 ? new Float64Array(out / 8) : new Float32Array(out / 4)
+        d.fill(i)
+        if (mode === 'keep') kept.push(d)
+      })
+    : made.step
   await collect(3)
   // Full (mark-compact) collections that start during the loop, forced or V8's own.
   const gcStarts = []
   const observer = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) if (e.detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) gcStarts.push(e.startTime)
   })
-  observer.observe({ entryTypes: ['gc'] })
+  const observing = !process.versions.bun && !process.versions.deno
+  if (observing) observer.observe({ entryTypes: ['gc'] })
   const baseMiB = rssMiB()
   let peakMiB = baseMiB
   const started = Date.now()
@@ -224,14 +245,11 @@ async function main() {
   const ms = Date.now() - started
   await turn()
   await turn()
-  observer.disconnect()
-  const majorGcs = gcStarts.filter((t) => t >= t0 && t <= t1).length
+  if (observing) observer.disconnect()
+  const majorGcs = observing ? gcStarts.filter((t) => t >= t0 && t <= t1).length : -1
   await collect(3)
   const yieldedMiB = rssMiB()
-  // Finalized huge-page outputs wait in the core's cache of mappings for reuse, and are
-  // unmapped once unused for a second (stcore::buffer::cache::IDLE).
-  await new Promise((resolve) => setTimeout(resolve, 2000))
-  process.stdout.write(JSON.stringify({ baseMiB, peakMiB, yieldedMiB, afterMiB: rssMiB(), outMiB: out / 1048576, ms, majorGcs }) + '\n')
+  process.stdout.write(JSON.stringify({ baseMiB, peakMiB, yieldedMiB, outMiB: out / 1048576, ms, majorGcs }) + '\n')
 }
 
 main().catch((e) => {

@@ -371,14 +371,6 @@ pub fn to_f32_vec(dtype: DType, src: &[u8]) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-/// Like [`to_f32`], into a buffer that avoids page-fault storms for large outputs.
-pub fn to_f32_output(dtype: DType, src: &[u8]) -> Result<crate::buffer::Output<f32>> {
-    let n = element_count(dtype, src)?;
-    let mut out = crate::buffer::Output::for_overwrite(n)?;
-    to_f32(dtype, src, out.as_mut_slice())?;
-    Ok(out)
-}
-
 /// Decode to f64 (exact for every real type except I64/U64 beyond 2^53).
 pub fn to_f64_vec(dtype: DType, src: &[u8]) -> Result<Vec<f64>> {
     let mut out = vec![0f64; element_count(dtype, src)?];

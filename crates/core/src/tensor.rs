@@ -79,9 +79,9 @@ impl<'a> TensorView<'a> {
 /// background write can read while the caller reuses its own arrays.
 ///
 /// One buffer, not one `Vec` per tensor: a large snapshot lands in huge pages
-/// ([`crate::buffer::Output`]) instead of a 4 KiB page fault per page of each copy.
+/// ([`crate::buffer::zeroed`]) instead of a 4 KiB page fault per page of each copy.
 pub struct PackedTensors {
-    bytes: crate::buffer::Output<u8>,
+    bytes: Vec<u8>,
     entries: Vec<(String, DType, Vec<usize>, std::ops::Range<usize>)>,
 }
 
@@ -92,7 +92,7 @@ impl PackedTensors {
             .iter()
             .try_fold(0usize, |n, v| n.checked_add(v.data.len()))
             .ok_or_else(|| CoreError::invalid_argument("tensors too large to copy"))?;
-        let mut bytes = crate::buffer::Output::<u8>::for_overwrite(total)?;
+        let mut bytes = crate::buffer::zeroed::<u8>(total)?;
         let dst = bytes.as_mut_slice();
         let mut entries = Vec::with_capacity(views.len());
         let mut at = 0;

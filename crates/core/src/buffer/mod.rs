@@ -1,157 +1,61 @@
-//! Output buffers for large conversions.
+//! Output buffers: plain vectors, allocated fallibly and zeroed by the kernel, with
+//! transparent huge pages asked for when large.
 //!
-//! A fresh 256 MiB `Vec` costs 65,536 page faults of 4 KiB when first written — on these
-//! machines that alone takes ~10× longer than converting the data. Large outputs therefore
-//! get transparent huge pages requested (`MADV_HUGEPAGE`: THP is madvise-only here, as it is
-//! on many distributions; [`prepare_output`]), and the conversion that writes them faults
-//! them in 2 MiB at a time.
-
-pub mod cache;
+//! A fresh 256 MiB buffer costs 65,536 page faults of 4 KiB when first written — on these
+//! machines that alone takes longer than converting the data. Large outputs therefore get
+//! transparent huge pages requested (`MADV_HUGEPAGE`: THP is madvise-only on many
+//! distributions; [`prepare_output`]), and the conversion that writes them faults them in
+//! 2 MiB at a time. Nothing is kept once a buffer is dropped: its memory goes back to the
+//! allocator as any vector's does.
 
 use crate::cast::Element;
 use crate::error::{CoreError, Result};
-use std::ptr::NonNull;
 
-/// Outputs at least this large use a huge-page mapping; smaller ones a plain `Vec`.
+/// Outputs at least this large get huge pages asked for (and, in the binding, are handed to
+/// JS without a copy when a task made them).
 pub const LARGE_BUFFER_BYTES: usize = 4 << 20;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// A buffer of `len` elements in an anonymous mapping of its own (2 MiB-aligned, huge pages
-/// asked for), which goes back to the [`cache`] for reuse when dropped.
-pub struct LargeBuffer<T: Element> {
-    ptr: NonNull<T>,
-    len: usize,
-    map_len: usize,
+/// `len` zeroed elements, or ERR_IO when that much memory cannot be had: the size may come
+/// from a file, so a failed allocation is an error, never an abort. The allocator's zeroed
+/// allocation is a fresh mapping for large sizes (no pass over the memory to zero it), and
+/// its huge pages are asked for.
+pub fn zeroed<T: Element>(len: usize) -> Result<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| {
+        CoreError::invalid_argument(format!("{len} elements overflow the address space"))
+    })?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: a non-zero-sized layout; checked for failure below.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(CoreError::new(
+            crate::error::ErrorKind::Io,
+            format!("cannot allocate {} bytes", layout.size()),
+        ));
+    }
+    prepare_output(ptr, layout.size());
+    // SAFETY: `ptr` was allocated by the global allocator with `Layout::array::<T>(len)`, as
+    // a Vec of capacity `len` is; all its bytes are zero, a valid value of every Element.
+    Ok(unsafe { Vec::from_raw_parts(ptr.cast::<T>(), len, len) })
 }
 
-// SAFETY: the buffer owns its mapping exclusively, like a Vec.
-unsafe impl<T: Element> Send for LargeBuffer<T> {}
-unsafe impl<T: Element> Sync for LargeBuffer<T> {}
-
-impl<T: Element> LargeBuffer<T> {
-    /// `len` zeros, in a fresh mapping.
-    pub fn zeroed(len: usize) -> Result<Self> {
-        let map_len = Self::map_len(len)?;
-        Self::at(map_output(map_len)?, len, map_len)
-    }
-
-    /// `len` elements of unspecified value (an earlier output's, or zeros), for a caller that
-    /// writes every one of them before anything reads it: a mapping a dropped buffer left in
-    /// the [`cache`] when one fits (no page faults, no zeroing by the kernel), else a fresh one.
-    pub fn for_overwrite(len: usize) -> Result<Self> {
-        let map_len = Self::map_len(len)?;
-        let ptr = match cache::take(map_len) {
-            Some(ptr) => ptr,
-            None => map_output(map_len)?,
-        };
-        Self::at(ptr, len, map_len)
-    }
-
-    /// Like [`for_overwrite`](Self::for_overwrite), but only from the [`cache`]: `None` when no
-    /// kept mapping fits (nothing new is mapped).
-    pub fn cached(len: usize) -> Result<Option<Self>> {
-        let map_len = Self::map_len(len)?;
-        match cache::take(map_len) {
-            Some(ptr) => Self::at(ptr, len, map_len).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn map_len(len: usize) -> Result<usize> {
-        len.checked_mul(std::mem::size_of::<T>())
-            .and_then(|bytes| bytes.max(1).checked_next_multiple_of(HUGE_PAGE))
-            .ok_or_else(|| CoreError::invalid_argument("buffer size overflows"))
-    }
-
-    fn at(ptr: *mut u8, len: usize, map_len: usize) -> Result<Self> {
-        match NonNull::new(ptr.cast::<T>()) {
-            Some(ptr) => Ok(LargeBuffer { ptr, len, map_len }),
-            None => Err(CoreError::invalid_argument("null mapping")),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn as_mut_ptr(&mut self) -> *mut T {
-        self.ptr.as_ptr()
-    }
-    pub fn as_slice(&self) -> &[T] {
-        // SAFETY: the mapping holds `len` initialised (zeroed or written: T is POD, so any
-        // bytes are valid) elements.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as above, and we have exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<T: Element> Drop for LargeBuffer<T> {
-    fn drop(&mut self) {
-        // Nothing uses the mapping any more: keep it for the next output that fits.
-        cache::give(self.ptr.as_ptr().cast(), self.map_len);
-    }
-}
-
-/// A conversion's output: a plain vector, or a huge-page buffer when large.
-pub enum Output<T: Element> {
-    Small(Vec<T>),
-    Large(LargeBuffer<T>),
-}
-
-impl<T: Element + Default> Output<T> {
-    /// `len` elements for a caller that writes every one before anything reads it: large
-    /// ones may reuse a kept mapping ([`LargeBuffer::for_overwrite`]), small ones are zeros.
-    pub fn for_overwrite(len: usize) -> Result<Self> {
-        if len.saturating_mul(std::mem::size_of::<T>()) >= LARGE_BUFFER_BYTES {
-            LargeBuffer::for_overwrite(len).map(Output::Large)
-        } else {
-            Ok(Output::Small(vec![T::default(); len]))
-        }
-    }
-
-    /// The elements of `bytes` (native byte order; a trailing partial element is ignored)
-    /// in a new output buffer: large copies land in huge pages, not 4 KiB page faults.
-    pub fn copy_of(bytes: &[u8]) -> Result<Self> {
-        let n = bytes.len() / std::mem::size_of::<T>();
-        let mut out = Output::for_overwrite(n)?;
-        let dst = out.as_mut_slice();
-        // SAFETY: `dst` holds n elements = n * size_of::<T>() bytes; T is POD, so any bytes
-        // form valid values; a fresh buffer cannot overlap `bytes`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                dst.as_mut_ptr() as *mut u8,
-                n * std::mem::size_of::<T>(),
-            )
-        };
-        Ok(out)
-    }
-}
-
-impl<T: Element> Output<T> {
-    pub fn as_slice(&self) -> &[T] {
-        match self {
-            Output::Small(v) => v,
-            Output::Large(b) => b.as_slice(),
-        }
-    }
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        match self {
-            Output::Small(v) => v,
-            Output::Large(b) => b.as_mut_slice(),
-        }
-    }
-    pub fn into_vec(self) -> Vec<T> {
-        match self {
-            Output::Small(v) => v,
-            Output::Large(b) => b.as_slice().to_vec(),
-        }
-    }
+/// The elements of `bytes` (native byte order; a trailing partial element is ignored) in a
+/// new buffer (see [`zeroed`]).
+pub fn copy_of<T: Element>(bytes: &[u8]) -> Result<Vec<T>> {
+    let n = bytes.len() / std::mem::size_of::<T>();
+    let mut out = zeroed::<T>(n)?;
+    // SAFETY: `out` holds n elements = n * size_of::<T>() bytes; T is POD, so any bytes form
+    // valid values; a fresh buffer cannot overlap `bytes`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            out.as_mut_ptr().cast::<u8>(),
+            n * std::mem::size_of::<T>(),
+        )
+    };
+    Ok(out)
 }
 
 /// Get fresh, untouched memory ready to receive an output of `len` bytes at `ptr` (memory of
@@ -188,10 +92,7 @@ pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Resul
     let len = numel.checked_mul(4).ok_or_else(|| {
         CoreError::invalid_argument(format!("{numel} f32 values overflow the address space"))
     })?;
-    let mut bytes = vec![0u8; len];
-    // A large zeroed Vec is a fresh mapping nobody has touched: ask for huge pages (a 64 MiB
-    // decode otherwise spends more time in 4 KiB page faults than decoding).
-    prepare_output(bytes.as_mut_ptr(), len);
+    let mut bytes = zeroed::<u8>(len)?;
     // SAFETY: every bit pattern is a valid f32; align_to_mut only yields aligned elements.
     let (head, body, tail) = unsafe { bytes.align_to_mut::<f32>() };
     if head.is_empty() && tail.is_empty() {
@@ -201,46 +102,6 @@ pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Resul
     let mut values = vec![0f32; numel];
     fill(&mut values)?;
     Ok(crate::cast::element_bytes(&values).to_vec())
-}
-
-/// A fresh mapping of `map_len` bytes (a multiple of 2 MiB) at a 2 MiB boundary, huge pages
-/// asked for: every page of it can be a huge page, and the [`cache`] can cut it on huge-page
-/// boundaries. Over-allocated by 2 MiB and trimmed, as kernels before 6.7 do not align.
-fn map_output(map_len: usize) -> Result<*mut u8> {
-    let span = map_len
-        .checked_add(HUGE_PAGE)
-        .ok_or_else(|| CoreError::invalid_argument("buffer size overflows"))?;
-    let base = map_anonymous(span, map_len)? as usize;
-    let start = base.next_multiple_of(HUGE_PAGE);
-    let end = start + map_len;
-    // SAFETY: [base, start) and [end, base + span) are the unused ends of the mapping just
-    // made (start - base < HUGE_PAGE, so both lie inside it).
-    unsafe {
-        if start > base {
-            libc::munmap(base as *mut libc::c_void, start - base);
-        }
-        if base + span > end {
-            libc::munmap(end as *mut libc::c_void, base + span - end);
-        }
-    }
-    prepare_output(start as *mut u8, map_len);
-    Ok(start as *mut u8)
-}
-
-/// Bytes of physical memory (1 GiB when unknown).
-pub fn physical_memory() -> usize {
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages > 0 && page > 0 {
-        (pages as usize).saturating_mul(page as usize)
-    } else {
-        1 << 30
-    }
 }
 
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
@@ -368,21 +229,21 @@ mod tests {
     }
 
     #[test]
-    fn large_buffers_are_zeroed_writable_and_sized() {
-        let mut b = LargeBuffer::<f32>::zeroed(3 << 20).unwrap();
+    fn outputs_are_zeroed_writable_sized_and_fallible() {
+        let mut b = zeroed::<f32>(3 << 20).unwrap();
         assert_eq!(b.len(), 3 << 20);
-        assert!(b.as_slice().iter().all(|&v| v == 0.0));
-        b.as_mut_slice()[12345] = 1.5;
-        assert_eq!(b.as_slice()[12345], 1.5);
-        assert!(matches!(
-            Output::<f32>::for_overwrite(10).unwrap(),
-            Output::Small(_)
-        ));
-        assert!(matches!(
-            Output::<f32>::for_overwrite(2 << 20).unwrap(),
-            Output::Large(_)
-        ));
-        let empty = LargeBuffer::<f64>::zeroed(0).unwrap();
-        assert!(empty.is_empty());
+        assert!(b.iter().all(|&v| v == 0.0));
+        b[12345] = 1.5;
+        assert_eq!(b[12345], 1.5);
+        assert!(zeroed::<f64>(0).unwrap().is_empty());
+        let bytes: Vec<u8> = (0..10).collect();
+        assert_eq!(
+            copy_of::<u16>(&bytes).unwrap(),
+            [0x0100, 0x0302, 0x0504, 0x0706, 0x0908]
+        );
+        // More than the address space can hold: a coded error, not an abort.
+        let e = zeroed::<u8>(usize::MAX / 2).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Io, "{e}");
+        assert!(zeroed::<u64>(usize::MAX / 4).is_err());
     }
 }
