@@ -162,10 +162,21 @@ pickle.dump({'w': [1.0, 2.0]}, open(out + '/state.pkl', 'wb'), protocol=4)
 with zipfile.ZipFile(out + '/archive.zip', 'w') as z: z.writestr('readme.txt', 'hi')
 with gzip.open(out + '/w.gz', 'wb') as f: f.write(b'x' * 100)
 json.dump({'model_type': 'llama'}, open(out + '/config.json', 'w'))
+import zlib, struct, random
+def chunk(kind, data): return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+open(out + '/picture.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, 8, 0, 0, 0, 0)) + chunk(b'IDAT', zlib.compress(b'\\0\\0')) + chunk(b'IEND', b''))
+open(out + '/notes.txt', 'w').write('Weights are in the other folder.\\n' * 10)
+random.seed(7)
+noise = bytearray(random.randbytes(4096))
+noise[8] = 0x78
+open(out + '/noise.bin', 'wb').write(bytes(noise))
 `
     const run = spawnSync(PYTHON, ['-c', script, dir], { encoding: 'utf8' })
     expect(run.status, run.stderr).toBe(0)
     return {
+      'picture.png': 'a PNG image',
+      'notes.txt': 'a text file',
+      'noise.bin': 'binary data of no known kind',
       'model.onnx': 'an ONNX model',
       'state.pkl': 'a Python pickle (a PyTorch checkpoint?)',
       'archive.zip': 'a zip archive (PyTorch or NumPy .npz?)',

@@ -2,21 +2,23 @@
 //!
 //! [`sniff`] looks at the first bytes of a file ([`Head`]) and answers with the format that
 //! claims it in the registry ([`crate::format::FORMATS`], in order), or with a description
-//! of a file we recognise but do not read ("an ONNX model", "a zip archive (PyTorch or NumPy
-//! .npz?)"). What nothing recognises is read as SafeTensors, the one format without a magic
-//! number, so a damaged SafeTensors file still gets the precise error of the rule it breaks.
+//! of what the file looks like ("an ONNX model", "a zip archive (PyTorch or NumPy .npz?)",
+//! "a PNG image", "a text file", "binary data of no known kind"). SafeTensors has no magic
+//! number: it claims what its length prefix or its header's first byte says is one, so a
+//! damaged SafeTensors file still gets the precise error of the rule it breaks, and anything
+//! else gets ERR_UNKNOWN_FORMAT naming what it is.
 //!
 //! The recognisers:
 //!
 //! | format | bytes |
 //! |---|---|
 //! | GGUF | `GGUF` |
-//! | SafeTensors | a little-endian u64 header length `n` with `8 + n` ≤ the file and `n` ≤ 100,000,000 |
+//! | SafeTensors | a little-endian u64 header length `n` with `8 + n` ≤ the file and `n` ≤ 100,000,000; or a JSON object's start (`{` then `"`, `}` or whitespace) right after the prefix; or at most 8 bytes (the reference reader's "header too small" or "too large") |
 //! | NumPy | `\x93NUMPY`, or a zip archive whose first entry is a `.npy` (`.npz`) |
 //! | PyTorch | a zip archive whose first entry is `…/data.pkl` (torch.save since 1.6), or a pickle of torch's legacy magic number |
 //! | sharded index | a JSON object with a top-level `weight_map` |
 //! | weights.mlx | a JSON object with a top-level `weights` |
-//! | not read | ONNX (a protobuf `ModelProto`: `ir_version` first, then known fields up to the graph), other zip archives, other pickles, HDF5, gzip, other JSON |
+//! | not read | ONNX (a protobuf `ModelProto`: `ir_version` first, then known fields up to the graph), other zip archives, other pickles, HDF5, gzip, other JSON; images, documents, archives, executables, text and other bytes, by their magic numbers |
 
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::source::WeightsFormat;
@@ -86,10 +88,7 @@ pub fn sniff(head: &Head) -> Detected {
     if let Some(r) = crate::format::FORMATS.iter().find(|r| (r.sniff)(head)) {
         return Detected::Format(r.format);
     }
-    match foreign(head) {
-        Some(what) => Detected::Foreign(what),
-        None => Detected::Format(WeightsFormat::SafeTensors),
-    }
+    Detected::Foreign(foreign(head).unwrap_or_else(|| unclaimed(head)))
 }
 
 /// Files we recognise and do not read.
@@ -119,15 +118,74 @@ pub fn is_gguf(head: &Head) -> bool {
     head.starts_with(&crate::format::gguf::GGUF_MAGIC)
 }
 
-/// A SafeTensors length prefix that fits the file and the format's limit. (Every other
-/// recogniser's magic, read as this length, is far larger than any file.)
+/// A SafeTensors file, or a damaged one: a length prefix that fits the file and the format's
+/// limit (every other recogniser's magic, read as this length, is far larger than any file),
+/// or the start of the header's JSON object right after the prefix (a truncated file, a
+/// length past the limit), or a file of at most the 8 bytes of a prefix.
 pub fn is_safetensors(head: &Head) -> bool {
+    // Nothing but a prefix, or not even that: read as the reference reader would.
+    if head.file_len <= 8 {
+        return true;
+    }
     let Some(prefix) = head.bytes.get(..8) else {
         return false;
     };
     let n = u64::from_le_bytes(prefix.try_into().unwrap_or([0xff; 8]));
-    n <= crate::format::safetensors::MAX_HEADER_SIZE as u64
-        && n.checked_add(8).is_some_and(|end| end <= head.file_len)
+    let fits = n <= crate::format::safetensors::MAX_HEADER_SIZE as u64
+        && n.checked_add(8).is_some_and(|end| end <= head.file_len);
+    let json_start = head.bytes.get(8) == Some(&b'{')
+        && head
+            .bytes
+            .get(9)
+            .is_none_or(|b| matches!(b, b'"' | b'}' | b' ' | b'\t' | b'\r' | b'\n'));
+    fits || json_start
+}
+
+/// What a file no recogniser claims looks like, by the magic numbers of common kinds of files.
+fn unclaimed(head: &Head) -> &'static str {
+    const MAGIC: [(&[u8], &str); 12] = [
+        (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"GIF87a", "a GIF image"),
+        (b"GIF89a", "a GIF image"),
+        (b"%PDF-", "a PDF document"),
+        (b"\xfd7zXZ\0", "an xz-compressed file"),
+        (b"\x28\xb5\x2f\xfd", "a zstd-compressed file"),
+        (b"BZh", "a bzip2-compressed file"),
+        (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+        (b"\x7fELF", "an executable (ELF)"),
+        (b"\0asm", "a WebAssembly module"),
+        (b"\xef\xbb\xbf", "a text file"),
+    ];
+    if let Some((_, what)) = MAGIC.iter().find(|(m, _)| head.starts_with(m)) {
+        return what;
+    }
+    if head.bytes.get(8..12) == Some(b"WEBP") && head.starts_with(b"RIFF") {
+        return "a WebP image";
+    }
+    if head.bytes.get(257..262) == Some(b"ustar") {
+        return "a tar archive";
+    }
+    if is_text(&head.bytes) {
+        return "a text file";
+    }
+    "binary data of no known kind"
+}
+
+/// Whether the bytes are UTF-8 text (a character cut off at the end of the head allowed)
+/// without control characters other than tab, line feed and carriage return.
+fn is_text(bytes: &[u8]) -> bool {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return false,
+    };
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
 }
 
 /// A NumPy `.npy` file, or a `.npz` archive (a zip whose first entry is an `.npy`).

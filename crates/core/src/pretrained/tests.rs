@@ -208,11 +208,17 @@ fn sharded_errors() {
     let d = sharded_dir(serde_json::json!({"x": "missing.safetensors"}));
     assert_eq!(open(d.path()).err().unwrap().code(), "ERR_INVALID_MODEL");
 
+    // A damaged SafeTensors shard fails validation, named.
     let d = sharded_dir(serde_json::json!({"x": "a.safetensors", "z": "b.safetensors"}));
-    std::fs::write(d.path().join("b.safetensors"), b"garbage!garbage!").unwrap();
+    std::fs::write(d.path().join("b.safetensors"), b"\x40\0\0\0\0\0\0\0{\"garbage").unwrap();
     let e = open(d.path()).err().unwrap();
     assert_eq!(e.code(), "ERR_INVALID_MODEL");
     assert!(e.to_string().contains("b.safetensors"), "{e}");
+    // A shard of text is what it is.
+    std::fs::write(d.path().join("b.safetensors"), b"garbage!garbage!").unwrap();
+    let e = open(d.path()).err().unwrap();
+    assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT");
+    assert!(e.to_string().contains("b.safetensors") && e.detail().contains("a text file"), "{e}");
 
     let d = sharded_dir(serde_json::json!({"x": 5}));
     assert_eq!(open(d.path()).err().unwrap().code(), "ERR_INVALID_MODEL");
