@@ -669,6 +669,13 @@ export interface SaveOptions {
 /** The bytes of a SafeTensors file holding `tensors`. */
 export declare function serialize(tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> }): Buffer
 
+/**
+ * The URL of the shard `name` of the model whose files lie under `base` (an http(s) URL
+ * ending in `/`): the name checked (ERR_UNSAFE_PATH) and percent-encoded, so the URL stays
+ * under `base` whatever its parser deletes or decodes.
+ */
+export declare function shardUrl(base: string, name: string): string
+
 export interface SliceSpans {
   shape: Array<number>
   /** Absolute `[offset, length]` byte spans within the file, in output order. */

@@ -862,6 +862,7 @@ module.exports.safetensorsHeaderEnd = nativeBinding.safetensorsHeaderEnd
 module.exports.saveFile = nativeBinding.saveFile
 module.exports.saveFileAsync = nativeBinding.saveFileAsync
 module.exports.serialize = nativeBinding.serialize
+module.exports.shardUrl = nativeBinding.shardUrl
 module.exports.sniffFormat = nativeBinding.sniffFormat
 module.exports.tensorFileRange = nativeBinding.tensorFileRange
 module.exports.tensorSliceSpans = nativeBinding.tensorSliceSpans

@@ -9,7 +9,7 @@ try {
 } catch (e) {
   throw require('./lib/missing-binary.js').missingBinaryError(e, __dirname)
 }
-const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeights, isUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
+const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeights, isUrl, redactUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
 const { RemoteGgufFile } = require('./lib/remote-gguf.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
@@ -144,7 +144,7 @@ module.exports = {
   /** Every problem of a file or model directory (a path, a model id, or a URL: SafeTensors headers only). */
   validate: async (path, options) => {
     // What cannot be read is a problem in the report, as a missing local path is.
-    const asReport = (e) => ({ path, format: null, ok: false, errors: [{ code: e.code, message: e.message }], omittedErrors: 0 })
+    const asReport = (e) => ({ path: isUrl(path) ? redactUrl(path) : path, format: null, ok: false, errors: [{ code: e.code, message: e.message }], omittedErrors: 0 })
     if (isUrl(path)) return withLocalCopy(path, false, options, (local) => binding.validate(local), asReport)
     try {
       return await withTarget(path, options, 'validate', false, (local) => binding.validate(local), asReport)

@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { createHash } from 'node:crypto'
-import { execFile } from 'node:child_process'
-import { mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, lstatSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFile, execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, lstatSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
@@ -82,6 +82,10 @@ repos['org/private'] = { refs: { main: commitOf('private') }, commits: { [commit
 repos['org/sharded'] = { refs: { main: commitOf('sharded') }, commits: { [commitOf('sharded')]: shardedFiles(5) } }
 repos['org/liar'] = { refs: { main: commitOf('liar') }, commits: { [commitOf('liar')]: { 'config.json': config(8), 'model.safetensors': v1.bytes } }, lieAboutSize: true }
 repos['org/noweights'] = { refs: { main: commitOf('nw') }, commits: { [commitOf('nw')]: { 'config.json': config(9) } } }
+// An index whose shard name, once a URL parser deletes its TABs, climbs from
+// /org/escape/resolve/<commit>/ to the private model's file at main.
+const ESCAPE = '.\t./'.repeat(4) + 'org/private/resolve/main/model.safetensors'
+repos['org/escape'] = { refs: { main: commitOf('escape') }, commits: { [commitOf('escape')]: { 'config.json': config(10), 'model.safetensors.index.json': Buffer.from(JSON.stringify({ weight_map: { 'layer.weight': ESCAPE, 'layer.bias': ESCAPE } })) } } }
 
 const isLfs = (name: string) => name.endsWith('.safetensors')
 
@@ -313,6 +317,35 @@ describe('a model id from the local Hugging Face cache (filled by huggingface_hu
     await expect(Model.loadPretrained('org/tiny', { cacheDir: bad })).rejects.toMatchObject({ code: 'ERR_INVALID_MODEL', path: join(repo, 'refs', 'main') })
   })
 
+  // A ref is read as every input is: a regular file, and a small one (a commit hash is 40
+  // bytes). A FIFO would block the JS thread for good; /proc/self/pagemap reads without end.
+  // In a child process, so that a regression fails the test instead of hanging or starving it.
+  it.skipIf(!existsSync('/proc/self/pagemap'))('a ref that is a FIFO or endless is a coded error at once, in bounded memory', async () => {
+    const refs: Array<[string, (path: string) => void, string, RegExp]> = [
+      ['fifo', (path) => execFileSync('mkfifo', [path]), 'ERR_INVALID_ARGUMENT', /not a regular file/],
+      ['pagemap', (path) => symlinkSync('/proc/self/pagemap', path), 'ERR_INVALID_MODEL', /ref file is larger than/],
+    ]
+    const script = `
+      const { Model } = require(${JSON.stringify(join(__dirname, '..', 'index.js'))})
+      const cacheDir = process.argv[1]
+      const outcome = (e) => ({ code: e.code, message: e.message, path: e.path })
+      let sync
+      try { Model.loadPretrainedSync('org/tiny', { cacheDir }) } catch (e) { sync = outcome(e) }
+      Model.loadPretrained('org/tiny', { cacheDir }).then(() => ({}), outcome).then((async) => {
+        console.log(JSON.stringify({ sync, async, maxRSSKiB: process.resourceUsage().maxRSS }))
+      })`
+    for (const [name, make, code, message] of refs) {
+      const dir = join(root, `ref-${name}`)
+      const ref = join(dir, 'models--org--tiny', 'refs', 'main')
+      mkdirSync(join(ref, '..'), { recursive: true })
+      make(ref)
+      const { stdout } = await promisify(execFile)(process.execPath, ['-e', script, dir], { timeout: 30_000 })
+      const r = JSON.parse(stdout)
+      for (const e of [r.sync, r.async]) expect(e, name).toMatchObject({ code, path: ref, message: expect.stringMatching(message) })
+      expect(r.maxRSSKiB * 1024, name).toBeLessThan(300 * 1024 * 1024)
+    }
+  }, 90_000)
+
   it('bad ids, revisions and options are ERR_INVALID_ARGUMENT (the token never echoed)', async () => {
     for (const id of ['org/na me', 'org/x--y', 'org/-x', 'org/x.', 'org/x.git', 'org/a..b', `org/${'a'.repeat(97)}`]) {
       await expect(Model.loadPretrained(id, { cacheDir: cache }), id).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('model id') })
@@ -409,6 +442,18 @@ describe('a model id over HTTP from an endpoint that behaves like the Hub', () =
     await convert('org/tiny', a, { to: 'safetensors', cacheDir: empty(), endpoint, revision: 'v1' })
     await convert('org/tiny', b, { to: 'safetensors', cacheDir: cache, revision: 'v1' })
     expect(readFileSync(a).equals(readFileSync(b))).toBe(true)
+  })
+
+  it('a shard name cannot leave the pinned commit (control characters a URL parser deletes are ERR_UNSAFE_PATH)', async () => {
+    seen = []
+    const e = await Model.loadPretrained('org/escape', { cacheDir: empty(), endpoint, token: TOKEN }).catch((x) => x)
+    expect(e).toMatchObject({ code: 'ERR_UNSAFE_PATH', message: expect.stringContaining('not a plain relative path') })
+    expect(seen.length).toBeGreaterThan(0)
+    expect(seen.filter((s) => s.server === 'hub' && !s.path.startsWith('/org/escape/resolve/'))).toEqual([])
+    expect(seen.filter((s) => s.server === 'cdn')).toEqual([])
+    seen = []
+    await expect(inspect('org/escape', { cacheDir: empty(), endpoint, token: TOKEN })).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH' })
+    expect(seen.filter((s) => !s.path.startsWith('/org/escape/resolve/'))).toEqual([])
   })
 
   it('a partly cached snapshot (config.json only) is read over HTTP when an endpoint is set', async () => {

@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { join, resolve } from 'node:path'
+import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
-import { Model, SafeTensorsFile, convert, openWeights, openWeightsSync, saveFile, type TensorInput } from '../index.js'
+import { GgufFile, Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -15,12 +17,22 @@ let server: Server
 let base: string
 let bytesSent = 0
 const root = tempDir('remote-')
+const BIN = resolve(__dirname, '../bin/safetensors-node.js')
+/**
+ * Another origin (another port) serving the same files, recording what it is sent: the
+ * `redirect` behaviour of the first server sends every request here (as the Hub sends its
+ * files to a CDN); nothing else may reach it.
+ */
+let other: Server
+let otherBase: string
+const otherSeen: Array<{ url: string; headers: IncomingMessage['headers'] }> = []
 
 function serve() {
-  server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const [, mode, ...rest] = decodeURIComponent(new URL(req.url!, 'http://x').pathname).split('/')
     const path = join(root, ...rest)
     if (mode === 'stall') return // never answer: the client must time out
+    if (mode === 'redirect') return void res.writeHead(302, { Location: `${otherBase}/ok/${rest.map(encodeURIComponent).join('/')}` }).end()
     if (mode === '500') {
       res.writeHead(500).end('boom')
       return
@@ -54,8 +66,14 @@ function serve() {
     }
     const shownStart = mode === 'badrange' ? start + 1 : start
     send(206, { 'Content-Range': `bytes ${shownStart}-${end}/${body.length}` }, body.subarray(start, end + 1))
+  }
+  server = createServer(handle)
+  other = createServer((req, res) => {
+    otherSeen.push({ url: req.url!, headers: req.headers })
+    handle(req, res)
   })
-  return new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const listen = (s: Server) => new Promise<string>((r) => s.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)))
+  return Promise.all([listen(server), listen(other)])
 }
 
 /** ~90 MB Llama-like F32 checkpoint: 45 tensors of 2 MiB. */
@@ -92,11 +110,10 @@ beforeAll(async () => {
   mkdirSync(evil)
   writeFileSync(join(evil, 'config.json'), '{}')
   writeFileSync(join(evil, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { x: '../big.safetensors' } }))
-  await serve()
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  ;[base, otherBase] = await serve()
 }, 120_000)
 
-afterAll(() => new Promise<void>((r) => server.close(() => r())))
+afterAll(() => Promise.all([server, other].map((s) => new Promise<void>((r) => s.close(() => r())))))
 
 const fast = { timeoutMs: 1500, retries: 1, retryDelayMs: 20 }
 
@@ -199,6 +216,88 @@ describe('Model.loadPretrained(url)', () => {
 })
 
 /**
+ * The caller's headers go only to the origin of the model it named, and a model's files are
+ * read only from under its URL: a shard name holding TAB, LF or CR (which a URL parser
+ * deletes) must not make another host, or another directory, out of it.
+ */
+describe('requests and credentials stay with the model the caller named', () => {
+  const secrets = { Authorization: 'Bearer s3cret-token', 'X-Api-Key': 's3cret-key' }
+  const carriesSecret = (h: IncomingMessage['headers']) => h.authorization !== undefined || h['x-api-key'] !== undefined
+  /** A model directory at `/ok/<name>/` whose index names `shard` for its one tensor. */
+  const hostile = (name: string, shard: string) => {
+    const dir = join(root, name)
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'config.json'), '{}')
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { w: shard } }))
+    return `${base}/ok/${name}/`
+  }
+
+  it('a shard name that a URL parser would turn into another host or a parent directory is ERR_UNSAFE_PATH everywhere; nothing is sent', async () => {
+    const host = otherBase.slice('http://'.length)
+    const urls = [
+      hostile('escape-tab-host', `\t/\t/${host}/ok/single/model.safetensors`),
+      hostile('escape-lf-host', `\n/\n/${host}/ok/single/model.safetensors`),
+      hostile('escape-cr-up', '.\r./single/model.safetensors'),
+      hostile('escape-tab-up', '.\t./single/model.safetensors'),
+    ]
+    otherSeen.length = 0
+    const out = tempDir('remote-escape-')
+    for (const url of urls) {
+      const options = { ...fast, headers: secrets }
+      await expect(Model.loadPretrained(url, options), url).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH', message: expect.stringContaining('not a plain relative path') })
+      await expect(inspect(url, options), url).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH' })
+      expect(await validate(url, options), url).toMatchObject({ ok: false, errors: [{ code: 'ERR_UNSAFE_PATH' }] })
+      await expect(convert(url, join(out, 'x.safetensors'), { ...options, to: 'safetensors' }), url).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH' })
+      const cli = await promisify(execFile)(process.execPath, [BIN, 'inspect', url], { env: { ...process.env, NO_COLOR: '1' } }).catch((e) => e)
+      expect(cli.code, url).toBe(1)
+      expect(cli.stderr, url).toMatch(/^error\[ERR_UNSAFE_PATH\]/)
+    }
+    expect(otherSeen).toEqual([])
+  }, 60_000)
+
+  it('a redirect to another origin is followed without the caller\'s headers; the origin named gets them', async () => {
+    otherSeen.length = 0
+    const model = await Model.loadPretrained(`${base}/redirect/sharded/`, { headers: secrets })
+    expect(Array.from((await model.getTensorAsync('layer.1')).data as Float32Array)).toEqual(Array.from((await Model.loadPretrained(join(root, 'sharded'))).getTensor('layer.1').data as Float32Array))
+    const file = await SafeTensorsFile.openUrl(`${base}/redirect/single/model.safetensors`, { headers: secrets })
+    expect(Array.from((await file.getTensorAsync('w')).data as Float32Array)).toEqual([1, 2, 3])
+    expect((await inspect(`${base}/redirect/single/model.safetensors`, { headers: secrets })).tensors).toHaveLength(1)
+    expect(otherSeen.length).toBeGreaterThan(5)
+    expect(otherSeen.filter((r) => carriesSecret(r.headers))).toEqual([])
+    // The same server named by the caller is the model's origin: it gets them.
+    otherSeen.length = 0
+    await SafeTensorsFile.openUrl(`${otherBase}/ok/single/model.safetensors`, { headers: secrets })
+    expect(otherSeen.map((r) => r.headers['x-api-key'])).toEqual(['s3cret-key'])
+  })
+
+  it('a URL\'s user:password is never in an error, its path or a report', async () => {
+    const port = base.slice(base.lastIndexOf(':') + 1)
+    const shown = (path: string) => `http://***@127.0.0.1:${port}${path}`
+    const withUser = (path: string) => `http://user:pa55word@127.0.0.1:${port}${path}`
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ['/ok/single/model.safetensors', () => SafeTensorsFile.openUrl(withUser('/ok/single/model.safetensors'), fast)],
+      ['/ok/single/model.safetensors', () => openWeights(withUser('/ok/single/model.safetensors'), fast)],
+      ['/ok/single.gguf', () => GgufFile.openUrl(withUser('/ok/single.gguf'), fast)],
+      ['/ok/sharded/config.json', () => Model.loadPretrained(withUser('/ok/sharded/'), fast)],
+      ['/ok/single/model.safetensors', () => inspect(withUser('/ok/single/model.safetensors'), fast)],
+      ['/ok/single/model.safetensors', () => convert(withUser('/ok/single/model.safetensors'), join(tempDir('remote-creds-'), 'x.gguf'), { ...fast, to: 'gguf' })],
+    ]
+    for (const [path, call] of calls) {
+      const e: any = await call().then(() => null, (x) => x)
+      expect(e, path).toMatchObject({ code: expect.stringMatching(/^ERR_/), path: shown(path), message: expect.stringContaining(shown(path)) })
+      expect(`${e.message} ${JSON.stringify({ ...e })}`, path).not.toContain('pa55word')
+    }
+    const report = await validate(withUser('/ok/single/model.safetensors'), fast)
+    expect(report).toMatchObject({ ok: false, path: shown('/ok/single/model.safetensors') })
+    expect(JSON.stringify(report)).not.toContain('pa55word')
+    const cli = await promisify(execFile)(process.execPath, [BIN, 'validate', withUser('/ok/single/model.safetensors')], { env: { ...process.env, NO_COLOR: '1' } }).catch((x) => x)
+    expect(cli.code).toBe(1)
+    expect(`${cli.stdout}${cli.stderr}`).toContain(shown('/ok/single/model.safetensors'))
+    expect(`${cli.stdout}${cli.stderr}`).not.toContain('pa55word')
+  }, 60_000)
+})
+
+/**
  * One table of directory listings, loaded from disk and over HTTP: the core's rules decide
  * both (discovery, shard names, index and config parsing, shard checks), so the verdict, the
  * code and the message (less its path, which is a file there and a URL here) are the same.
@@ -222,8 +321,8 @@ describe('model directories: the same verdict locally and remotely', () => {
     ['no weights', { 'config.json': ok, 'pytorch_model.bin.txt': 'x' }, 'ERR_NO_WEIGHTS'],
     ['index not JSON', { 'config.json': ok, 'model.safetensors.index.json': '{' }, 'ERR_INVALID_MODEL'],
     ['index without weight_map', { 'config.json': ok, 'model.safetensors.index.json': '{"metadata": {}}' }, 'ERR_INVALID_MODEL'],
-    ...['../up.safetensors', '/abs.safetensors', 'a/./b.safetensors', 'a//b.safetensors', './b.safetensors', 'a\\b.safetensors', '%2e%2e/x.safetensors', 'https:x.safetensors'].map(
-      (name): [string, Record<string, string | Buffer>, string] => [`shard name ${name}`, { 'config.json': ok, 'model.safetensors.index.json': index({ w: name }), 'a/b.safetensors': st(tensor('w', 1)), 'b.safetensors': st(tensor('w', 1)) }, 'ERR_UNSAFE_PATH'],
+    ...['../up.safetensors', '/abs.safetensors', 'a/./b.safetensors', 'a//b.safetensors', './b.safetensors', 'a\\b.safetensors', '%2e%2e/x.safetensors', 'https:x.safetensors', '.\t./b.safetensors', 'b.safetensors\n', '\r/\r/x/b.safetensors', ' b.safetensors', 'a/b.safetensors ', 'a /b.safetensors', 'b\x7f.safetensors', 'b\x1b[2J.safetensors'].map(
+      (name): [string, Record<string, string | Buffer>, string] => [`shard name ${JSON.stringify(name)}`, { 'config.json': ok, 'model.safetensors.index.json': index({ w: name }), 'a/b.safetensors': st(tensor('w', 1)), 'b.safetensors': st(tensor('w', 1)) }, 'ERR_UNSAFE_PATH'],
     ),
     ['a missing shard', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 'gone.safetensors' }) }, 'ERR_INVALID_MODEL'],
     ['a shard that fails validation', { 'config.json': ok, 'model.safetensors.index.json': index({ w: 's.safetensors' }), 's.safetensors': st(tensor('w', 4)).subarray(0, -3) }, 'ERR_INVALID_MODEL'],

@@ -26,7 +26,7 @@ class RemoteGgufFile {
 
   static async open(url, options) {
     if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openUrl needs an http:// or https:// URL, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`)
-    const opts = settings(options)
+    const opts = settings(options, url)
     const stats = { bytesFetched: 0 }
     const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
     return RemoteGgufFile._fromFirst(url, first, opts, stats)

@@ -18,15 +18,23 @@ const MiB = 1024 * 1024
  */
 const CAPS = { mlx: 1024 * MiB, unranged: 16 * MiB }
 const MAX_REDIRECTS = 10
-/** Request headers not carried to another origin on a redirect (the Fetch standard's rule for Authorization, and cookies). */
-const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie'])
 const DEFAULTS = { timeoutMs: 30_000, retries: 2, retryDelayMs: 200, concurrency: 8 }
 
 function codedError(code, message, extra = {}) {
-  const err = new Error(extra.path ? `${extra.path}: ${extra.tensor ? `tensor '${extra.tensor}': ` : ''}${message}` : message)
+  if (typeof extra.path === 'string') extra = { ...extra, path: redactUrl(extra.path) }
+  const err = new Error(redactUrl(extra.path ? `${extra.path}: ${extra.tensor ? `tensor '${extra.tensor}': ` : ''}${message}` : message))
   err.code = code
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) err[k] = v
   return err
+}
+
+/**
+ * `text` with the userinfo (`user:password@`) of every URL in it shown as `***@`: what a
+ * message, an error's path or a report says of a URL, which lands in logs. (The URL itself
+ * is used as given.)
+ */
+function redactUrl(text) {
+  return String(text).replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/\\?#]*@/gi, '$1***@')
 }
 
 /** Our own errors (DOMExceptions carry a numeric `code` too). */
@@ -40,11 +48,18 @@ function isUrl(s) {
 
 /** Internal option key: the Hugging Face context of a model id read over HTTP (see hubOptions). */
 const HUB = Symbol('hub')
+/**
+ * Internal option key: the origin of the model the caller named (its URL's, or the Hub
+ * endpoint's), the only one its `headers` (and a Hub token) are sent to. Every file of a
+ * model is below its URL, so only a redirect leads elsewhere (the Hub sends LFS files to a
+ * CDN); such requests carry none of them.
+ */
+const HOME = Symbol('home')
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v))
 
-/** Options of openUrl / loadPretrained(url), checked and completed with the defaults. */
-function settings(options) {
+/** Options of openUrl / loadPretrained(url) of `url`, checked and completed with the defaults. */
+function settings(options, url) {
   const bad = (message) => codedError('ERR_INVALID_ARGUMENT', message)
   if (options === undefined || options === null) options = {}
   if (typeof options !== 'object' || Array.isArray(options)) throw bad(`options must be an object, got ${typeof options}`)
@@ -64,6 +79,11 @@ function settings(options) {
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw bad('options.onProgress must be a function')
   o.onProgress = options.onProgress
   o.hub = options[HUB] ?? null
+  try {
+    o.home = options[HOME] ?? new URL(url).origin
+  } catch {
+    throw bad(`not a valid URL: ${redactUrl(url)}`)
+  }
   return o
 }
 
@@ -137,33 +157,32 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
     if (attempt > 0) await sleep(opts.retryDelayMs * 2 ** (attempt - 1))
     let res
     try {
-      // fetch itself asks for identity when a Range header is present (Fetch standard).
-      const headers = { ...opts.headers }
-      if (!range) headers['Accept-Encoding'] = 'identity'
+      // Ours: fetch itself asks for identity when a Range header is present (Fetch standard).
+      const own = {}
+      if (!range) own['Accept-Encoding'] = 'identity'
       if (range) {
-        headers.Range = `bytes=${range[0]}-${range[1]}`
+        own.Range = `bytes=${range[0]}-${range[1]}`
         const validator = strongEtag(seen?.etag) ?? seen?.lastModified
-        if (validator) headers['If-Range'] = validator
+        if (validator) own['If-Range'] = validator
       }
       const fail = (code, message, retry) => codedError(code, message, { path: url, retry })
       const hub = opts.hub
       const signal = AbortSignal.timeout(opts.timeoutMs)
-      // A model id's files: redirects are followed here, so that the token goes only to the
-      // endpoint's own origin (the Hub sends the data from another one), and the Hub's
-      // headers on the way (X-Repo-Commit, X-Linked-Size) are seen.
+      // Redirects are followed here, so that the caller's headers and the token go to the
+      // model's origin only (see HOME), and a model id's Hub headers on the way
+      // (X-Repo-Commit, X-Linked-Size) are seen.
       let target = url
       let repoCommit = null
       let linkedSize = null
       for (let hop = 0; ; hop++) {
-        const sent = { ...headers }
-        const sameOrigin = new URL(target).origin === new URL(url).origin
-        // As fetch does on a redirect to another origin: credentials stay behind.
-        if (!sameOrigin) for (const k of Object.keys(sent)) if (CREDENTIAL_HEADERS.has(k.toLowerCase())) delete sent[k]
-        if (hub?.token && new URL(target).origin === hub.origin) sent.Authorization = `Bearer ${hub.token}`
-        res = await fetch(target, { headers: sent, signal, redirect: hub ? 'manual' : 'follow' })
-        if (!hub) break
-        repoCommit ??= res.headers.get('x-repo-commit')
-        linkedSize ??= res.headers.get('x-linked-size')
+        const home = new URL(target).origin === opts.home
+        const sent = home ? { ...opts.headers, ...own } : { ...own }
+        if (home && hub?.token) sent.Authorization = `Bearer ${hub.token}`
+        res = await fetch(target, { headers: sent, signal, redirect: 'manual' })
+        if (hub) {
+          repoCommit ??= res.headers.get('x-repo-commit')
+          linkedSize ??= res.headers.get('x-linked-size')
+        }
         if (![301, 302, 303, 307, 308].includes(res.status)) break
         const location = res.headers.get('location')
         await res.body?.cancel().catch(() => {})
@@ -247,7 +266,7 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
     delete lastError.retry
     throw lastError
   }
-  const why = lastError?.name === 'TimeoutError' ? `timed out after ${opts.timeoutMs} ms` : String(lastError?.cause?.message ?? lastError?.message ?? lastError)
+  const why = lastError?.name === 'TimeoutError' ? `timed out after ${opts.timeoutMs} ms` : redactUrl(lastError?.cause?.message ?? lastError?.message ?? lastError)
   throw codedError('ERR_IO', `request failed after ${opts.retries + 1} attempt(s): ${why}`, { path: url })
 }
 
@@ -264,7 +283,7 @@ class RemoteSafeTensorsFile {
 
   static async open(url, options) {
     if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openUrl needs an http:// or https:// URL, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`)
-    const opts = settings(options)
+    const opts = settings(options, url)
     const stats = { bytesFetched: 0 }
     const report = () => opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: total })
     let total = null
@@ -362,7 +381,7 @@ function wrapLocal(url, bytes) {
   return rethrowWithPath(url, () => binding.SafeTensorsFile.fromBytes(bytes))
 }
 
-/** Native errors from remote data name the URL (fromBytes knows no path). */
+/** Native errors from remote data name the URL (fromBytes knows no path), redacted. */
 function rethrowWithPath(url, fn, tensor) {
   try {
     return fn()
@@ -372,8 +391,17 @@ function rethrowWithPath(url, fn, tensor) {
       e.message = `${url}: ${e.message}`
     }
     if (e && tensor && !e.tensor) e.tensor = tensor
-    throw e
+    throw redacted(e)
   }
+}
+
+/** `e` with its path and message redacted (see redactUrl). */
+function redacted(e) {
+  if (e !== null && typeof e === 'object') {
+    if (typeof e.path === 'string') e.path = redactUrl(e.path)
+    if (typeof e.message === 'string') e.message = redactUrl(e.message)
+  }
+  return e
 }
 
 async function mapLimit(items, limit, fn) {
@@ -436,7 +464,7 @@ function wholeFile(url, bytes, format, opts) {
 async function openRemoteWeights(url, options) {
   if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openWeights needs a path or an http:// or https:// URL, got ${typeof url}`)
   const { format: forced, backend: _backend, ...rest } = options ?? {}
-  const opts = settings(rest)
+  const opts = settings(rest, url)
   const stats = { bytesFetched: 0 }
   const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
   let format = forced
@@ -474,7 +502,7 @@ function layoutError(kind, path, shard, cause) {
   try {
     binding.throwLayoutError(kind, path, shard, cause)
   } catch (e) {
-    return e
+    return redacted(e)
   }
   return codedError('ERR_IO', `no error for ${kind}`, { path })
 }
@@ -487,9 +515,18 @@ function detailOf(e) {
   return m
 }
 
-/** A shard's URL: the core has checked its name is a plain relative path. */
-function shardUrl(base, name) {
-  return new URL(name, base).href
+/**
+ * The URL of the shard `name` (from the index at `indexUrl`) under `base`: the core's rule
+ * (the name checked, every byte a URL parser could read as something else percent-encoded),
+ * then checked again as fetch will read it: the base's origin, a path below the base's.
+ */
+function shardUrl(base, name, indexUrl) {
+  const url = rethrowWithPath(indexUrl, () => binding.shardUrl(base, name))
+  const [at, under] = [new URL(url), new URL(base)]
+  if (at.origin !== under.origin || !at.pathname.startsWith(under.pathname)) {
+    throw codedError('ERR_UNSAFE_PATH', `shard ${JSON.stringify(name)} resolves outside the model directory`, { path: indexUrl })
+  }
+  return url
 }
 
 class RemoteModel {
@@ -556,7 +593,7 @@ class RemoteModel {
 }
 
 async function loadPretrainedUrl(url, options) {
-  const opts = settings(options)
+  const opts = settings(options, url)
   options = options ?? {}
   if (options.as !== undefined && options.as !== 'native' && options.as !== 'F32') {
     throw codedError('ERR_INVALID_ARGUMENT', `options.as must be 'native' or 'F32', not '${options.as}'`)
@@ -564,7 +601,7 @@ async function loadPretrainedUrl(url, options) {
   let base = url.endsWith('/') ? url : `${url}/`
   const stats = { bytesFetched: 0 }
   const progress = (file, loaded, total) => options.onProgress?.({ file, loadedBytes: loaded, totalBytes: total })
-  const fileOpts = { ...opts, onProgress: undefined, [HUB]: opts.hub }
+  const fileOpts = { ...opts, onProgress: undefined, [HUB]: opts.hub, [HOME]: opts.home }
 
   const layout = binding.modelLayout()
   const configUrl = base + layout.configFile
@@ -598,7 +635,7 @@ async function loadPretrainedUrl(url, options) {
     const sources = []
     let loaded = 0
     for (const shard of shardNames) {
-      const at = shardUrl(base, shard)
+      const at = shardUrl(base, shard, indexUrl)
       let file
       try {
         file = await RemoteSafeTensorsFile.open(at, fileOpts)
@@ -611,7 +648,7 @@ async function loadPretrainedUrl(url, options) {
       progress(shard, loaded, null)
       sources.push({ name: shard, file })
     }
-    binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames, saveId: file.metadata?.[layout.saveIdKey] })))
+    rethrowWithPath(indexUrl, () => binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames, saveId: file.metadata?.[layout.saveIdKey] }))))
     return new RemoteModel(base, config, 'sharded-safetensors', shardNames, sources, options.as)
   }
   throw layoutError('no-weights', base)
@@ -717,7 +754,7 @@ async function copyTarget(url, root, data, opts, stats) {
     // An index past its cap is left for the native call to refuse (from its length).
     if (kind === 'sharded' && fs().statSync(path.join(dir, name)).size <= layout.indexMaxBytes) {
       const shards = rethrowWithPath(base + name, () => binding.parseShardIndex(fs().readFileSync(path.join(dir, name))))
-      for (const shard of shards) await tryCopy(shardUrl(base, shard), path.join(dir, ...shard.split('/')))
+      for (const shard of shards) await tryCopy(shardUrl(base, shard, base + name), path.join(dir, ...shard.split('/')))
     }
     break
   }
@@ -739,7 +776,7 @@ function relabel(value, from, to) {
  * the copy's paths named by the URL; the copy is removed whatever happens.
  */
 async function withLocalCopy(url, data, options, fn, onCopyError) {
-  const opts = settings(httpOptionsOf(options))
+  const opts = settings(httpOptionsOf(options), url)
   const root = fs().mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'safetensors-node-url-'))
   let local
   try {
@@ -749,7 +786,7 @@ async function withLocalCopy(url, data, options, fn, onCopyError) {
       if (onCopyError && isCoded(e) && e.code !== 'ERR_INVALID_ARGUMENT') return onCopyError(e)
       throw e
     }
-    const shown = local.endsWith(`${require('node:path').sep}model`) ? url.replace(/\/?$/, '') : url
+    const shown = redactUrl(local.endsWith(`${require('node:path').sep}model`) ? url.replace(/\/?$/, '') : url)
     try {
       return relabel(await fn(local), local, shown)
     } catch (e) {
@@ -863,4 +900,4 @@ async function loadPretrained(target, options, loadDir) {
   return loadPretrainedUrl(where.url, { ...(options ?? {}), [HUB]: where.hub })
 }
 
-module.exports = { withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, FIRST_REQUEST_BYTES }
+module.exports = { redactUrl, withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, FIRST_REQUEST_BYTES }

@@ -284,6 +284,12 @@ export function seedCorpora() {
     '{"weight_map":{"x":"sub"}}',
     '{"weight_map":{"x":"not-a-shard.bin"}}',
     '{"weight_map":{}}',
+    // Names a URL parser would make another host or a parent directory of.
+    '{"weight_map":{"a":"\\t/\\t/evil:8080/model-00001-of-00002.safetensors"}}',
+    '{"weight_map":{"a":".\\t./model/model-00001-of-00002.safetensors"}}',
+    '{"weight_map":{"a":" model-00001-of-00002.safetensors","b":"sub/extra.safetensors\\r"}}',
+    'sub/extra.safetensors',
+    '.\t./model-00001-of-00002.safetensors',
   ])
   // PyTorch and NumPy: the checkpoints and arrays of shared/fixtures/pytorch and of
   // tests/data/pytorch (hostile ones included), and the data.pkl of every torch zip.

@@ -80,6 +80,16 @@ pub fn parse_shard_index(env: Env, bytes: Unknown) -> napi::Result<Vec<String>> 
     })
 }
 
+/// The URL of the shard `name` of the model whose files lie under `base` (an http(s) URL
+/// ending in `/`): the name checked (ERR_UNSAFE_PATH) and percent-encoded, so the URL stays
+/// under `base` whatever its parser deletes or decodes.
+#[napi(catch_unwind, strict)]
+pub fn shard_url(env: Env, base: String, name: String) -> napi::Result<String> {
+    guard(&env, "shardUrl", || {
+        layout::shard_url(&base, &name).or_throw(&env)
+    })
+}
+
 #[napi(object, object_to_js = false)]
 pub struct OpenedShard {
     /// Where the shard was read from (a URL), named by errors about it.

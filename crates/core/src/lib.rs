@@ -26,6 +26,7 @@ pub mod format;
 pub mod fsutil;
 pub mod memory;
 pub mod models;
+pub mod names;
 #[cfg(feature = "mmap")]
 pub mod pages;
 pub mod parallel;

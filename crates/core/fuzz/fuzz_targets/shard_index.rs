@@ -6,11 +6,17 @@
 //! named that way and serve every tensor it lists, or fail with a coded error; `safe_join`
 //! must never hand back a path that leaves the directory lexically, and the outside shard
 //! is reached only through the owner's `outside` link.
+//!
+//! The same names under a base URL (`shard_url`, what `lib/remote.js` fetches): a URL exactly
+//! when a local path, which a WHATWG parser (fetch's) reads as the base's origin, the base's
+//! path and then exactly the name, segment by segment. The raw input, when it is UTF-8, is
+//! checked as a name too, so names are explored without the JSON around them.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use stcore::format::safetensors::save_file;
 use stcore::fsutil::WriteOptions;
+use stcore::pretrained::layout::shard_url;
 use stcore::pretrained::{safe_join, ModelDir, INDEX_FILE};
 use stcore::TensorSource;
 use stcore::TensorView;
@@ -61,7 +67,9 @@ fn fixture() -> &'static Fixture {
 /// What `safe_join` returns must stay inside the directory lexically, spelled exactly as
 /// the index spells it; on disk it leaves only through the owner's `outside` link.
 fn check_join(fx: &Fixture, name: &str) {
-    let Ok(path) = safe_join(&fx.model, name) else {
+    let joined = safe_join(&fx.model, name);
+    check_url(name, joined.is_ok());
+    let Ok(path) = joined else {
         return;
     };
     let rel = path
@@ -80,8 +88,63 @@ fn check_join(fx: &Fixture, name: &str) {
     }
 }
 
+/// Bases shard URLs are made under: a Hub resolve URL, and one with credentials, a query and
+/// a fragment (which are not part of the directory).
+const BASES: [&str; 2] = [
+    "https://hub.example:8443/org/name/resolve/0123456789abcdef/",
+    "http://user:pw@127.0.0.1:9/models/m/?sig=a/../b#top",
+];
+
+/// `segment` with its `%XX` escapes decoded (as a server decodes a path once).
+fn percent_decoded(segment: &str) -> String {
+    let b = segment.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3).expect("'%' and two hex digits");
+            out.push(u8::from_str_radix(hex, 16).expect("two hex digits"));
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("the decoded name is UTF-8")
+}
+
+/// `name` under each base: a URL exactly when a local path (`local`); read by a WHATWG
+/// parser, the base's origin, no query or fragment, and a path that is the base's followed
+/// by exactly `name` once decoded (no segment deleted, added, climbed out of or merged).
+fn check_url(name: &str, local: bool) {
+    for base in BASES {
+        let url = match shard_url(base, name) {
+            Ok(url) => url,
+            Err(e) => {
+                assert!(!local, "{name:?}: a local path but no URL: {e}");
+                assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{name:?}: {e}");
+                continue;
+            }
+        };
+        assert!(local, "{name:?}: a URL ({url}) but no local path");
+        let parsed = url::Url::parse(&url).unwrap_or_else(|e| panic!("{name:?} → {url}: {e}"));
+        let dir = url::Url::parse(base).unwrap();
+        assert_eq!(parsed.origin(), dir.origin(), "{name:?} → {url}");
+        assert_eq!((parsed.query(), parsed.fragment()), (None, None), "{name:?} → {url}");
+        let rest = parsed
+            .path()
+            .strip_prefix(dir.path())
+            .unwrap_or_else(|| panic!("{name:?} → {url} leaves {}", dir.path()));
+        let decoded: Vec<String> = rest.split('/').map(percent_decoded).collect();
+        assert_eq!(decoded.join("/"), name, "{url}");
+    }
+}
+
 fuzz_target!(|index: &[u8]| {
     let fx = fixture();
+    if let Ok(name) = std::str::from_utf8(index) {
+        check_join(fx, name);
+    }
     std::fs::write(fx.model.join(INDEX_FILE), index).unwrap();
     if let Ok(serde_json::Value::Object(top)) = serde_json::from_slice(index) {
         if let Some(serde_json::Value::Object(map)) = top.get("weight_map") {

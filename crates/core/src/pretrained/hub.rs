@@ -22,6 +22,9 @@ use std::path::PathBuf;
 const MAX_ID_PART: usize = 96;
 /// The longest revision accepted (a branch, a tag, `refs/pr/N`, or a commit hash).
 const MAX_REVISION: usize = 256;
+/// The most of a ref file read: huggingface_hub writes the 40-digit hash alone.
+#[cfg(feature = "fs")]
+const MAX_REF_BYTES: u64 = 1024;
 
 /// The default revision, as huggingface_hub's.
 pub const DEFAULT_REVISION: &str = "main";
@@ -155,7 +158,9 @@ pub struct CachedModel {
 
 #[cfg(feature = "fs")]
 /// Look `id` at `revision` up in the cache at `cache` (both checked first). A ref file that
-/// does not hold a commit hash is a damaged cache: ERR_INVALID_MODEL naming it.
+/// does not hold a commit hash, or holds more than [`MAX_REF_BYTES`], is a damaged cache:
+/// ERR_INVALID_MODEL naming it; one that is no regular file (a FIFO, a device) is
+/// ERR_INVALID_ARGUMENT, as for every reader.
 pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel> {
     check_model_id(id)?;
     check_revision(revision)?;
@@ -166,19 +171,7 @@ pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel
         let ref_file = revision
             .split('/')
             .fold(repo_dir.join("refs"), |p, part| p.join(part));
-        match std::fs::read(&ref_file) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let commit = text.trim();
-                if !is_commit_hash(commit) {
-                    return Err(CoreError::new(
-                        ErrorKind::InvalidModel,
-                        "the Hugging Face cache's ref file does not hold a commit hash",
-                    )
-                    .with_path(&ref_file));
-                }
-                Some(commit.to_string())
-            }
+        match std::fs::metadata(&ref_file) {
             Err(e)
                 if matches!(
                     e.kind(),
@@ -187,7 +180,7 @@ pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel
             {
                 None
             }
-            Err(e) => return Err(CoreError::io(e, &ref_file)),
+            _ => Some(read_ref(&ref_file)?),
         }
     };
     let snapshot = commit
@@ -201,6 +194,33 @@ pub fn find_cached(cache: &Path, id: &str, revision: &str) -> Result<CachedModel
         commit,
         snapshot,
     })
+}
+
+#[cfg(feature = "fs")]
+/// The commit a ref file holds, read as every input is ([`crate::fsutil::read_regular_capped`]:
+/// a regular file, so a FIFO cannot block the thread, and at most [`MAX_REF_BYTES`], so an
+/// endless file cannot fill memory). Anything but a commit hash is a damaged cache.
+fn read_ref(ref_file: &Path) -> Result<String> {
+    let damaged = |why: String| CoreError::invalid_model(why).with_path(ref_file);
+    let bytes = crate::fsutil::read_regular_capped(
+        ref_file,
+        "a Hugging Face cache ref",
+        MAX_REF_BYTES,
+        |n| {
+            damaged(format!(
+                "the Hugging Face cache's ref file is larger than {MAX_REF_BYTES} bytes ({n} bytes \
+                 or more), the most read: a ref holds a 40-digit commit hash"
+            ))
+        },
+    )?;
+    let text = String::from_utf8_lossy(&bytes);
+    let commit = text.trim();
+    if !is_commit_hash(commit) {
+        return Err(damaged(
+            "the Hugging Face cache's ref file does not hold a commit hash".to_string(),
+        ));
+    }
+    Ok(commit.to_string())
 }
 
 #[cfg(test)]
@@ -347,6 +367,35 @@ mod tests {
             find_cached(&tmp, "org/name", "../x").unwrap_err().code(),
             "ERR_INVALID_ARGUMENT"
         );
+        // A ref is read as every input is: a regular file (a FIFO would block for good), at
+        // most MAX_REF_BYTES (/proc/self/pagemap reads without end).
+        std::fs::write(repo.join("refs/long"), format!("{commit}\n").repeat(30)).unwrap();
+        let e = find_cached(&tmp, "org/name", "long").unwrap_err();
+        assert_eq!(e.code(), "ERR_INVALID_MODEL");
+        assert!(
+            e.detail()
+                .starts_with("the Hugging Face cache's ref file is larger than 1024 bytes"),
+            "{e}"
+        );
+        #[cfg(unix)]
+        {
+            let fifo = repo.join("refs/fifo");
+            let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            let e = find_cached(&tmp, "org/name", "fifo").unwrap_err();
+            assert_eq!(
+                (e.code(), e.path()),
+                ("ERR_INVALID_ARGUMENT", Some(fifo.to_str().unwrap()))
+            );
+            assert!(e.detail().contains("not a regular file"), "{e}");
+            if Path::new("/proc/self/pagemap").exists() {
+                std::os::unix::fs::symlink("/proc/self/pagemap", repo.join("refs/endless"))
+                    .unwrap();
+                let e = find_cached(&tmp, "org/name", "endless").unwrap_err();
+                assert_eq!(e.code(), "ERR_INVALID_MODEL", "{e}");
+            }
+        }
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -8,7 +8,9 @@
 //! path, or a URL).
 
 use crate::error::{CoreError, Result};
+use crate::names;
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 pub const CONFIG_FILE: &str = "config.json";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -147,10 +149,13 @@ pub fn parse_index(bytes: &[u8]) -> Result<ShardIndex> {
 }
 
 /// A shard name is a plain relative path: `/`-separated names, none of them empty, `.` or
-/// `..`; no leading `/`, backslash, NUL, URL scheme (`x:`) or percent-encoded `.`/`/` (which
-/// a URL would decode into one). One spelling per file, so a name means the same file
-/// locally and under a base URL. (Symlinks inside the directory are the directory's own
-/// business: only names that come from the index are checked here.)
+/// `..`, none holding a control character or starting or ending with whitespace
+/// ([`names::unprintable`]: a URL parser deletes TAB, LF and CR, so `.\t.` would climb and
+/// `\t/\t/host` name another host); no leading `/`, backslash, URL scheme (`x:`) or
+/// percent-encoded `.`/`/`/`\` (which a URL would decode into one). One spelling per file, so
+/// a name means the same file locally and under a base URL ([`shard_url`]). (Symlinks
+/// inside the directory are the directory's own business: only names that come from the
+/// index are checked here.)
 pub fn check_shard_name(name: &str) -> Result<()> {
     let scheme = name.split_once(':').is_some_and(|(s, _)| {
         s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
@@ -161,20 +166,63 @@ pub fn check_shard_name(name: &str) -> Result<()> {
     let bad = name.is_empty()
         || name.starts_with('/')
         || name.contains('\\')
-        || name.contains('\0')
         || scheme
         || lower.contains("%2e")
         || lower.contains("%2f")
         || lower.contains("%5c")
-        || name
-            .split('/')
-            .any(|part| part.is_empty() || part == "." || part == "..");
+        || name.split('/').any(|part| {
+            part.is_empty() || part == "." || part == ".." || names::unprintable(part).is_some()
+        });
     if bad {
         return Err(CoreError::unsafe_path(format!(
-            "'{name}' is not a plain relative path inside the model directory"
+            "'{}' is not a plain relative path inside the model directory",
+            names::shown(name)
         )));
     }
     Ok(())
+}
+
+/// The bytes a shard URL keeps as they are: what huggingface_hub's `quote` keeps (RFC 3986's
+/// unreserved characters, and `/` between names).
+fn url_keeps(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~/".contains(&b)
+}
+
+/// The URL of the shard `name` (checked by [`check_shard_name`] first) of the model whose
+/// files lie under `base`: an absolute `http(s)://` URL whose path ends in `/` (its query
+/// and fragment, if any, are dropped, as resolving a relative path drops them).
+///
+/// Every byte of `name` but `A-Z a-z 0-9 - . _ ~ /` is percent-encoded (`%` too), so the
+/// result is `base`'s path followed by exactly `name`: no segment a URL parser reads as `.`
+/// or `..` (literally or as `%2e`), nothing it deletes or strips, no `?` or `#` ending the
+/// path early, no `\` it reads as `/`. It stays under `base` (same origin, path below
+/// `base`'s) whatever parser reads it, and the server, decoding it once, sees the name the
+/// index wrote, as a local directory does.
+pub fn shard_url(base: &str, name: &str) -> Result<String> {
+    check_shard_name(name)?;
+    let base = base.split(['?', '#']).next().unwrap_or_default();
+    let lower = base.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"));
+    let directory =
+        rest.is_some_and(|r| r.find('/').is_some_and(|slash| slash > 0)) && base.ends_with('/');
+    if !directory {
+        // Not echoed: a base URL may carry credentials (`user:password@`).
+        return Err(CoreError::invalid_argument(
+            "the base of a shard URL must be an http(s) URL whose path ends in '/'",
+        ));
+    }
+    let mut url = String::with_capacity(base.len() + name.len() * 3);
+    url.push_str(base);
+    for &b in name.as_bytes() {
+        if url_keeps(b) {
+            url.push(char::from(b));
+        } else {
+            let _ = write!(url, "%{b:02X}");
+        }
+    }
+    Ok(url)
 }
 
 /// No candidate of [`DISCOVERY`] is present.
@@ -319,7 +367,6 @@ mod tests {
             "a//b.safetensors",
             "a/",
             "a\\b.safetensors",
-            "a\0b",
             "http:x.safetensors",
             "C:model.safetensors",
             "%2e%2e/x.safetensors",
@@ -332,6 +379,81 @@ mod tests {
             assert_eq!(
                 e.detail(),
                 format!("'{bad}' is not a plain relative path inside the model directory")
+            );
+        }
+        // What a URL parser deletes or strips (TAB, LF, CR anywhere; C0 and space at either
+        // end) would make another host or a parent directory of these; shown escaped.
+        for (bad, shown) in [
+            (
+                "\t/\t/evil:8080/x.safetensors",
+                "\\t/\\t/evil:8080/x.safetensors",
+            ),
+            (".\t./x.safetensors", ".\\t./x.safetensors"),
+            ("a/.\n./.\r./x", "a/.\\n./.\\r./x"),
+            ("x.safetensors\u{7f}", "x.safetensors\\u{7f}"),
+            ("x\u{1b}[2J", "x\\u{1b}[2J"),
+            ("a\0b", "a\\u{0}b"),
+            (" x.safetensors", " x.safetensors"),
+            ("x.safetensors ", "x.safetensors "),
+            ("a /x.safetensors", "a /x.safetensors"),
+            ("a/ x.safetensors", "a/ x.safetensors"),
+        ] {
+            let e = check_shard_name(bad).unwrap_err();
+            assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{bad:?}");
+            assert_eq!(
+                e.detail(),
+                format!("'{shown}' is not a plain relative path inside the model directory")
+            );
+        }
+    }
+
+    #[test]
+    fn shard_urls_name_the_shard_under_the_base() {
+        let base = "https://host:8080/org/m/resolve/0123/";
+        for (name, want) in [
+            (
+                "model-00001-of-00002.safetensors",
+                "model-00001-of-00002.safetensors",
+            ),
+            ("sub/dir/x.safetensors", "sub/dir/x.safetensors"),
+            (
+                "weird name (1).safetensors",
+                "weird%20name%20%281%29.safetensors",
+            ),
+            ("a?b#c.safetensors", "a%3Fb%23c.safetensors"),
+            ("%41.safetensors", "%2541.safetensors"),
+            ("1:2@h.safetensors", "1%3A2%40h.safetensors"),
+            ("é.safetensors", "%C3%A9.safetensors"),
+        ] {
+            assert_eq!(
+                shard_url(base, name).unwrap(),
+                format!("{base}{want}"),
+                "{name}"
+            );
+        }
+        // A base's query and fragment are not part of its directory.
+        assert_eq!(
+            shard_url("http://h/m/?sig=1#top", "x").unwrap(),
+            "http://h/m/x"
+        );
+        for bad in ["..", ".\t./x", "\t/\t/evil/x", "/x", "%2e%2e/x"] {
+            assert_eq!(
+                shard_url(base, bad).unwrap_err().code(),
+                "ERR_UNSAFE_PATH",
+                "{bad:?}"
+            );
+        }
+        for base in [
+            "http://h/m",
+            "ftp://h/m/",
+            "http:///m/",
+            "h/m/",
+            "http://h?x/",
+        ] {
+            assert_eq!(
+                shard_url(base, "x").unwrap_err().code(),
+                "ERR_INVALID_ARGUMENT",
+                "{base}"
             );
         }
     }

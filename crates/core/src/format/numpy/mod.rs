@@ -405,7 +405,9 @@ impl NumpyFile {
     }
 
     /// An `.npz` whose directory the caller has parsed: every `*.npy` member, named as
-    /// `numpy.load(f).files` names it (the member name without `.npy`).
+    /// `numpy.load(f).files` names it (the member name without `.npy`). A name that is not
+    /// printable text ([`crate::names::unprintable`]) is refused: it becomes a tensor name,
+    /// which reaches terminals, logs and other formats' files.
     pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<NumpyFile> {
         let mut listed = Vec::new();
         let mut arrays = Vec::new();
@@ -413,6 +415,12 @@ impl NumpyFile {
             let Some(name) = entry.name.strip_suffix(".npy") else {
                 continue;
             };
+            if let Some(why) = crate::names::unprintable(name) {
+                return Err(bad(format!(
+                    "the .npz array name '{}' is refused: {why}",
+                    crate::names::shown(name)
+                )));
+            }
             let named = |e: CoreError| e.with_tensor(name);
             let h = match entry.method {
                 Method::Stored => parse_header(&memory[entry.data_range()]),

@@ -205,3 +205,81 @@ fn fortran_order_and_big_endian_come_out_row_major_little_endian() {
         TensorBytes::Shared { .. }
     ));
 }
+
+/// An `.npz` of stored (uncompressed) members `NAME.npy`, laid out as `np.savez` writes it:
+/// local headers and data, the central directory, the end record.
+fn npz(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    for (name, data) in members {
+        let name = format!("{name}.npy");
+        let len = data.len() as u32;
+        let sizes = [crate::format::zip::crc32(data), len, len].map(u32::to_le_bytes);
+        let name_len = (name.len() as u16).to_le_bytes();
+        let offset = (out.len() as u32).to_le_bytes();
+        let local: &[&[u8]] = &[
+            b"PK\x03\x04\x14\0\0\0\0\0\0\0\0\0",
+            &sizes.concat(),
+            &name_len,
+            &[0; 2],
+            name.as_bytes(),
+            data,
+        ];
+        out.extend(local.concat());
+        let entry: &[&[u8]] = &[
+            b"PK\x01\x02\x14\x03\x14\0\0\0\0\0\0\0\0\0",
+            &sizes.concat(),
+            &name_len,
+            &[0; 12],
+            &offset,
+            name.as_bytes(),
+        ];
+        central.extend(entry.concat());
+    }
+    let count = (members.len() as u16).to_le_bytes();
+    let end: &[&[u8]] = &[
+        b"PK\x05\x06\0\0\0\0",
+        &count,
+        &count,
+        &(central.len() as u32).to_le_bytes(),
+        &(out.len() as u32).to_le_bytes(),
+        &[0; 2],
+    ];
+    out.extend(central);
+    out.extend(end.concat());
+    out
+}
+
+#[test]
+fn npz_array_names_are_printable_text() {
+    let array = || {
+        npy(
+            1,
+            "{'descr': '<i2', 'fortran_order': False, 'shape': (1,), }",
+            &[7, 0],
+        )
+    };
+    let f = open(npz(&[("a b", array()), ("é", array())])).unwrap();
+    assert_eq!(
+        f.tensors()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a b", "é"]
+    );
+    for (name, shown, why) in [
+        ("a\tb", "a\\tb", "it holds a control character"),
+        ("\u{1b}[2J", "\\u{1b}[2J", "it holds a control character"),
+        ("a\u{7f}", "a\\u{7f}", "it holds a control character"),
+        (" a", " a", "it starts or ends with whitespace"),
+        ("a\n", "a\\n", "it holds a control character"),
+    ] {
+        let e = open(npz(&[("ok", array()), (name, array())]))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_HEADER", "{name:?}");
+        assert_eq!(
+            e.detail(),
+            format!("npy: the .npz array name '{shown}' is refused: {why}")
+        );
+    }
+}
