@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync
 import { join, resolve } from 'node:path'
 import ts from 'typescript'
 import { convert, saveFile } from '../index.js'
-import { tempDir } from './helpers'
+import { sendRange, tempDir } from './helpers'
 
 /**
  * The README's examples run as written. Every ```js and ```ts block of README.md is an example,
@@ -72,19 +72,7 @@ function serveHub(dir: string): Promise<void> {
       res.writeHead(404).end()
       return
     }
-    const body = readFileSync(path)
-    const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
-    if (!range) {
-      res.writeHead(200, { 'Content-Length': body.length }).end(body)
-      return
-    }
-    const start = Number(range[1])
-    const end = Math.min(Number(range[2]), body.length - 1)
-    if (start >= body.length) {
-      res.writeHead(416, { 'Content-Range': `bytes */${body.length}` }).end()
-      return
-    }
-    res.writeHead(206, { 'Content-Length': end - start + 1, 'Content-Range': `bytes ${start}-${end}/${body.length}` }).end(body.subarray(start, end + 1))
+    sendRange(req, res, readFileSync(path))
   })
   return new Promise((done) => server.listen(0, '127.0.0.1', () => {
     hub = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
