@@ -134,7 +134,8 @@ export declare class SafeTensorsFile {
 
 /**
  * A pretrained model directory: `config.json` plus weights (`weights.safetensors`,
- * `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
+ * `model.safetensors`, a sharded `model.safetensors.index.json`, `pytorch_model.bin` or its
+ * sharded index, or `weights.mlx`; the first present).
  */
 export declare class Model {
   /** Instances come from `loadPretrained` and `loadPretrainedSync` (`new` throws ERR_INVALID_ARGUMENT). */
@@ -173,7 +174,10 @@ export declare class Model {
   /** A sub-tensor along the leading dimensions (as `SafeTensorsFile.getSlice`); negative values count from the end. */
   getSlice<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getSliceAsync<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
-  /** Write config.json and the weights to `dir` (atomically per file). */
+  /**
+   * Write the model to `dir` in transformers' layout: config.json and `model.safetensors`, or
+   * shards with `model.safetensors.index.json` when `maxShardBytes` asks for them.
+   */
   save(dir: string, options?: ModelSaveOptions | null): Promise<void>
   /**
    * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
@@ -272,11 +276,12 @@ export declare function saveFileAsync(path: string, tensors: Record<string, Tens
 /** The bytes of a SafeTensors file holding `tensors`. */
 export declare function serialize(tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> } | null): Buffer
 /**
- * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
- * `options.to` (ONNX takes a linear/logistic regression model). Streams tensor by tensor.
+ * Convert any weights file or model directory `openWeights` reads (a path, a model id, or an
+ * http(s):// URL of one) to `options.to` (ONNX takes a linear/logistic regression model).
+ * Streams tensor by tensor.
  */
 export declare function convert(input: string, output: string, options: ConvertOptions & HttpOptions & ModelIdOptions): Promise<ConvertReport>
-/** Describe a SafeTensors file, sharded index, GGUF file, weights.mlx or model directory (a path, a model id, or an http(s):// URL of one). */
+/** Describe any weights file or model directory `openWeights` reads (a path, a model id, or an http(s):// URL of one). */
 export declare function inspect(path: string, options?: HttpOptions & ModelIdOptions): Promise<FileReport>
 /** Every problem found in a file or directory (not only the first), with codes (a path, a model id, or an http(s):// URL of one). */
 export declare function validate(path: string, options?: HttpOptions & ModelIdOptions): Promise<ValidationReport>
@@ -301,8 +306,8 @@ export interface WeightsTensorInfo {
 
 /**
  * A weights file of any format this package reads, recognised by its bytes: SafeTensors, a
- * sharded index, a model directory, GGUF, weights.mlx. Tensors are views of the file's
- * mapping where the bytes allow (stored as served, aligned), copies otherwise.
+ * sharded index, a model directory, GGUF, PyTorch, NumPy, weights.mlx. Tensors are copies,
+ * or views of the file's mapping with `copy: false` where the bytes allow (see GetOptions).
  */
 export interface WeightsFile {
   readonly format: WeightsFormat
@@ -391,11 +396,12 @@ export declare class GgufFile implements WeightsFile {
 
 /**
  * Open a weights file of any format this package reads, recognised by its bytes (`options.format`
- * forces one): SafeTensors, a sharded index, a model directory, GGUF, weights.mlx. An input of
- * another kind is ERR_UNKNOWN_FORMAT naming what it looks like; a GGUF file is a `GgufFile`. An
- * http(s) URL reads SafeTensors and GGUF lazily (a `WeightsFile` whose sync tensor accessors
- * need the whole file; GGUF a `RemoteGgufFile`) and weights.mlx whole; other remote formats are
- * ERR_INVALID_ARGUMENT for now.
+ * forces one): SafeTensors, a sharded index, a model directory, GGUF, PyTorch, NumPy,
+ * weights.mlx. An input of another kind is ERR_UNKNOWN_FORMAT naming what it looks like; a
+ * GGUF file is a `GgufFile`. An http(s) URL reads SafeTensors and GGUF lazily (a `WeightsFile`
+ * whose sync tensor accessors need the whole file; GGUF a `RemoteGgufFile`) and weights.mlx
+ * whole; a remote PyTorch or NumPy file is ERR_INVALID_ARGUMENT (its tensors are known only
+ * once the whole file is parsed: download it).
  */
 export declare function openWeights(pathOrUrl: string, options?: (OpenWeightsOptions & OpenUrlOptions & CachedModelOptions) | null): Promise<WeightsFile>
 /** `openWeights` of a local path, on the calling thread (a URL is ERR_INVALID_ARGUMENT). */

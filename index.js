@@ -13,7 +13,8 @@ const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeig
 const { RemoteGgufFile } = require('./lib/remote-gguf.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
-// our code runs, with its own status as `code`; callers get API.md's code for that case.
+// our code runs, with its own status as `code`; callers get ERR_INVALID_ARGUMENT, the code
+// every other wrong argument has (docs/api.md), and the status stays as `napiStatus`.
 const NAPI_ARGUMENT_CODES = new Set([
   'InvalidArg', 'ObjectExpected', 'StringExpected', 'NameExpected', 'FunctionExpected', 'NumberExpected',
   'BooleanExpected', 'ArrayExpected', 'BigintExpected', 'DateExpected', 'ArrayBufferExpected',
@@ -117,8 +118,8 @@ Model.loadPretrainedSync = withArgumentErrors(function loadPretrainedSync_(dir, 
 }, false)
 Object.defineProperty(Model.loadPretrainedSync, 'name', { value: 'loadPretrainedSync' })
 
-// The public API: README's "API" section lists exactly these (index.mjs re-exports them by
-// name, index.d.ts declares them; __test__/exports.spec.ts checks the four agree).
+// The public API: index.mjs re-exports exactly these by name, index.d.ts declares them and
+// docs/api.md documents them (__test__/exports.spec.ts and docs.spec.ts check they agree).
 module.exports = {
   SafeTensorsFile,
   GgufFile,

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -96,4 +97,27 @@ export function runtimeCommand(runtime: Runtime, script: string, args: string[])
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+/**
+ * Answer `req` with `body` as a static file server does: `206` with `Content-Range` for a
+ * `Range: bytes=a-b` request, `416` past the end, else `200` with the whole body (no body
+ * for `HEAD`); `headers` are added to `200` and `206` answers.
+ */
+export function sendRange(req: IncomingMessage, res: ServerResponse, body: Buffer, headers: Record<string, string | number> = {}): void {
+  const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
+  if (!range) {
+    res.writeHead(200, { 'Content-Length': body.length, 'Accept-Ranges': 'bytes', ...headers })
+    res.end(req.method === 'HEAD' ? undefined : body)
+    return
+  }
+  const start = Number(range[1])
+  const end = Math.min(Number(range[2]), body.length - 1)
+  if (start >= body.length) {
+    res.writeHead(416, { 'Content-Range': `bytes */${body.length}` }).end()
+    return
+  }
+  const part = body.subarray(start, end + 1)
+  res.writeHead(206, { 'Content-Length': part.length, 'Content-Range': `bytes ${start}-${end}/${body.length}`, ...headers })
+  res.end(req.method === 'HEAD' ? undefined : part)
 }

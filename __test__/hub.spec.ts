@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
 import { Model, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
-import { PYTHON, tempDir } from './helpers'
+import { PYTHON, sendRange, tempDir } from './helpers'
 
 /**
  * Hugging Face model ids (issue 19 point 5). A local server plays the Hub: `resolve/` URLs
@@ -98,24 +98,6 @@ function record(server: Seen['server'], req: IncomingMessage) {
   seen.push({ server, method: req.method!, path: req.url!, auth: req.headers.authorization, range: req.headers.range })
 }
 
-function serveBytes(req: IncomingMessage, res: import('node:http').ServerResponse, body: Buffer, headers: Record<string, string | number>) {
-  const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
-  if (!range) {
-    res.writeHead(200, { 'Content-Length': body.length, 'Accept-Ranges': 'bytes', ...headers })
-    res.end(req.method === 'HEAD' ? undefined : body)
-    return
-  }
-  const start = Number(range[1])
-  const end = Math.min(Number(range[2]), body.length - 1)
-  if (start >= body.length) {
-    res.writeHead(416, { 'Content-Range': `bytes */${body.length}` }).end()
-    return
-  }
-  const part = body.subarray(start, end + 1)
-  res.writeHead(206, { 'Content-Length': part.length, 'Content-Range': `bytes ${start}-${end}/${body.length}`, ...headers })
-  res.end(req.method === 'HEAD' ? undefined : part)
-}
-
 function hubHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
   record('hub', req)
   // /{org}/{name}/resolve/{revision}/{file}: the revision is one path segment (percent-encoded).
@@ -145,7 +127,7 @@ function hubHandler(req: IncomingMessage, res: import('node:http').ServerRespons
     })
     return res.end()
   }
-  serveBytes(req, res, body, { ETag: `"${sha1(body)}"`, 'X-Repo-Commit': commit })
+  sendRange(req, res, body, { ETag: `"${sha1(body)}"`, 'X-Repo-Commit': commit })
 }
 
 function cdnHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
@@ -153,7 +135,7 @@ function cdnHandler(req: IncomingMessage, res: import('node:http').ServerRespons
   const m = /^\/blobs\/([0-9a-f]{64})$/.exec(new URL(req.url!, 'http://x').pathname)
   const body = m ? blobs.get(m[1]) : undefined
   if (!body) return res.writeHead(404).end()
-  serveBytes(req, res, body, { ETag: `"${m![1]}"` })
+  sendRange(req, res, body, { ETag: `"${m![1]}"` })
 }
 
 const listen = (s: Server) => new Promise<string>((r) => s.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)))

