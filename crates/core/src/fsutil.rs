@@ -87,13 +87,29 @@ fn create_temp_named(
 /// The open itself is non-blocking, so a FIFO without a writer is refused instead of
 /// blocking the calling thread forever (reads of a regular file ignore the flag).
 pub fn open_regular(path: &Path, what: &str) -> Result<(File, fs::Metadata)> {
+    open_regular_flags(path, what, 0)
+}
+
+/// [`open_regular`] of a path already resolved (no symlink in it): its last component is
+/// opened with `O_NOFOLLOW`, so a symlink put in its place after the resolution is refused
+/// (ERR_IO, `ELOOP`), never followed.
+pub fn open_regular_no_follow(path: &Path, what: &str) -> Result<(File, fs::Metadata)> {
+    #[cfg(unix)]
+    return open_regular_flags(path, what, libc::O_NOFOLLOW);
+    #[cfg(not(unix))]
+    open_regular_flags(path, what, 0)
+}
+
+fn open_regular_flags(path: &Path, what: &str, flags: i32) -> Result<(File, fs::Metadata)> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
+        options.custom_flags(libc::O_NONBLOCK | flags);
     }
+    #[cfg(not(unix))]
+    let _ = flags;
     let file = options.open(path).map_err(|e| CoreError::io(e, path))?;
     let meta = file.metadata().map_err(|e| CoreError::io(e, path))?;
     if meta.is_dir() {
@@ -129,9 +145,21 @@ pub fn read_regular_capped(
     cap: u64,
     too_large: impl FnOnce(u64) -> CoreError,
 ) -> Result<Vec<u8>> {
+    let (file, meta) = open_regular(path, what)?;
+    read_capped(file, meta.len(), path, cap, too_large)
+}
+
+/// The rest of an open `file` (of `len` bytes by its `stat`, named `path` in errors), at most
+/// `cap` bytes: see [`read_regular_capped`].
+pub fn read_capped(
+    mut file: File,
+    len: u64,
+    path: &Path,
+    cap: u64,
+    too_large: impl FnOnce(u64) -> CoreError,
+) -> Result<Vec<u8>> {
     use std::io::Read;
-    let (mut file, meta) = open_regular(path, what)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(cap)).unwrap_or(0));
+    let mut bytes = Vec::with_capacity(usize::try_from(len.min(cap)).unwrap_or(0));
     // Whole 64 KiB reads: some /proc files refuse reads that are not a multiple of 8.
     let mut chunk = vec![0u8; 64 * 1024];
     loop {

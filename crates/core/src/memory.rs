@@ -82,14 +82,25 @@ impl Memory {
     }
 
     #[cfg(feature = "fs")]
-    /// The whole of an open regular file of `len` bytes, read into memory.
+    /// The whole of an open regular file of `len` bytes (its size when opened), read into
+    /// memory: no more than `len` bytes, and ERR_IO rather than an abort when they do not fit
+    /// ([`reserve`]).
     fn read(file: &File, len: u64, path: &Path) -> Result<Memory> {
         use std::io::Read;
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        let mut reader = file;
-        reader
+        let mut bytes = reserve(
+            len,
+            "the whole file (backend 'read' reads it into memory; backend 'mmap' maps it)",
+        )
+        .map_err(|e| e.with_path(path))?;
+        file.take(len)
             .read_to_end(&mut bytes)
             .map_err(|e| CoreError::io(e, path))?;
+        if (bytes.len() as u64) < len {
+            return Err(CoreError::incomplete_file(
+                "file is shorter than when it was opened (changed on disk?)",
+            )
+            .with_path(path));
+        }
         Ok(Memory::Owned(bytes))
     }
 
@@ -150,6 +161,32 @@ impl Memory {
         #[cfg(not(feature = "mmap"))]
         let _ = (start, len);
     }
+}
+
+/// An empty buffer with room for `len` bytes of `what` (for messages), for a size that comes
+/// from outside (a file's size, a tensor's length): ERR_IO when they cannot be held, never an
+/// abort of the process. More than the machine's physical memory is refused before anything
+/// is asked of the allocator: under overcommit such a reservation can succeed and the
+/// process be killed while it fills.
+pub fn reserve(len: u64, what: &str) -> Result<Vec<u8>> {
+    let physical = crate::buffer::physical_memory() as u64;
+    let too_large = || {
+        CoreError::new(
+            crate::error::ErrorKind::Io,
+            format!(
+                "cannot hold {what} in memory: {len} bytes, this machine has {physical} bytes \
+                 of memory"
+            ),
+        )
+    };
+    if len > physical {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(len).map_err(|_| too_large())?)
+        .map_err(|_| too_large())?;
+    Ok(bytes)
 }
 
 /// Source bytes a conversion reads per part in [`Memory::convert_once`].
@@ -578,6 +615,44 @@ mod tests {
         assert!(memory
             .convert_once(24, 2 * n + 2, &mut dst, |_, _| Ok(()))
             .is_err());
+    }
+
+    /// Backend::Read holds a whole file (GGUF, PyTorch, NumPy) or a tensor (SafeTensors) in
+    /// memory: one larger than memory is ERR_IO, not an abort (a sparse file of a terabyte
+    /// takes no disk). Sizes checked: 1 TiB, 100 GiB, and twice this machine's memory.
+    #[cfg(feature = "fs")]
+    #[test]
+    fn whole_files_and_tensors_larger_than_memory_are_refused_not_aborted() {
+        let d = tempfile::tempdir().unwrap();
+        let twice = 2 * crate::buffer::physical_memory() as u64;
+        for len in [1u64 << 40, 100 << 30, twice] {
+            let path = d.path().join("sparse.bin");
+            std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+            let e = Memory::open(&path, "a test file", Backend::Read)
+                .err()
+                .unwrap();
+            assert_eq!(e.code(), "ERR_IO", "{e}");
+            assert!(e.detail().contains(&format!("{len} bytes")), "{e}");
+            assert!(e.detail().contains("backend 'mmap'"), "{e}");
+            assert_eq!(e.path(), Some(path.display().to_string().as_str()));
+        }
+        // A SafeTensors file whose one tensor is a sparse terabyte, read with positioned reads.
+        let path = d.path().join("sparse.safetensors");
+        let header = format!(
+            "{{\"t\":{{\"dtype\":\"U8\",\"shape\":[{n}],\"data_offsets\":[0,{n}]}}}}",
+            n = 1u64 << 40
+        );
+        let mut head = (header.len() as u64).to_le_bytes().to_vec();
+        head.extend_from_slice(header.as_bytes());
+        std::fs::write(&path, &head).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(head.len() as u64 + (1 << 40)).unwrap();
+        let st = crate::format::safetensors::SafeTensors::open(&path, Backend::Read).unwrap();
+        let e = crate::source::TensorSource::fetch(&st, "t").err().unwrap();
+        assert_eq!(e.code(), "ERR_IO", "{e}");
+        assert!(e.detail().contains("cannot hold the tensor"), "{e}");
+        // Within memory, the read backend still reads.
+        assert_eq!(reserve(16, "x").unwrap().capacity(), 16);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! the directory is then one more [`TensorSource`], so callers never care which layout or
 //! format it came from.
 
+#[cfg(feature = "fs")]
+pub mod companion;
 pub mod hub;
 pub mod layout;
 
@@ -95,13 +97,19 @@ const OPEN_ATTEMPTS: u32 = 6;
 /// A JSON file of a model directory, read with a hard cap (a file can say it is regular and
 /// have no real size, as `/proc/self/pagemap` behind a symlink does).
 pub(crate) fn read_json_file(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>> {
-    fsutil::read_regular_capped(path, what, cap, |n| {
+    fsutil::read_regular_capped(path, what, cap, too_large(path, what, cap))
+}
+
+#[cfg(feature = "fs")]
+/// ERR_INVALID_MODEL for a JSON file of `n` bytes or more, over its `cap`.
+fn too_large<'a>(path: &'a Path, what: &'a str, cap: u64) -> impl FnOnce(u64) -> CoreError + 'a {
+    move |n| {
         CoreError::invalid_model(format!(
             "{what} is larger than {} MiB ({n} bytes or more), the most read",
             cap >> 20
         ))
         .with_path(path)
-    })
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -176,8 +184,14 @@ impl ModelDir {
         if !meta.is_dir() {
             return Err(CoreError::invalid_argument("not a directory").with_path(dir));
         }
-        let config_path = dir.join(CONFIG_FILE);
-        let text = read_json_file(&config_path, CONFIG_FILE, CONFIG_MAX_BYTES)?;
+        // Read only where it resolves inside the directory (its values reach the caller and
+        // the files a conversion writes).
+        let config = companion::ModelFiles::new(dir)?.open_required(CONFIG_FILE, CONFIG_FILE)?;
+        let config_path = config.path.clone();
+        let text = config.read(
+            CONFIG_MAX_BYTES,
+            too_large(&config_path, CONFIG_FILE, CONFIG_MAX_BYTES),
+        )?;
         layout::parse_config(&text).map_err(|e| e.with_path(&config_path))
     }
 

@@ -374,6 +374,7 @@ pub fn convert(
             written_tensors = written.tensors;
             dropped = written.dropped;
             output_files = written.files;
+            warnings = written.warnings;
         }
         Target::SafeTensors => {
             let kept = metadata.as_safetensors_metadata();

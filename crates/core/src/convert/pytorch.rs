@@ -25,6 +25,7 @@ use crate::format::safetensors::{self as st, TensorSpec};
 use crate::format::zip;
 use crate::fsutil::{self, Durability, WriteOptions};
 use crate::memory::Backend;
+use crate::pretrained::companion::ModelFiles;
 use crate::pretrained::layout::{self, Layout};
 use crate::source::{TensorSource, WeightsFormat};
 use serde::Serialize;
@@ -46,6 +47,8 @@ pub struct Written {
     /// The files written, relative to the output, when it is a directory.
     pub files: Option<Vec<String>>,
     pub bytes: u64,
+    /// Companion files not copied, and why.
+    pub warnings: Vec<String>,
 }
 
 /// The wrapper convert.py unwraps (`if "state_dict" in loaded: loaded = loaded["state_dict"]`).
@@ -153,6 +156,7 @@ pub fn to_safetensors(
         dropped: Vec::new(),
         files: None,
         bytes: 0,
+        warnings: Vec::new(),
     };
     // Groups of tensors, each one output file (relative to `output` when it is a directory).
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
@@ -248,7 +252,12 @@ pub fn to_safetensors(
             files.push(name.to_string());
         }
         if input.is_dir() {
-            files.extend(copy_companions(input, output, durability)?);
+            files.extend(copy_companions(
+                input,
+                output,
+                durability,
+                &mut written.warnings,
+            )?);
         }
         written.files = Some(files);
     }
@@ -374,27 +383,61 @@ fn rewrite_index(
         .map_err(|e| CoreError::invalid_argument(e.to_string()))
 }
 
+/// Companion files larger than this are not copied (a warning says so): real ones (the
+/// largest, `tokenizer.json`, ~35 MB) are far below it, and a sparse file of a terabyte
+/// would otherwise be written out whole.
+pub const MAX_COMPANION_BYTES: u64 = 4 << 30;
+
 /// Copy the model directory's other files (config, tokenizer, …) beside the converted
-/// weights; returns their names.
-fn copy_companions(input: &Path, output: &Path, durability: Durability) -> Result<Vec<String>> {
+/// weights; returns their names. Each is read only where it resolves inside the directory
+/// ([`ModelFiles`]): one that may not be read, or is larger than [`MAX_COMPANION_BYTES`], is
+/// left out with a warning. Directories are not copied.
+fn copy_companions(
+    input: &Path,
+    output: &Path,
+    durability: Durability,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<String>> {
+    let files = ModelFiles::new(input)?;
     let mut names: Vec<String> = std::fs::read_dir(input)
         .map_err(|e| CoreError::io(e, input))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| is_companion(n) && input.join(n).is_file())
+        .filter(|n| is_companion(n) && !input.join(n).is_dir())
         .collect();
     names.sort();
-    for name in &names {
-        let from = input.join(name);
-        let to = output.join(name);
-        let (mut file, _) = fsutil::open_regular(&from, "a model file")?;
-        fsutil::write_atomic(&to, durability, |out| {
-            std::io::copy(&mut file, out)
-                .map(|_| ())
-                .map_err(|e| CoreError::io(e, &from))
+    let mut copied = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(mut from) = files.open_optional(&name, "a model file")? else {
+            continue;
+        };
+        if from.len > MAX_COMPANION_BYTES {
+            warnings.push(format!(
+                "{}: {} bytes, more than the {MAX_COMPANION_BYTES} a file copied beside the \
+                 weights may have: not copied",
+                from.path.display(),
+                from.len
+            ));
+            continue;
+        }
+        let len = from.len;
+        fsutil::write_atomic(&output.join(&name), durability, |out| {
+            use std::io::Read;
+            let n = std::io::copy(&mut (&mut from.file).take(len), out)
+                .map_err(|e| CoreError::io(e, &from.path))?;
+            if n != len {
+                return Err(CoreError::new(
+                    ErrorKind::Io,
+                    format!("shrank while being copied ({len} bytes when opened, {n} read)"),
+                )
+                .with_path(&from.path));
+            }
+            Ok(())
         })?;
+        copied.push(name);
     }
-    Ok(names)
+    warnings.extend(files.take_warnings());
+    Ok(copied)
 }
 
 #[cfg(test)]

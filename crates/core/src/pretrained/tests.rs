@@ -277,6 +277,39 @@ fn config_and_weights_errors() {
     assert_eq!(m.info("w").unwrap().dtype, DType::F32);
 }
 
+/// config.json is read only where it resolves inside the directory: a symlink to another
+/// file (whose values would reach `model.config` and the directories a conversion writes)
+/// is refused, one to a file of the directory or a Hugging Face cache blob is read.
+#[cfg(unix)]
+#[test]
+fn config_json_resolving_outside_the_directory_is_refused() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("credentials.json");
+    std::fs::write(&secret, r#"{"token": "hf_secret"}"#).unwrap();
+    let d = tmp.path().join("model");
+    std::fs::create_dir(&d).unwrap();
+    st::save_file(
+        &d.join("weights.safetensors"),
+        &[tensor("w", &[2.0])],
+        None,
+        WriteOptions::default(),
+    )
+    .unwrap();
+    symlink(&secret, d.join(CONFIG_FILE)).unwrap();
+    let e = open(&d).err().unwrap();
+    assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{e}");
+    assert!(e.detail().contains("outside the model directory"), "{e}");
+    assert_eq!(
+        e.path(),
+        Some(d.join(CONFIG_FILE).display().to_string().as_str())
+    );
+    std::fs::remove_file(d.join(CONFIG_FILE)).unwrap();
+    std::fs::write(d.join("real-config.json"), "{\"a\": 1}").unwrap();
+    symlink("real-config.json", d.join(CONFIG_FILE)).unwrap();
+    assert_eq!(open(&d).unwrap().config(), &serde_json::json!({"a": 1}));
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -407,13 +440,14 @@ fn oversized_or_endless_json_is_refused_at_the_cap() {
         "{e}"
     );
     // A "regular file" without a real size: /proc/self/pagemap says 0 and reads forever.
+    // As config.json it is not read at all (it resolves into /proc); as an index, to the cap.
     #[cfg(target_os = "linux")]
     if std::fs::File::open("/proc/self/pagemap").is_ok() {
         std::fs::remove_file(d.path().join(CONFIG_FILE)).unwrap();
         std::os::unix::fs::symlink("/proc/self/pagemap", d.path().join(CONFIG_FILE)).unwrap();
         let e = open(d.path()).err().unwrap();
-        assert_eq!(e.code(), "ERR_INVALID_MODEL", "{e}");
-        assert!(e.detail().contains("larger than 16 MiB"), "{e}");
+        assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{e}");
+        assert!(e.detail().contains("resolves to /proc/"), "{e}");
         std::fs::remove_file(d.path().join(CONFIG_FILE)).unwrap();
         write_config(d.path());
         std::os::unix::fs::symlink("/proc/self/pagemap", d.path().join(INDEX_FILE)).unwrap();

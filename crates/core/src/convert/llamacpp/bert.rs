@@ -104,13 +104,14 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
             })
         })
         .collect::<Result<_>>()?;
-    let vocab = vocab::wordpiece(input.dir, h, h.raw())?;
+    let vocab = vocab::wordpiece(input.files, h, h.raw())?;
+    let pooling = pooling_type(input.files)?;
 
     let k = |s: &str| format!("bert.{s}");
     let mut md = Metadata::default();
     md.set("general.architecture", "bert");
     md.set("general.type", "model");
-    md.set("general.name", model_name(input.dir, h));
+    md.set("general.name", model_name(input.files.dir(), h));
     md.set("general.size_label", size_label(parameter_count(&tensors)));
     md.set(k("block_count"), GgufValue::U32(block_count as u32));
     md.set(k("context_length"), GgufValue::U32(ctx as u32));
@@ -127,13 +128,13 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
         GgufValue::U32(0),
     );
     md.set(k("attention.causal"), GgufValue::Bool(false));
-    if let Some(p) = pooling_type(input.dir)? {
+    if let Some(p) = pooling {
         md.set(k("pooling_type"), GgufValue::U32(p));
     }
     md.set("general.quantization_version", GgufValue::U32(2));
     vocab.write(&mut md);
     let mut warnings = vocab.warnings();
-    if pooling_type(input.dir)?.is_none() {
+    if pooling.is_none() {
         warnings.push(
             "no sentence-transformers pooling (modules.json): llama.cpp will use its default pooling for embeddings".into(),
         );

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::error::{CoreError, Result};
 use crate::format::gguf::{GgmlType, GgufValue};
+use crate::pretrained::companion::ModelFiles;
 use crate::tensor::checked_numel;
 use std::path::Path;
 
@@ -138,7 +139,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         });
     }
 
-    let vocab: Vocab = vocab::sentencepiece_or_gpt2(input.dir, h, h.raw())?;
+    let vocab: Vocab = vocab::sentencepiece_or_gpt2(input.files, h, h.raw())?;
     warnings.extend(vocab.warnings());
 
     // Key/values, in the converter's order.
@@ -147,7 +148,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     let mut md = Metadata::default();
     md.set("general.architecture", arch);
     md.set("general.type", "model");
-    md.set("general.name", model_name(input.dir, h));
+    md.set("general.name", model_name(input.files.dir(), h));
     md.set("general.size_label", size_label(parameter_count(&tensors)));
     md.set(k("block_count"), GgufValue::U32(block_count as u32));
     md.set(k("context_length"), GgufValue::U32(ctx as u32));
@@ -216,7 +217,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         md.set(k("rope.dimension_count"), GgufValue::U32(head_dim as u32));
     }
     if spec.pooling_from_modules {
-        if let Some(p) = pooling_type(input.dir)? {
+        if let Some(p) = pooling_type(input.files)? {
             md.set(k("pooling_type"), GgufValue::U32(p));
         }
     }
@@ -251,17 +252,15 @@ pub fn parameter_count(tensors: &[ExportTensor]) -> u64 {
 }
 
 /// llama.cpp's pooling type from a sentence-transformers directory: `modules.json` names a
-/// `…Pooling` module whose `config.json` says which (mean 1, cls 2, last token 3).
-pub fn pooling_type(dir: &Path) -> Result<Option<u32>> {
-    let modules_path = dir.join("modules.json");
-    if !modules_path.is_file() {
+/// `…Pooling` module whose `config.json` says which (mean 1, cls 2, last token 3). Both are
+/// files the export can do without ([`vocab::Need::Extra`]).
+pub fn pooling_type(files: &ModelFiles) -> Result<Option<u32>> {
+    let Some(modules) = vocab::read_json(files, "modules.json", vocab::Need::Extra)? else {
         return Ok(None);
-    }
-    let modules = vocab::read_json_file(&modules_path)?;
+    };
     let Some(list) = modules.as_array() else {
-        return Err(
-            CoreError::invalid_model("must hold a list of modules").with_path(&modules_path)
-        );
+        return Err(CoreError::invalid_model("must hold a list of modules")
+            .with_path(files.path("modules.json")));
     };
     let pooling_dir = list.iter().find_map(|m| {
         m.get("type")
@@ -272,9 +271,17 @@ pub fn pooling_type(dir: &Path) -> Result<Option<u32>> {
     let Some(sub) = pooling_dir else {
         return Ok(None);
     };
-    let sub_dir = crate::pretrained::safe_join(dir, sub)?;
-    let path = sub_dir.join("config.json");
-    let cfg = vocab::read_json_file(&path)?;
+    crate::pretrained::safe_join(files.dir(), sub)?;
+    let name = format!("{sub}/config.json");
+    if !files.has(&name) {
+        return Err(CoreError::not_found(format!(
+            "no such file, and modules.json names '{sub}' as the pooling module"
+        ))
+        .with_path(files.path(&name)));
+    }
+    let Some(cfg) = vocab::read_json(files, &name, vocab::Need::Extra)? else {
+        return Ok(None);
+    };
     let flag = |k: &str| cfg.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
     let kind = if flag("pooling_mode_mean_tokens") {
         1
@@ -291,7 +298,7 @@ pub fn pooling_type(dir: &Path) -> Result<Option<u32>> {
                 return Err(CoreError::invalid_model(
                     "names a pooling llama.cpp does not have (it has mean, cls and last token)",
                 )
-                .with_path(&path))
+                .with_path(files.path(&name)))
             }
         }
     };

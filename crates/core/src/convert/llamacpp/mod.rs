@@ -28,6 +28,7 @@ pub(crate) mod vocab;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::format::gguf::{self, GgmlType, GgufTensorSpec, GgufValue, QuantizationChoice};
+use crate::pretrained::companion::ModelFiles;
 use crate::tensor::TensorView;
 use hparams::Hparams;
 use serde_json::Value as Json;
@@ -189,7 +190,8 @@ pub fn rope_interleave(
 
 /// The input handed to an architecture.
 pub(crate) struct ModelInput<'a> {
-    pub dir: &'a Path,
+    /// The directory's files beside the weights (tokenizer, templates, pooling).
+    pub files: &'a ModelFiles,
     pub hparams: Hparams,
     pub tensors: &'a [TensorListing],
 }
@@ -242,13 +244,15 @@ pub fn recognize(
             known.join(", ")
         )));
     };
+    let files = ModelFiles::new(dir)?;
     let input = ModelInput {
-        dir,
+        files: &files,
         hparams,
         tensors,
     };
     let mut export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
     quantize_plan(&mut export, quantization).map_err(|e| e.with_path(dir))?;
+    export.warnings.extend(files.take_warnings());
     Ok(Recognition::Known(Box::new(export)))
 }
 

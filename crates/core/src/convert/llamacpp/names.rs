@@ -159,6 +159,10 @@ fn is_dropped(name: &str, dropped: &[&str]) -> bool {
 /// Map every input tensor through `rules`, then check the result against what llama.cpp
 /// loads: every required tensor of every layer present, nothing it has no place for, every
 /// shape as the config implies. Errors are ERR_INVALID_MODEL naming the tensor.
+///
+/// `block_count` comes from config.json (up to 2^32 - 1): nothing is sized by it. The layers
+/// are walked in order and the first one without its required tensors is the error, so the
+/// walk never goes past the highest layer the tensors name, plus one.
 pub fn map_tensors(
     tensors: &[TensorListing],
     rules: &[TensorRule],
@@ -168,6 +172,8 @@ pub fn map_tensors(
 ) -> Result<Vec<Mapped>> {
     let mut out: Vec<Mapped> = Vec::with_capacity(tensors.len());
     let mut seen: HashMap<String, String> = HashMap::new();
+    // Layers the tensors name: 0..layers_held.
+    let mut layers_held = 0usize;
     for t in tensors {
         let mut name = t.name.as_str();
         for p in policy.strip_prefixes {
@@ -208,6 +214,7 @@ pub fn map_tensors(
                     "belongs to layer {l}, but config.json has num_hidden_layers = {block_count}"
                 ));
             }
+            layers_held = layers_held.max(l + 1);
         }
         let need = if is_bias { rule.bias } else { rule.weight };
         if need == Need::Absent {
@@ -260,12 +267,9 @@ pub fn map_tensors(
                 continue;
             }
             let suffix = if is_bias { ".bias" } else { ".weight" };
-            let layers: Vec<Option<usize>> = if rule.hf.contains("{bid}") {
-                (0..block_count).map(Some).collect()
-            } else {
-                vec![None]
-            };
-            for layer in layers {
+            let per_layer = rule.hf.contains("{bid}");
+            for i in 0..if per_layer { block_count } else { 1 } {
+                let layer = per_layer.then_some(i);
                 let gguf = match layer {
                     Some(l) => rule.gguf.replace("{bid}", &l.to_string()),
                     None => rule.gguf.to_string(),
@@ -275,8 +279,16 @@ pub fn map_tensors(
                         Some(l) => rule.hf.replace("{bid}", &l.to_string()),
                         None => rule.hf.to_string(),
                     } + suffix;
+                    let layers = match layer {
+                        Some(l) if l >= layers_held => format!(
+                            "; config.json has num_hidden_layers = {block_count}, the tensors \
+                             hold {layers_held} layer{}",
+                            if layers_held == 1 { "" } else { "s" }
+                        ),
+                        _ => String::new(),
+                    };
                     return Err(CoreError::invalid_model(format!(
-                        "tensor '{hf}' is missing (llama.cpp needs {gguf})"
+                        "tensor '{hf}' is missing (llama.cpp needs {gguf}){layers}"
                     ))
                     .with_tensor(hf));
                 }
@@ -395,5 +407,24 @@ mod tests {
         // Leading zeros are not a layer number.
         let e = run(vec![t("layers.00.q.weight", &[4, 4])], None, 1);
         assert!(e.to_string().contains("no tensor of this name"), "{e}");
+    }
+
+    /// config.json's count is a number up to 2^32 - 1: refused at the first layer the
+    /// tensors do not hold, with nothing allocated or walked per configured layer (64 GB
+    /// and an abort for 4294967295 otherwise).
+    #[test]
+    fn an_absurd_layer_count_is_refused_at_the_first_missing_layer() {
+        let ok = [t("emb.weight", &[10, 4]), t("layers.0.q.weight", &[4, 4])];
+        for layers in [2, 1_000_000_000, u32::MAX as usize] {
+            let e = map_tensors(&ok, RULES, &POLICY, &dims(), layers).unwrap_err();
+            assert_eq!(e.code(), "ERR_INVALID_MODEL");
+            assert_eq!(e.tensor(), Some("layers.1.q.weight"));
+            assert!(
+                e.to_string().contains(&format!(
+                    "config.json has num_hidden_layers = {layers}, the tensors hold 1 layer"
+                )),
+                "{e}"
+            );
+        }
     }
 }

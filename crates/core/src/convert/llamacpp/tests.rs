@@ -651,6 +651,173 @@ fn bad_llama_input_names_the_field_tensor_or_file() {
     );
 }
 
+/// Every file of the directory the export reads must resolve inside it (see
+/// `pretrained::companion`): one that does not never reaches the GGUF. A file the export can
+/// do without (tokenizer_config.json, chat templates) is skipped with a warning in the
+/// report; a file of the vocabulary is an error naming why (a tokenizer.json linked to
+/// /dev/zero is not "missing").
+#[cfg(unix)]
+#[test]
+fn files_resolving_outside_the_directory_never_reach_the_gguf() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret.json");
+    fs::write(
+        &secret,
+        r#"{"chat_template": "AWS_SECRET_ACCESS_KEY=hunter2"}"#,
+    )
+    .unwrap();
+    let dir = tmp.path().join("model");
+    fs::create_dir_all(dir.join("additional_chat_templates")).unwrap();
+    write_spm(&dir);
+    fs::write(
+        dir.join("tokenizer_config.json"),
+        r#"{"add_bos_token": true}"#,
+    )
+    .unwrap();
+    let export = || {
+        known(
+            recognize(
+                &dir,
+                &llama_config(),
+                &llama_tensors(2),
+                QuantizationChoice::Keep,
+            )
+            .unwrap(),
+        )
+    };
+    let leaks = |e: &LlamaExport| -> Vec<String> {
+        e.metadata
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_json()))
+            .filter(|kv| kv.contains("hunter2") || kv.contains("PATH="))
+            .collect()
+    };
+    let skipped = |e: &LlamaExport, name: &str, why: &str| {
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains(name) && w.contains(why) && w.ends_with("skipped")),
+            "{name}: {:?}",
+            e.warnings
+        );
+        assert_eq!(leaks(e), Vec::<String>::new());
+    };
+    let jinja = dir.join("chat_template.jinja");
+
+    symlink("/proc/self/environ", &jinja).unwrap();
+    let e = export();
+    assert_eq!(kv(&e, "tokenizer.chat_template"), None);
+    skipped(&e, "chat_template.jinja", "resolves to /proc/");
+
+    fs::remove_file(&jinja).unwrap();
+    let c = std::ffi::CString::new(jinja.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    skipped(&export(), "chat_template.jinja", "is not a regular file");
+
+    fs::remove_file(&jinja).unwrap();
+    fs::write(&jinja, "{{ messages }}").unwrap();
+    symlink(
+        &secret,
+        dir.join("additional_chat_templates/tool_use.jinja"),
+    )
+    .unwrap();
+    let e = export();
+    assert_eq!(
+        kv(&e, "tokenizer.chat_template"),
+        Some(&GgufValue::from("{{ messages }}"))
+    );
+    assert_eq!(kv(&e, "tokenizer.chat_template.tool_use"), None);
+    skipped(&e, "tool_use.jinja", "outside the model directory");
+
+    fs::remove_file(&jinja).unwrap();
+    symlink(&secret, dir.join("chat_template.json")).unwrap();
+    skipped(
+        &export(),
+        "chat_template.json",
+        "outside the model directory",
+    );
+
+    fs::remove_file(dir.join("tokenizer_config.json")).unwrap();
+    symlink(&secret, dir.join("tokenizer_config.json")).unwrap();
+    let e = export();
+    assert_eq!(kv(&e, "tokenizer.ggml.add_bos_token"), None);
+    skipped(&e, "tokenizer_config.json", "outside the model directory");
+
+    // The vocabulary itself: an error that says why.
+    fs::remove_file(dir.join("tokenizer.model")).unwrap();
+    symlink("/dev/zero", dir.join("tokenizer.model")).unwrap();
+    let refused = |name: &str| {
+        let q = QuantizationChoice::Keep;
+        let e = recognize(&dir, &llama_config(), &llama_tensors(2), q).unwrap_err();
+        assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{e}");
+        assert!(e.detail().contains("resolves to /dev/zero"), "{e}");
+        assert_eq!(
+            e.path(),
+            Some(dir.join(name).display().to_string().as_str())
+        );
+    };
+    refused("tokenizer.model");
+    // Without tokenizer.model, the byte-level BPE tokenizer.json is the vocabulary.
+    fs::remove_file(dir.join("tokenizer.model")).unwrap();
+    symlink("/dev/zero", dir.join("tokenizer.json")).unwrap();
+    refused("tokenizer.json");
+}
+
+/// A Hugging Face cache snapshot: every file a relative symlink into `../../blobs/`.
+#[cfg(unix)]
+#[test]
+fn a_cache_snapshot_linking_into_its_blobs_exports_whole() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("models--org--tiny-llama");
+    let snapshot = repo.join("snapshots/5f0b02c75b57c5855da9ae460ce51323ea669d8a");
+    fs::create_dir_all(&snapshot).unwrap();
+    fs::create_dir_all(repo.join("blobs")).unwrap();
+    let staging = tmp.path().join("staging");
+    fs::create_dir(&staging).unwrap();
+    write_spm(&staging);
+    fs::write(
+        staging.join("tokenizer_config.json"),
+        r#"{"add_bos_token": true}"#,
+    )
+    .unwrap();
+    fs::write(staging.join("chat_template.jinja"), "{{ messages }}").unwrap();
+    for (i, entry) in fs::read_dir(&staging).unwrap().enumerate() {
+        let entry = entry.unwrap();
+        let blob = format!("{i:064x}");
+        fs::rename(entry.path(), repo.join("blobs").join(&blob)).unwrap();
+        symlink(
+            format!("../../blobs/{blob}"),
+            snapshot.join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let e = known(
+        recognize(
+            &snapshot,
+            &llama_config(),
+            &llama_tensors(2),
+            QuantizationChoice::Keep,
+        )
+        .unwrap(),
+    );
+    assert_eq!(e.warnings, Vec::<String>::new());
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.model"),
+        Some(&GgufValue::from("llama"))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.chat_template"),
+        Some(&GgufValue::from("{{ messages }}"))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.add_bos_token"),
+        Some(&GgufValue::Bool(true))
+    );
+}
+
 /// Resident bytes of the mapping that contains `addr` (from /proc/self/smaps).
 #[cfg(feature = "mmap")]
 fn mapping_rss(addr: usize) -> usize {

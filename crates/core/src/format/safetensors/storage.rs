@@ -264,7 +264,9 @@ impl SafeTensors {
             Storage::Memory(memory) => TensorBytes::shared(memory, start, len),
             #[cfg(feature = "fs")]
             Storage::File(file) => {
-                let mut buf = vec![0u8; len];
+                let mut buf = crate::memory::reserve(len as u64, "the tensor")
+                    .map_err(|e| self.context(e))?;
+                buf.resize(len, 0);
                 file.read_exact_at(&mut buf, start as u64).map_err(|e| {
                     let e = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                         CoreError::incomplete_file(

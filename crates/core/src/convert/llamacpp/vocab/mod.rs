@@ -17,6 +17,7 @@ use super::hparams::Hparams;
 use super::Metadata;
 use crate::error::{CoreError, Result};
 use crate::format::gguf::{GgufArray, GgufValue};
+use crate::pretrained::companion::ModelFiles;
 use serde_json::Value as Json;
 use special::SpecialVocab;
 use std::collections::HashMap;
@@ -61,33 +62,65 @@ pub const PRE_TOKENIZERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Read a file of at most [`MAX_TOKENIZER_FILE`] bytes.
-pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>> {
-    read_at_most(path, MAX_TOKENIZER_FILE)
+/// What the export does with a file of the directory that may not be read (one resolving
+/// outside it, a FIFO, a dangling link: see [`ModelFiles`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// A file of the vocabulary (`tokenizer.json`, `tokenizer.model`, `vocab.txt`,
+    /// `merges.txt`, `added_tokens.json`): an error, since the tokens would be wrong without it.
+    Vocabulary,
+    /// A file the export can do without (`tokenizer_config.json`, chat templates, pooling):
+    /// skipped, with a warning in the conversion's report.
+    Extra,
 }
 
-pub(crate) fn read_at_most(path: &Path, max: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let (file, meta) = crate::fsutil::open_regular(path, "a tokenizer file")?;
-    if meta.len() > max {
-        return Err(CoreError::invalid_model(format!(
-            "is {} bytes, more than the {max} a tokenizer file may have",
-            meta.len()
-        ))
-        .with_path(path));
-    }
-    // The file may grow between the stat and the read: read no more than the cap allows.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| CoreError::io(e, path))?;
-    if bytes.len() as u64 > max {
-        return Err(
-            CoreError::invalid_model(format!("grew past {max} bytes while being read"))
-                .with_path(path),
-        );
-    }
-    Ok(bytes)
+/// The file `name` of the model directory, at most `max` bytes: `None` when absent (or, for
+/// an [`Need::Extra`], skipped).
+pub(crate) fn read_file(
+    files: &ModelFiles,
+    name: &str,
+    max: u64,
+    need: Need,
+) -> Result<Option<Vec<u8>>> {
+    const WHAT: &str = "a tokenizer or model file";
+    let opened = match need {
+        Need::Vocabulary => files.open(name, WHAT)?,
+        Need::Extra => files.open_optional(name, WHAT)?,
+    };
+    let Some(opened) = opened else {
+        return Ok(None);
+    };
+    let path = opened.path.clone();
+    opened
+        .read(max, |n| {
+            CoreError::invalid_model(format!(
+                "is {n} bytes or more, more than the {max} a tokenizer file may have"
+            ))
+            .with_path(&path)
+        })
+        .map(Some)
+}
+
+/// [`read_file`] of a tokenizer file of at most [`MAX_TOKENIZER_FILE`] bytes, as UTF-8.
+pub(crate) fn read_text(files: &ModelFiles, name: &str, need: Need) -> Result<Option<String>> {
+    read_file(files, name, MAX_TOKENIZER_FILE, need)?
+        .map(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| CoreError::invalid_model("is not UTF-8").with_path(files.path(name)))
+        })
+        .transpose()
+}
+
+/// [`read_file`] of a JSON file of at most [`MAX_TOKENIZER_FILE`] bytes, parsed.
+pub(crate) fn read_json(files: &ModelFiles, name: &str, need: Need) -> Result<Option<Json>> {
+    read_file(files, name, MAX_TOKENIZER_FILE, need)?
+        .map(|bytes| {
+            serde_json::from_slice(&bytes).map_err(|e| {
+                CoreError::invalid_model(format!("is not valid JSON: {e}"))
+                    .with_path(files.path(name))
+            })
+        })
+        .transpose()
 }
 
 /// `vocab_size`, refused above what a GGUF token list can hold.
@@ -100,12 +133,6 @@ fn vocab_size(hparams: &Hparams, fallback: usize) -> Result<usize> {
         ));
     }
     Ok(n)
-}
-
-pub(crate) fn read_json_file(path: &Path) -> Result<Json> {
-    let bytes = read_capped(path)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| CoreError::invalid_model(format!("is not valid JSON: {e}")).with_path(path))
 }
 
 /// The tokenizer of a model, ready to be written.
@@ -282,12 +309,11 @@ fn bpe_pre_tokenizer(tokenizer: &Json) -> std::result::Result<&'static str, Stri
     }
 }
 
-fn load_tokenizer_json(dir: &Path) -> Result<Option<(Json, std::path::PathBuf)>> {
-    let path = dir.join("tokenizer.json");
-    if !path.is_file() {
+fn load_tokenizer_json(files: &ModelFiles) -> Result<Option<(Json, std::path::PathBuf)>> {
+    let Some(json) = read_json(files, "tokenizer.json", Need::Vocabulary)? else {
         return Ok(None);
-    }
-    let json = read_json_file(&path)?;
+    };
+    let path = files.path("tokenizer.json");
     if !json.is_object() {
         return Err(CoreError::invalid_model("must hold a JSON object").with_path(&path));
     }
@@ -295,8 +321,8 @@ fn load_tokenizer_json(dir: &Path) -> Result<Option<(Json, std::path::PathBuf)>>
 }
 
 /// A WordPiece (BERT) vocabulary from `tokenizer.json`, or `vocab.txt` without one.
-pub fn wordpiece(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
-    let tokenizer = load_tokenizer_json(dir)?;
+pub fn wordpiece(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Vocab> {
+    let tokenizer = load_tokenizer_json(files)?;
     let (tokens, types) = match &tokenizer {
         Some((json, path)) => {
             let kind = json
@@ -313,15 +339,13 @@ pub fn wordpiece(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> 
             hf_vocab(json, hparams, path)?
         }
         None => {
-            let path = dir.join("vocab.txt");
-            if !path.is_file() {
+            let path = files.path("vocab.txt");
+            let Some(text) = read_text(files, "vocab.txt", Need::Vocabulary)? else {
                 return Err(CoreError::invalid_model(
                     "has neither tokenizer.json nor vocab.txt: llama.cpp needs the vocabulary",
                 )
-                .with_path(dir));
-            }
-            let text = String::from_utf8(read_capped(&path)?)
-                .map_err(|_| CoreError::invalid_model("is not UTF-8").with_path(&path))?;
+                .with_path(files.dir()));
+            };
             let words: Vec<String> = text.lines().map(str::to_string).collect();
             let vocab: serde_json::Map<String, Json> = words
                 .iter()
@@ -355,7 +379,7 @@ pub fn wordpiece(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> 
         })
         .collect::<Vec<_>>();
     let special = SpecialVocab::load(
-        dir,
+        files,
         tokenizer.as_ref().map(|(j, _)| j),
         config,
         false,
@@ -376,12 +400,12 @@ pub fn wordpiece(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> 
 }
 
 /// A byte-level BPE vocabulary (`tokenizer.ggml.model = gpt2`) from `tokenizer.json`.
-pub fn gpt2(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
-    let Some((json, path)) = load_tokenizer_json(dir)? else {
+pub fn gpt2(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Vocab> {
+    let Some((json, path)) = load_tokenizer_json(files)? else {
         return Err(CoreError::invalid_model(
             "has no tokenizer.json or tokenizer.model: llama.cpp needs the vocabulary",
         )
-        .with_path(dir));
+        .with_path(files.dir()));
     };
     let kind = json
         .get("model")
@@ -415,7 +439,7 @@ pub fn gpt2(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
             "default".to_string()
         }
     };
-    let special = SpecialVocab::load(dir, Some(&json), config, true, None)?;
+    let special = SpecialVocab::load(files, Some(&json), config, true, None)?;
     if special.merges.is_empty() {
         return Err(CoreError::invalid_model(
             "has no merges: llama.cpp cannot tokenize with a BPE vocabulary without them",
@@ -437,11 +461,17 @@ pub fn gpt2(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
 
 /// The vocabulary of a llama-family model, tried in the converter's order: SentencePiece
 /// (`tokenizer.model`), then byte-level BPE (`tokenizer.json`).
-pub fn sentencepiece_or_gpt2(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
-    if dir.join("tokenizer.model").is_file() {
-        spm::vocab(dir, hparams, config)
+/// A `tokenizer.model` that may not be read is an error naming why, not a reason to fall
+/// back to `tokenizer.json`.
+pub fn sentencepiece_or_gpt2(
+    files: &ModelFiles,
+    hparams: &Hparams,
+    config: &Json,
+) -> Result<Vocab> {
+    if files.has("tokenizer.model") {
+        spm::vocab(files, hparams, config)
     } else {
-        gpt2(dir, hparams, config)
+        gpt2(files, hparams, config)
     }
 }
 

@@ -7,11 +7,11 @@
 //! file we write carries the same special tokens as one llama.cpp's converter writes.
 
 use super::super::Metadata;
-use super::read_json_file;
+use super::{read_json, read_text, Need};
 use crate::error::{CoreError, Result};
 use crate::format::gguf::{GgufArray, GgufValue};
+use crate::pretrained::companion::ModelFiles;
 use serde_json::{Map, Value as Json};
-use std::path::Path;
 
 /// What [`SpecialVocab::load`] found, in the order gguf-py would write it.
 #[derive(Debug, Default)]
@@ -61,7 +61,7 @@ impl SpecialVocab {
     /// Read the special vocabulary of `dir`. `tokenizer_json` is the parsed
     /// `tokenizer.json` if the directory has one; `n_vocab` bounds the accepted ids.
     pub fn load(
-        dir: &Path,
+        files: &ModelFiles,
         tokenizer_json: Option<&Json>,
         config: &Json,
         load_merges: bool,
@@ -74,10 +74,10 @@ impl SpecialVocab {
             n_vocab,
             ..SpecialVocab::default()
         };
-        sv.read_tokenizer_files(dir, tokenizer_json, load_merges)?;
+        sv.read_tokenizer_files(files, tokenizer_json, load_merges)?;
         sv.read_config(config)?;
         if load_merges && sv.merges.is_empty() {
-            sv.merges_from_txt(dir)?;
+            sv.merges_from_txt(files)?;
         }
         Ok(sv)
     }
@@ -145,7 +145,7 @@ impl SpecialVocab {
 
     fn read_tokenizer_files(
         &mut self,
-        dir: &Path,
+        files: &ModelFiles,
         tokenizer: Option<&Json>,
         load_merges: bool,
     ) -> Result<()> {
@@ -164,19 +164,15 @@ impl SpecialVocab {
                 added_tokens = a;
             }
         }
-        let config_path = dir.join("tokenizer_config.json");
-        let mut tc: Option<Map<String, Json>> = if config_path.is_file() {
-            match read_json_file(&config_path)? {
-                Json::Object(m) => Some(m),
-                _ => {
-                    return Err(
-                        CoreError::invalid_model("must hold a JSON object").with_path(&config_path)
-                    )
+        let mut tc: Option<Map<String, Json>> =
+            match read_json(files, "tokenizer_config.json", Need::Extra)? {
+                None => None,
+                Some(Json::Object(m)) => Some(m),
+                Some(_) => {
+                    return Err(CoreError::invalid_model("must hold a JSON object")
+                        .with_path(files.path("tokenizer_config.json")))
                 }
-            }
-        } else {
-            None
-        };
+            };
         let tc_truthy = |tc: &Option<Map<String, Json>>| tc.as_ref().is_some_and(|m| !m.is_empty());
         if let Some(tok) = tokenizer {
             let get = |tc: &Option<Map<String, Json>>, k: &str| {
@@ -395,7 +391,7 @@ impl SpecialVocab {
             return Ok(());
         };
         // The chat template.
-        let alt = chat_template_files(dir)?;
+        let alt = chat_template_files(files)?;
         let template = match tc.get("chat_template") {
             Some(v) => Some(v.clone()),
             None => alt,
@@ -457,13 +453,10 @@ impl SpecialVocab {
         Ok(())
     }
 
-    fn merges_from_txt(&mut self, dir: &Path) -> Result<()> {
-        let path = dir.join("merges.txt");
-        if !path.is_file() {
+    fn merges_from_txt(&mut self, files: &ModelFiles) -> Result<()> {
+        let Some(text) = read_text(files, "merges.txt", Need::Vocabulary)? else {
             return Ok(());
-        }
-        let text = String::from_utf8(super::read_capped(&path)?)
-            .map_err(|_| CoreError::invalid_model("is not UTF-8").with_path(&path))?;
+        };
         let mut lines = text.lines().peekable();
         if lines.peek().is_some_and(|l| l.trim().starts_with('#')) {
             lines.next();
@@ -580,17 +573,16 @@ pub fn parse_merges(merges: &Json) -> Result<Vec<String>> {
 }
 
 /// The template of `chat_template.jinja` (with `additional_chat_templates/*.jinja` as named
-/// ones) or `chat_template.json`, when tokenizer_config.json has none.
-fn chat_template_files(dir: &Path) -> Result<Option<Json>> {
-    let jinja = dir.join("chat_template.jinja");
-    let json = dir.join("chat_template.json");
-    if jinja.is_file() {
-        let main = read_text(&jinja)?;
-        let extra_dir = dir.join("additional_chat_templates");
-        let mut extra: Vec<std::path::PathBuf> = match std::fs::read_dir(&extra_dir) {
+/// ones) or `chat_template.json`, when tokenizer_config.json has none. Each is a file the
+/// export can do without ([`Need::Extra`]).
+fn chat_template_files(files: &ModelFiles) -> Result<Option<Json>> {
+    if let Some(main) = read_text(files, "chat_template.jinja", Need::Extra)? {
+        const EXTRA_DIR: &str = "additional_chat_templates";
+        let mut extra: Vec<String> = match std::fs::read_dir(files.path(EXTRA_DIR)) {
             Ok(entries) => entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "jinja"))
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".jinja") && n.len() > ".jinja".len())
                 .collect(),
             Err(_) => Vec::new(),
         };
@@ -599,22 +591,17 @@ fn chat_template_files(dir: &Path) -> Result<Option<Json>> {
         }
         extra.sort();
         let mut list = vec![serde_json::json!({"name": "default", "template": main})];
-        for p in extra {
-            let name = p
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            list.push(serde_json::json!({"name": name, "template": read_text(&p)?}));
+        for file in extra {
+            let Some(template) = read_text(files, &format!("{EXTRA_DIR}/{file}"), Need::Extra)?
+            else {
+                continue;
+            };
+            let name = file.strip_suffix(".jinja").unwrap_or(&file);
+            list.push(serde_json::json!({"name": name, "template": template}));
         }
         Ok(Some(Json::Array(list)))
-    } else if json.is_file() {
-        Ok(read_json_file(&json)?.get("chat_template").cloned())
     } else {
-        Ok(None)
+        Ok(read_json(files, "chat_template.json", Need::Extra)?
+            .and_then(|j| j.get("chat_template").cloned()))
     }
-}
-
-fn read_text(path: &Path) -> Result<String> {
-    String::from_utf8(super::read_capped(path)?)
-        .map_err(|_| CoreError::invalid_model("is not UTF-8").with_path(path))
 }

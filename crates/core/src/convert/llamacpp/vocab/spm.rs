@@ -4,9 +4,10 @@
 //! converter (`_create_vocab_sentencepiece`) lists them.
 
 use super::special::SpecialVocab;
-use super::{read_at_most, read_json_file, token_type, Vocab, MAX_SENTENCEPIECE_FILE};
+use super::{read_file, read_json, token_type, Need, Vocab, MAX_SENTENCEPIECE_FILE};
 use crate::convert::llamacpp::hparams::Hparams;
 use crate::error::{CoreError, Result};
+use crate::pretrained::companion::ModelFiles;
 use prost::Message;
 use serde_json::Value as Json;
 use std::path::Path;
@@ -60,10 +61,17 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<ModelProto> {
     Ok(model)
 }
 
-/// The `llama` vocabulary of `dir` (which has `tokenizer.model`).
-pub fn vocab(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
-    let path = dir.join("tokenizer.model");
-    let model = parse(&read_at_most(&path, MAX_SENTENCEPIECE_FILE)?, &path)?;
+/// The `llama` vocabulary of the directory (which has `tokenizer.model`).
+pub fn vocab(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Vocab> {
+    let path = files.path("tokenizer.model");
+    let bytes = read_file(
+        files,
+        "tokenizer.model",
+        MAX_SENTENCEPIECE_FILE,
+        Need::Vocabulary,
+    )?
+    .ok_or_else(|| CoreError::not_found("no such file").with_path(&path))?;
+    let model = parse(&bytes, &path)?;
     let vocab_size = super::vocab_size(hparams, model.pieces.len())?;
     let mut tokens: Vec<String> = (0..vocab_size).map(|i| format!("[PAD{i}]")).collect();
     let mut scores = vec![-10000.0f32; vocab_size];
@@ -89,9 +97,8 @@ pub fn vocab(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
             _ => token_type::NORMAL,
         };
     }
-    let added_path = dir.join("added_tokens.json");
-    if added_path.is_file() {
-        let added = read_json_file(&added_path)?;
+    let added_path = files.path("added_tokens.json");
+    if let Some(added) = read_json(files, "added_tokens.json", Need::Vocabulary)? {
         let map = added.as_object().ok_or_else(|| {
             CoreError::invalid_model("must map tokens to ids").with_path(&added_path)
         })?;
@@ -111,9 +118,8 @@ pub fn vocab(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
             types[id] = token_type::USER_DEFINED;
         }
     }
-    let config_path = dir.join("tokenizer_config.json");
-    if config_path.is_file() {
-        let tc = read_json_file(&config_path)?;
+    let config_path = files.path("tokenizer_config.json");
+    if let Some(tc) = read_json(files, "tokenizer_config.json", Need::Extra)? {
         if let Some(decoder) = tc.get("added_tokens_decoder").and_then(Json::as_object) {
             for (id, data) in decoder {
                 let Ok(id) = id.parse::<usize>() else {
@@ -146,12 +152,9 @@ pub fn vocab(dir: &Path, hparams: &Hparams, config: &Json) -> Result<Vocab> {
     }
     // A tokenizer.json beside tokenizer.model still supplies the added tokens' ids and the
     // post-processor (as it does for the converter).
-    let tokenizer_json = match dir.join("tokenizer.json") {
-        p if p.is_file() => Some(read_json_file(&p)?),
-        _ => None,
-    };
+    let tokenizer_json = read_json(files, "tokenizer.json", Need::Vocabulary)?;
     let special = SpecialVocab::load(
-        dir,
+        files,
         tokenizer_json.as_ref(),
         config,
         false,

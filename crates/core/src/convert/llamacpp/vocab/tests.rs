@@ -7,6 +7,10 @@ use super::*;
 use serde_json::json;
 use std::fs;
 
+fn model_files(dir: &tempfile::TempDir) -> ModelFiles {
+    ModelFiles::new(dir.path()).unwrap()
+}
+
 fn load(
     files: &[(&str, &str)],
     tokenizer: Option<Json>,
@@ -19,7 +23,14 @@ fn load(
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
     }
-    SpecialVocab::load(dir.path(), tokenizer.as_ref(), &config, merges, None).unwrap()
+    SpecialVocab::load(
+        &model_files(&dir),
+        tokenizer.as_ref(),
+        &config,
+        merges,
+        None,
+    )
+    .unwrap()
 }
 
 fn bert_tokenizer() -> Json {
@@ -153,7 +164,7 @@ fn roberta_processing_and_named_templates() {
 fn special_token_ids_out_of_range_are_skipped_and_negative_ones_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sv = SpecialVocab::load(
-        dir.path(),
+        &model_files(&dir),
         None,
         &json!({"bos_token_id": 9, "eos_token_id": 1}),
         false,
@@ -162,8 +173,14 @@ fn special_token_ids_out_of_range_are_skipped_and_negative_ones_refused() {
     .unwrap();
     assert_eq!(sv.ids, [("eos".to_string(), 1)]);
     assert!(sv.warnings.iter().any(|w| w.contains("bos")));
-    let e = SpecialVocab::load(dir.path(), None, &json!({"pad_token_id": -1}), false, None)
-        .unwrap_err();
+    let e = SpecialVocab::load(
+        &model_files(&dir),
+        None,
+        &json!({"pad_token_id": -1}),
+        false,
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.code(), "ERR_INVALID_MODEL");
 }
 
