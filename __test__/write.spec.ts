@@ -236,26 +236,25 @@ describe('durability', () => {
       expect(readdirSync(dir).sort()).toEqual([
         'async.safetensors', 'lin', 'lin-async.safetensors', 'lin.gguf', 'lin.onnx', 'lin.safetensors', 'model', 'out.gguf', 'restyled', 'saved', 'strace.log', 'sync.safetensors',
       ])
-      for (const d of ['saved', 'lin']) expect(readdirSync(join(dir, d)).sort()).toEqual(['config.json', 'weights.safetensors'])
+      for (const d of ['saved', 'lin']) expect(readdirSync(join(dir, d)).sort()).toEqual(['config.json', 'model.safetensors'])
       expect(readdirSync(join(dir, 'restyled')).sort()).toEqual(['config.json', 'weights.mlx'])
       // "1234 fsync(21</tmp/x/.sync.safetensors.1234.<random>.tmp>) = 0" → the path, relative
-      // to dir (a Model.save's files first get their save's pending names, `.NAME.<id>.pending`).
+      // to dir (a Model.save writes into a new directory beside its target, `.NAME.<id>.saving`).
       return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
         const m = /\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)\s*=\s*0/.exec(line)
-        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.[0-9a-f]{16}\.tmp$/, '.tmp').replace(/\.[0-9a-f]{16}\.pending/, '.pending')] : []
+        return m ? [m[1] === dir ? '.' : m[1].replace(`${dir}/`, '').replace(/\.\d+\.[0-9a-f]{16}\.tmp$/, '.tmp').replace(/\.[0-9a-f]{16}\.saving/, '.saving')] : []
       })
     }
     expect(fsyncs('default')).toEqual([])
-    // A directory a save creates is fsynced into its parent ('.') before its files.
-    // A Model.save writes each file whole under its pending name (fsynced, then the
-    // directory), then renames them all and removes stale files, then fsyncs the directory
-    // once more.
+    // A Model.save writes each file of the new directory (fsynced, then the new directory),
+    // fsyncs the new directory once more before it takes the target's place, and the parent
+    // ('.') after.
     expect(fsyncs('durable')).toEqual([
       '.sync.safetensors.tmp', '.', '.async.safetensors.tmp', '.', '.out.gguf.tmp', '.',
-      '.', 'saved/..weights.safetensors.pending.tmp', 'saved', 'saved/..config.json.pending.tmp', 'saved', 'saved',
-      'restyled/..weights.mlx.pending.tmp', 'restyled', 'restyled/..config.json.pending.tmp', 'restyled', 'restyled',
+      '.saved.saving/.model.safetensors.tmp', '.saved.saving', '.saved.saving/.config.json.tmp', '.saved.saving', '.saved.saving', '.',
+      '.restyled.saving/.weights.mlx.tmp', '.restyled.saving', '.restyled.saving/.config.json.tmp', '.restyled.saving', '.restyled.saving', '.',
       '.lin.safetensors.tmp', '.', '.lin-async.safetensors.tmp', '.',
-      '.', 'lin/..weights.safetensors.pending.tmp', 'lin', 'lin/..config.json.pending.tmp', 'lin', 'lin',
+      '.lin.saving/.model.safetensors.tmp', '.lin.saving', '.lin.saving/.config.json.tmp', '.lin.saving', '.lin.saving', '.',
       '.lin.gguf.tmp', '.', '.lin.onnx.tmp', '.',
     ])
   })

@@ -648,7 +648,7 @@ async function loadPretrainedUrl(url, options) {
       progress(shard, loaded, null)
       sources.push({ name: shard, file })
     }
-    rethrowWithPath(indexUrl, () => binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames, saveId: file.metadata?.[layout.saveIdKey] }))))
+    rethrowWithPath(indexUrl, () => binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames }))))
     return new RemoteModel(base, config, 'sharded-safetensors', shardNames, sources, options.as)
   }
   throw layoutError('no-weights', base)

@@ -26,8 +26,6 @@ pub struct ModelLayout {
     pub config_max_bytes: f64,
     /// The most of a sharded index read.
     pub index_max_bytes: f64,
-    /// The metadata key naming the save a weight file belongs to.
-    pub save_id_key: String,
 }
 
 /// The files of a model directory and their discovery order.
@@ -45,7 +43,6 @@ pub fn model_layout(env: Env) -> napi::Result<ModelLayout> {
                 .collect(),
             config_max_bytes: layout::CONFIG_MAX_BYTES as f64,
             index_max_bytes: layout::INDEX_MAX_BYTES as f64,
-            save_id_key: layout::SAVE_ID_KEY.to_string(),
         })
     })
 }
@@ -95,13 +92,10 @@ pub struct OpenedShard {
     /// Where the shard was read from (a URL), named by errors about it.
     pub path: String,
     pub tensor_names: Vec<String>,
-    /// The save its metadata says it belongs to (`safetensors_node_save_id`), if any.
-    pub save_id: Option<String>,
 }
 
-/// Check shards (opened in `parseShardIndex` order) against their index: none of another
-/// save than the index's, every tensor the index lists in the shard it names, and none in
-/// two shards.
+/// Check shards (opened in `parseShardIndex` order) against their index: every tensor the
+/// index lists in the shard it names, and none in two shards.
 #[napi(
     catch_unwind,
     strict,
@@ -124,7 +118,6 @@ pub fn check_shards(env: Env, index: Unknown, shards: Vec<OpenedShard>) -> napi:
                 .iter()
                 .map(|s| ShardListing {
                     tensors: s.tensor_names.iter().map(String::as_str).collect(),
-                    save_id: s.save_id.as_deref(),
                 })
                 .collect();
             layout::assemble(&index, &listings)

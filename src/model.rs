@@ -40,9 +40,23 @@ pub struct ModelSaveOptions {
     #[napi(ts_type = "'safetensors' | 'mlx'")]
     pub format: Option<String>,
     pub max_shard_bytes: Option<f64>,
-    /// fsync each file before its rename, and the directory after (default false: atomic
-    /// renames only, as `saveFile`).
+    /// fsync every file and the new directory before it takes the old one's place, and the
+    /// parent directory after (default false).
     pub durable: Option<bool>,
+}
+
+/// What `Model.save` wrote.
+#[napi(object, object_from_js = false)]
+pub struct SaveReport {
+    /// The weight files, relative to the directory (`model.safetensors`, or the shards and
+    /// `model.safetensors.index.json`, or `weights.mlx`).
+    pub files: Vec<String>,
+    /// The tokenizer, template, generation and processor files copied from the model's own
+    /// directory.
+    pub companions: Vec<String>,
+    /// Files of the model's directory left out, and why (one that resolves outside it, into
+    /// /proc, /sys or /dev, or is not a regular file).
+    pub warnings: Vec<String>,
 }
 
 fn save_options(options: &Option<ModelSaveOptions>) -> CoreResult<SaveOptions> {
@@ -358,19 +372,27 @@ impl Model {
         })
     }
 
-    /// Write config.json and the weights to `dir` (atomically per file).
-    #[napi(catch_unwind, strict, ts_return_type = "Promise<void>")]
+    /// Write the model to `dir` as transformers' `save_pretrained` lays it out: config.json,
+    /// `model.safetensors` (or shards and their index), the tokenizer and generation files of
+    /// the model's own directory. The directory is replaced whole: built beside it, then
+    /// swapped in (what else it held is kept, weight files of other layouts excepted).
+    #[napi(catch_unwind, strict, ts_return_type = "Promise<SaveReport>")]
     pub fn save(
         &self,
         env: Env,
         dir: String,
         options: Option<ModelSaveOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<()>>> {
+    ) -> napi::Result<AsyncTask<CoreTask<SaveReport>>> {
         guard(&env, "Model.save", || {
             let m = self.inner.get();
             let options = save_options(&options);
             Ok(CoreTask::new(move || {
-                m?.dir.save(Path::new(&dir), &options?).map(|_| ())
+                let saved = m?.dir.save(Path::new(&dir), &options?)?;
+                Ok(SaveReport {
+                    files: saved.files,
+                    companions: saved.companions,
+                    warnings: saved.warnings,
+                })
             }))
         })
     }

@@ -22,7 +22,7 @@ async function main() {
   saveFile(join(dir, 'model', 'model.safetensors'), tensors)
   const model = await Model.loadPretrained(join(dir, 'model'))
   await model.save(join(dir, 'saved'), options)
-  // Saved again as MLX over a SafeTensors save: the stale weights.safetensors is removed.
+  // Saved again as MLX over a SafeTensors save: the model.safetensors is replaced.
   await model.save(join(dir, 'restyled'))
   await model.save(join(dir, 'restyled'), { ...options, format: 'mlx' })
   const lin = new LinearRegression().fit([[1], [2], [3]], [2, 4, 7])

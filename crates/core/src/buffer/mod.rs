@@ -104,6 +104,22 @@ pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Resul
     Ok(crate::cast::element_bytes(&values).to_vec())
 }
 
+/// Bytes of physical memory (1 GiB when unknown).
+pub fn physical_memory() -> usize {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as usize).saturating_mul(page as usize)
+    } else {
+        1 << 30
+    }
+}
+
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
 /// `bytes` that were asked for.
 fn map_anonymous(map_len: usize, bytes: usize) -> Result<*mut libc::c_void> {

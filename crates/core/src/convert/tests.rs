@@ -174,7 +174,7 @@ fn onnx_needs_a_model_and_validate_lists_problems() {
             WriteOptions::with_progress(&mut |a, b| reports.push((a, b))),
         )
         .unwrap();
-    let size = std::fs::metadata(saved.join("weights.safetensors"))
+    let size = std::fs::metadata(saved.join("model.safetensors"))
         .unwrap()
         .len();
     assert_eq!(reports, [(size, size)]);

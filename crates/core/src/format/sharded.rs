@@ -46,8 +46,6 @@ pub struct ShardedSource {
     tensors: TensorList,
     /// The shard of each tensor, in the order of `tensors`.
     shard_of: Vec<usize>,
-    /// The save (see [`crate::pretrained::save_model_dir`]) the shards belong to.
-    save_id: Option<String>,
 }
 
 impl ShardedSource {
@@ -143,22 +141,14 @@ impl ShardedSource {
         files: Vec<SourceFile>,
         shards: Vec<Box<dyn TensorSource>>,
     ) -> Result<ShardedSource> {
-        let metadata: Vec<Metadata> = shards.iter().map(|s| s.metadata()).collect();
         let listings: Vec<ShardListing> = shards
             .iter()
-            .zip(&metadata)
-            .map(|(s, m)| ShardListing {
+            .map(|s| ShardListing {
                 tensors: s.tensors().iter().map(|t| t.name.as_str()).collect(),
-                save_id: m.get_str(layout::SAVE_ID_KEY),
             })
             .collect();
         let order = layout::assemble(index, &listings)
             .map_err(|(e, shard)| e.with_path(dir.join(shard)))?;
-        // The save the shards belong to: the index's, or else its one shard's.
-        let save_id = index.save_id.clone().or_else(|| match &listings[..] {
-            [one] => one.save_id.map(str::to_string),
-            _ => None,
-        });
         let shard_of: Vec<usize> = order.iter().map(|&(_, i)| i).collect();
         let listed: Vec<SourceTensor> = order
             .iter()
@@ -183,7 +173,6 @@ impl ShardedSource {
             .with_path(index_path));
         }
         drop(listings);
-        drop(metadata);
         Ok(ShardedSource {
             format,
             path: index_path.to_path_buf(),
@@ -191,7 +180,6 @@ impl ShardedSource {
             shards,
             tensors,
             shard_of,
-            save_id,
         })
     }
 
@@ -202,11 +190,6 @@ impl ShardedSource {
                 .with_tensor(name)
                 .with_path(&self.path)),
         }
-    }
-
-    /// The save the index (or its one shard) says it belongs to.
-    pub fn save_id(&self) -> Option<&str> {
-        self.save_id.as_deref()
     }
 
     /// The shards, in the order they were opened.

@@ -72,7 +72,7 @@ impl AnyModel {
         Ok((tensors, metadata))
     }
 
-    /// Write `config.json` + `weights.safetensors` to `dir` (progress is reported once, with
+    /// Write `config.json` + `model.safetensors` to `dir` (progress is reported once, with
     /// the weight file's size, when the directory is written).
     pub fn save_dir(&self, dir: &Path, mut options: WriteOptions<'_>) -> Result<()> {
         let (tensors, metadata) = self.tensors_with_metadata(None)?;
@@ -81,8 +81,9 @@ impl AnyModel {
             durability: options.durability,
             ..Default::default()
         };
-        let files = pretrained::save_model_dir(dir, &self.config_json(), &tensors, &save)?;
-        let written = files
+        let saved = pretrained::save_model_dir(dir, &self.config_json(), &tensors, None, &save)?;
+        let written = saved
+            .files
             .iter()
             .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
             .map(|m| m.len())

@@ -24,13 +24,6 @@ pub const CONFIG_MAX_BYTES: u64 = 16 << 20;
 /// (~90,000 tensors) are under 10 MiB.
 pub const INDEX_MAX_BYTES: u64 = 64 << 20;
 
-/// The `__metadata__` key (and index `metadata` key) naming the save a weight file belongs
-/// to (see [`super::save_model_dir`]), and the `config.json` key naming the save that config
-/// belongs to (underscored, as Hugging Face's own bookkeeping keys are; the loaded config
-/// leaves it out).
-pub const SAVE_ID_KEY: &str = "safetensors_node_save_id";
-pub const CONFIG_SAVE_ID_KEY: &str = "_safetensors_node_save_id";
-
 /// How a candidate weight file holds the weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -105,8 +98,6 @@ pub struct ShardIndex {
     /// The shards, each once, in name order (`model-00001-of-…`, `model-00002-of-…`): the
     /// order they are opened and served in.
     pub shards: Vec<String>,
-    /// The save the index belongs to (its `metadata`'s [`SAVE_ID_KEY`]), if it says.
-    pub save_id: Option<String>,
 }
 
 impl ShardIndex {
@@ -118,8 +109,6 @@ impl ShardIndex {
 
 #[derive(serde::Deserialize)]
 struct RawIndex {
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
     weight_map: BTreeMap<String, String>,
 }
 
@@ -135,16 +124,9 @@ pub fn parse_index(bytes: &[u8]) -> Result<ShardIndex> {
     for name in &shards {
         check_shard_name(name)?;
     }
-    let save_id = raw
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get(SAVE_ID_KEY))
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
     Ok(ShardIndex {
         weight_map: raw.weight_map,
         shards,
-        save_id,
     })
 }
 
@@ -260,15 +242,6 @@ pub fn tensor_not_in_shard(tensor: &str, shard: &str) -> CoreError {
     .with_tensor(tensor)
 }
 
-/// A file of a model directory written by [`super::save_model_dir`] belongs to another save
-/// than the file that refers to it (`ours` says which that is).
-pub fn save_mismatch(what: &str, theirs: &str, ours: &str) -> CoreError {
-    CoreError::invalid_model(format!(
-        "{what} is from save {theirs} but {ours}: a save into this directory is under way or \
-         was interrupted (load it again, or save the model again)"
-    ))
-}
-
 /// `tensor` is stored in two shards.
 pub fn tensor_in_two_shards(tensor: &str, first: &str, second: &str) -> CoreError {
     CoreError::invalid_model(format!(
@@ -282,13 +255,10 @@ pub fn tensor_in_two_shards(tensor: &str, first: &str, second: &str) -> CoreErro
 pub struct ShardListing<'a> {
     /// Its tensors, in its own order.
     pub tensors: Vec<&'a str>,
-    /// The save it says it belongs to (its metadata's [`SAVE_ID_KEY`]), if any.
-    pub save_id: Option<&'a str>,
 }
 
 /// The tensors of shards opened in [`ShardIndex::shards`] order, checked against the index:
-/// a shard of another save than the index's is never mixed in, every tensor the index lists
-/// must be in the shard it names, and no tensor may be in two shards (tensors a shard holds
+/// every tensor the index lists must be in the shard it names, and no tensor may be in two shards (tensors a shard holds
 /// beyond the index are served too, as loaders do). Returns each tensor with its shard's
 /// position, in serving order (shard by shard, each in its own order); an error names the
 /// shard it concerns (for the caller to make a path of).
@@ -296,20 +266,6 @@ pub fn assemble<'a>(
     index: &ShardIndex,
     shards: &[ShardListing<'a>],
 ) -> std::result::Result<Vec<(&'a str, usize)>, (CoreError, String)> {
-    if let Some(index_save) = &index.save_id {
-        for (name, shard) in index.shards.iter().zip(shards) {
-            if let Some(shard_save) = shard.save_id.filter(|s| s != index_save) {
-                return Err((
-                    save_mismatch(
-                        &format!("shard '{name}'"),
-                        shard_save,
-                        &format!("{INDEX_FILE} is from save {index_save}"),
-                    ),
-                    name.clone(),
-                ));
-            }
-        }
-    }
     let held: std::collections::HashSet<(&str, usize)> = shards
         .iter()
         .enumerate()
@@ -492,7 +448,6 @@ mod tests {
                 .iter()
                 .map(|t| ShardListing {
                     tensors: t.to_vec(),
-                    save_id: None,
                 })
                 .collect()
         };
@@ -507,22 +462,6 @@ mod tests {
         let (e, shard) = assemble(&index, &shards(&[&["x", "y"], &["y"]])).unwrap_err();
         assert_eq!((e.tensor(), shard.as_str()), (Some("y"), "b"));
         assert_eq!(e.detail(), "tensor is stored in two shards: 'a' and 'b'");
-        // A shard of another save than the index's.
-        let index = parse_index(
-            br#"{"metadata": {"safetensors_node_save_id": "s1"}, "weight_map": {"x": "a"}}"#,
-        )
-        .unwrap();
-        assert_eq!(index.save_id.as_deref(), Some("s1"));
-        let mut listed = shards(&[&["x"]]);
-        listed[0].save_id = Some("s2");
-        let (e, shard) = assemble(&index, &listed).unwrap_err();
-        assert_eq!(shard, "a");
-        assert!(
-            e.detail().starts_with("shard 'a' is from save s2 but"),
-            "{e}"
-        );
-        listed[0].save_id = Some("s1");
-        assert!(assemble(&index, &listed).is_ok());
         assert_eq!(
             no_weights().detail(),
             "no weight file found; looked for weights.safetensors, model.safetensors, \

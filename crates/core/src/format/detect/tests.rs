@@ -271,18 +271,28 @@ fn what_no_format_claims_is_named_for_what_it_looks_like() {
         (b"hello, world: a plain text file\n", "a text file"),
         (&random, "binary data of no known kind"),
         // An ONNX-like first byte whose next fields are not a ModelProto's.
-        (b"\x08\x07\x00\x00\x00\x00\x00\x00\x00", "binary data of no known kind"),
+        (
+            b"\x08\x07\x00\x00\x00\x00\x00\x00\x00",
+            "binary data of no known kind",
+        ),
     ];
     for (bytes, what) in cases {
         assert_eq!(sniff_bytes(bytes), Detected::Foreign(what), "{what}");
         let e = format::open_bytes(bytes.to_vec(), None).err().unwrap();
         assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT", "{what}");
-        assert!(e.detail().starts_with(&format!("this is {what}, not a weights format")), "{e}");
+        assert!(
+            e.detail()
+                .starts_with(&format!("this is {what}, not a weights format")),
+            "{e}"
+        );
         let e = crate::format::safetensors::SafeTensors::from_bytes(bytes.to_vec())
             .err()
             .unwrap();
         assert_eq!(e.code(), "ERR_UNKNOWN_FORMAT", "{what}");
-        assert_eq!(e.detail(), format!("this is {what}, not a SafeTensors file"));
+        assert_eq!(
+            e.detail(),
+            format!("this is {what}, not a SafeTensors file")
+        );
     }
 }
 
