@@ -563,17 +563,10 @@ fn inflate_into(raw: &[u8], out: &mut [u8]) -> Inflated {
 fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
     let declared = usize::try_from(entry.uncompressed_len)
         .map_err(|_| CoreError::size_mismatch("zip: member too large for this machine"))?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(declared + 1).map_err(|_| {
-        CoreError::new(
-            crate::error::ErrorKind::Io,
-            format!(
-                "zip: cannot allocate {declared} bytes to inflate {:?}",
-                entry.name
-            ),
-        )
-    })?;
-    out.resize(declared + 1, 0);
+    let mut out = crate::buffer::zeroed_vec(
+        declared.saturating_add(1),
+        &format_args!("inflating zip member {:?}", entry.name),
+    )?;
     match inflate_into(raw, &mut out) {
         Inflated::Ended(written) if written == declared => {
             out.truncate(declared);
