@@ -34,8 +34,11 @@ const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 
 const LEGACY_PROTOCOL_VERSION: i64 = 1001;
 /// A deflated `data.pkl` is inflated whole; torch never compresses it, so this is generous.
 const MAX_PICKLE_BYTES: u64 = 1 << 30;
-/// Longest tensor name, and most name bytes in all, that flattening may produce.
+/// Longest tensor name flattening may produce.
 const MAX_NAME_BYTES: usize = 1 << 16;
+/// Name bytes flattening may build in all: this plus 8 per byte of pickle (a checkpoint's
+/// names take about as many bytes as its pickle: a name per tensor, ~120 bytes of pickle each).
+const NAME_BYTES_BASE: usize = 1 << 20;
 /// A view that repeats its storage's elements (a stride of 0, overlapping strides) may
 /// materialise into at most this many bytes beyond the storage bytes it reads.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
@@ -738,85 +741,160 @@ fn negate(out: &mut [u8], d: DType) -> Result<()> {
 
 /// Dotted names for every tensor in the pickled tree: dict keys (strings, or integers in
 /// decimal) and list/tuple indices, joined with `.`; a bare tensor is [`BARE_TENSOR_NAME`].
-/// Non-tensor leaves (`epoch`, hyper-parameters) are skipped. Iterative, depth-limited, and
-/// budgeted, so shared or cyclic containers cannot make it loop or explode.
+/// Non-tensor leaves (`epoch`, hyper-parameters) and containers that hold no tensor are
+/// skipped. Iterative and bounded: a container inside itself is refused, each name's length
+/// is checked before it is built, and the work (container visits and their items) and the
+/// name bytes built in all are budgeted, so shared containers cannot make it explode.
 fn flatten(un: &Unpickled) -> Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
-    if let Value::Tensor(t) = un.root {
-        out.push((BARE_TENSOR_NAME.to_string(), t));
-        return Ok(out);
-    }
+    let root = match un.root {
+        Value::Tensor(t) => {
+            out.push((BARE_TENSOR_NAME.to_string(), t));
+            return Ok(out);
+        }
+        Value::Obj(id) => id,
+        _ => return Ok(out),
+    };
+    let holds = tensor_holders(un, root)?;
     let max_depth = Limits::default().max_depth as usize;
     // Each container is visited about once in a tree; sharing (memo references to one dict
     // from two places) may repeat a few, an exponential fan-out may not.
-    let mut budget = un.objects_len().saturating_mul(4).saturating_add(1024);
-    let mut name_bytes = 0usize;
-    let max_name_total = un.objects_len().saturating_mul(64).saturating_add(1 << 24);
-    let mut work: Vec<(&Value, String, usize)> = vec![(&un.root, String::new(), 0)];
-    while let Some((v, prefix, depth)) = work.pop() {
-        match v {
+    let items: usize = (0..un.objects_len()).map(|i| un.object(i).len()).sum();
+    let mut work = un
+        .objects_len()
+        .saturating_add(items)
+        .saturating_mul(4)
+        .saturating_add(1024);
+    let max_names = un.len.saturating_mul(8).saturating_add(NAME_BYTES_BASE);
+    let mut name_budget = max_names;
+    let too_long =
+        |what: String| CoreError::invalid_header(format!("tensor names too long ({what})"));
+    let mut stack: Vec<(&Value, String, usize)> = vec![(&un.root, String::new(), 0)];
+    while let Some((v, prefix, depth)) = stack.pop() {
+        let id = match v {
             Value::Tensor(t) => {
-                name_bytes += prefix.len();
-                if prefix.len() > MAX_NAME_BYTES || name_bytes > max_name_total {
-                    return Err(CoreError::invalid_header("tensor names too long"));
-                }
                 out.push((prefix, *t));
+                continue;
             }
-            Value::Obj(id) => {
-                if budget == 0 {
-                    return Err(CoreError::invalid_header(
-                        "pickle: containers referenced from too many places",
-                    ));
-                }
-                budget -= 1;
-                if depth >= max_depth {
-                    return Err(CoreError::invalid_header(format!(
-                        "pickle: containers nested deeper than {max_depth} levels"
-                    )));
-                }
-                let join = |key: &str| {
-                    if prefix.is_empty() {
-                        key.to_string()
-                    } else {
-                        format!("{prefix}.{key}")
-                    }
-                };
-                let mut children: Vec<(&Value, String, usize)> = Vec::new();
-                match un.object(*id) {
-                    Object::Dict { items, .. } => {
-                        for (k, v) in items {
-                            let key = match k {
-                                Value::Str(s) => s.to_string(),
-                                Value::Int(i) => i.to_string(),
-                                _ if holds_no_tensor(un, v) => continue,
-                                _ => {
-                                    return Err(CoreError::invalid_header(
-                                        "pickle: a tensor under a dict key that is neither a string nor an int",
-                                    ))
-                                }
-                            };
-                            children.push((v, join(&key), depth + 1));
-                        }
-                    }
-                    Object::List(items) | Object::Tuple(items) => {
-                        for (i, v) in items.iter().enumerate() {
-                            children.push((v, join(&i.to_string()), depth + 1));
-                        }
-                    }
-                    Object::Set(_) => {}
-                }
-                // Reversed onto the stack, so names come out in the checkpoint's order.
-                work.extend(children.into_iter().rev());
-            }
-            _ => {}
+            Value::Obj(id) => *id,
+            _ => continue,
+        };
+        let object = un.object(id);
+        work = work.checked_sub(1 + object.len()).ok_or_else(|| {
+            CoreError::invalid_header("pickle: containers referenced from too many places")
+        })?;
+        if depth >= max_depth {
+            return Err(CoreError::invalid_header(format!(
+                "pickle: containers nested deeper than {max_depth} levels"
+            )));
         }
+        let first = stack.len();
+        // A child's name, its length checked and charged before it is built.
+        let mut child = |key: &str| -> Result<String> {
+            let len = if prefix.is_empty() {
+                key.len()
+            } else {
+                prefix.len() + 1 + key.len()
+            };
+            if len > MAX_NAME_BYTES {
+                return Err(too_long(format!(
+                    "one would be {len} bytes, over {MAX_NAME_BYTES}"
+                )));
+            }
+            name_budget = name_budget
+                .checked_sub(len)
+                .ok_or_else(|| too_long(format!("over {max_names} bytes in all")))?;
+            let mut name = String::with_capacity(len);
+            if !prefix.is_empty() {
+                name.push_str(&prefix);
+                name.push('.');
+            }
+            name.push_str(key);
+            Ok(name)
+        };
+        let named = |v: &Value| match v {
+            Value::Tensor(_) => true,
+            Value::Obj(c) => holds[*c],
+            _ => false,
+        };
+        match object {
+            Object::Dict { items, .. } => {
+                for (k, v) in items.iter().filter(|(_, v)| named(v)) {
+                    let name = match k {
+                        Value::Str(s) => child(s)?,
+                        Value::Int(i) => child(&i.to_string())?,
+                        _ => return Err(CoreError::invalid_header(
+                            "pickle: a tensor under a dict key that is neither a string nor an int",
+                        )),
+                    };
+                    stack.push((v, name, depth + 1));
+                }
+            }
+            Object::List(items) | Object::Tuple(items) => {
+                for (i, v) in items.iter().enumerate().filter(|(_, v)| named(v)) {
+                    stack.push((v, child(&i.to_string())?, depth + 1));
+                }
+            }
+            Object::Set(_) => {}
+        }
+        // Reversed on the stack, so names come out in the checkpoint's order.
+        stack[first..].reverse();
     }
     Ok(out)
 }
 
-/// Whether a value is plainly not a tensor container (a scalar or a string).
-fn holds_no_tensor(_un: &Unpickled, v: &Value) -> bool {
-    !matches!(v, Value::Tensor(_) | Value::Obj(_))
+/// Which containers hold a tensor (as a dict value or a list or tuple item, at any depth),
+/// found in one walk from `root` that visits each container once. A container inside itself
+/// is refused: a checkpoint is a tree of containers (parts may be shared), and a cycle would
+/// name its tensors without end.
+fn tensor_holders(un: &Unpickled, root: usize) -> Result<Vec<bool>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Seen {
+        No,
+        OnPath,
+        Done,
+    }
+    let child = |id: usize, i: usize| -> Option<&Value> {
+        match un.object(id) {
+            Object::Dict { items, .. } => items.get(i).map(|(_, v)| v),
+            Object::List(items) | Object::Tuple(items) => items.get(i),
+            Object::Set(_) => None,
+        }
+    };
+    let mut seen = vec![Seen::No; un.objects_len()];
+    let mut holds = vec![false; un.objects_len()];
+    // The containers from the root down to the one being walked, each with its next item.
+    let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+    seen[root] = Seen::OnPath;
+    while let Some(&mut (id, ref mut next)) = path.last_mut() {
+        let Some(v) = child(id, *next) else {
+            path.pop();
+            seen[id] = Seen::Done;
+            if let (true, Some(&(parent, _))) = (holds[id], path.last()) {
+                holds[parent] = true;
+            }
+            continue;
+        };
+        *next += 1;
+        match v {
+            Value::Tensor(_) => holds[id] = true,
+            Value::Obj(c) => match seen[*c] {
+                Seen::No => {
+                    seen[*c] = Seen::OnPath;
+                    path.push((*c, 0));
+                }
+                Seen::OnPath => {
+                    return Err(CoreError::invalid_header(format!(
+                        "pickle: {} contains itself (a cycle of containers)",
+                        un.object(*c).kind()
+                    )))
+                }
+                Seen::Done => holds[id] |= holds[*c],
+            },
+            _ => {}
+        }
+    }
+    Ok(holds)
 }
 
 #[cfg(test)]

@@ -494,6 +494,76 @@ fn a_deflated_storage_that_is_a_bomb_fails_when_read() {
     );
 }
 
+/// `{key: T, key: T, …}`: `n` pairs whose keys are memo references to one `key_len`-byte key.
+fn shared_key_dict(key_len: usize, n: usize) -> Vec<u8> {
+    let mut p = b"\x80\x02}(X".to_vec();
+    p.extend_from_slice(&(key_len as u32).to_le_bytes());
+    p.extend(std::iter::repeat_n(b'k', key_len));
+    p.extend_from_slice(b"q\x01");
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"q\x02");
+    for _ in 0..n {
+        p.extend_from_slice(b"h\x01h\x02");
+    }
+    p.extend_from_slice(b"u.");
+    p
+}
+
+#[test]
+fn names_are_bounded_before_they_are_built() {
+    let one = [0u8; 4];
+    let open = |p: &[u8]| open_bytes(torch_zip(p, &[("0", &one)]));
+    // 100,000 names of 1 MiB each (100 GB): refused at the first, before it is built.
+    let started = std::time::Instant::now();
+    let e = open(&shared_key_dict(1 << 20, 100_000)).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(
+        e.to_string()
+            .contains("tensor names too long (one would be 1048576 bytes, over 65536)"),
+        "{e}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // 1,000 names of 60 KiB, each under the limit: refused once they total 16 MiB + 8 per
+    // byte of pickle.
+    let e = open(&shared_key_dict(60 << 10, 1_000)).unwrap_err();
+    assert!(e.to_string().contains("tensor names too long (over"), "{e}");
+    // A long key over no tensor names nothing, so it costs nothing.
+    let mut p = b"\x80\x02}(X\x00\x00\x02\x00".to_vec();
+    p.extend(std::iter::repeat_n(b'k', 1 << 17));
+    p.extend_from_slice(b"]K\x01aX\x01\x00\x00\x00w");
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"u.");
+    let f = open(&p).unwrap();
+    assert_eq!(f.tensors().len(), 1);
+    assert_eq!(f.tensors()[0].name, "w");
+}
+
+#[test]
+fn a_container_inside_itself_is_refused_without_walking_it() {
+    let one = [0u8; 4];
+    let open = |p: &[u8]| open_bytes(torch_zip(p, &[("0", &one)]));
+    // A dict under a 256 KiB key of its own: a name per level, 1,000 levels deep, before.
+    let mut p = b"\x80\x02}q\x00X\x00\x00\x04\x00".to_vec();
+    p.extend(std::iter::repeat_n(b'k', 1 << 18));
+    p.extend_from_slice(b"h\x00s.");
+    let e = open(&p).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(e.to_string().contains("a dict contains itself"), "{e}");
+    // A list holding a tensor and itself.
+    let mut p = b"\x80\x02]q\x00(".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"h\x00e.");
+    let e = open(&p).unwrap_err();
+    assert!(e.to_string().contains("a list contains itself"), "{e}");
+    // Sharing is no cycle: {'a': D, 'b': D} with D = {'w': T} names both paths.
+    let mut p = b"\x80\x02}(X\x01\x00\x00\x00a}X\x01\x00\x00\x00w".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"sq\x09X\x01\x00\x00\x00bh\x09u.");
+    let f = open(&p).unwrap();
+    let names: Vec<&str> = f.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a.w", "b.w"]);
+}
+
 #[test]
 fn allowed_calls_copy_no_more_than_the_pickle_pays_for() {
     // A list L of 10,000 ints, then [f(L), f(L), …]: 7 bytes of pickle per copy of 240 KB.
