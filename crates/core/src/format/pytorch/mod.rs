@@ -273,10 +273,14 @@ impl PyTorchFile {
         }
         let version = pickle::unpickle(bytes, magic.end, PersistentIds::Refused, small)?;
         if version.root != Value::Int(LEGACY_PROTOCOL_VERSION) {
-            return Err(CoreError::invalid_header(format!(
-                "legacy checkpoint: protocol version {:?}, not {LEGACY_PROTOCOL_VERSION}",
-                version.root
-            )));
+            return Err(CoreError::invalid_header(match version.root {
+                Value::Int(v) => format!(
+                    "legacy checkpoint: protocol version {v}, not {LEGACY_PROTOCOL_VERSION}"
+                ),
+                _ => format!(
+                    "legacy checkpoint: the protocol version is not an integer (torch writes {LEGACY_PROTOCOL_VERSION})"
+                ),
+            }));
         }
         let sys_info = pickle::unpickle(bytes, version.end, PersistentIds::Refused, small)?;
         let un = pickle::unpickle(

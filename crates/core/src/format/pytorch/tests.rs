@@ -626,3 +626,18 @@ fn decimal_integers_have_at_most_256_digits() {
     assert_eq!(e.code(), "ERR_INVALID_HEADER");
     assert!(e.to_string().contains("at most 256 digits"), "{e}");
 }
+
+#[test]
+fn a_legacy_checkpoint_of_another_version_names_the_number() {
+    let mut b = b"\x80\x02\x8a\x0a".to_vec();
+    b.extend_from_slice(&LEGACY_MAGIC);
+    b.push(b'.');
+    b.extend_from_slice(b"\x80\x02M\xea\x03.");
+    let e = open_bytes(b).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(
+        e.to_string()
+            .contains("legacy checkpoint: protocol version 1002, not 1001"),
+        "{e}"
+    );
+}
