@@ -32,8 +32,16 @@ pub const BARE_TENSOR_NAME: &str = "tensor";
 /// The legacy format's first pickle (`torch.serialization.MAGIC_NUMBER`).
 const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
 const LEGACY_PROTOCOL_VERSION: i64 = 1001;
-/// A deflated `data.pkl` is inflated whole; torch never compresses it, so this is generous.
+/// Longest `data.pkl` read.
 const MAX_PICKLE_BYTES: u64 = 1 << 30;
+/// A deflated `data.pkl` (torch stores it; another zip tool may deflate it) inflates to at
+/// most [`DEFLATED_PICKLE_BASE`] + [`DEFLATED_PICKLE_RATIO`] × its compressed bytes, and
+/// never past this: the pickle's structures take up to ~100 bytes of memory per pickle byte,
+/// so a ratio of 1,032 (deflate's) would let a few KB of file take gigabytes. A checkpoint's
+/// pickle takes ~120 bytes per tensor and deflates about 5:1.
+pub const MAX_DEFLATED_PICKLE_BYTES: u64 = 64 << 20;
+pub const DEFLATED_PICKLE_BASE: u64 = 1 << 20;
+pub const DEFLATED_PICKLE_RATIO: u64 = 32;
 /// Longest tensor name flattening may produce.
 const MAX_NAME_BYTES: usize = 1 << 16;
 /// Name bytes flattening may build in all: this plus 8 per byte of pickle (a checkpoint's
@@ -204,6 +212,21 @@ impl PyTorchFile {
         };
         let pkl_entry =
             record("data.pkl").ok_or_else(|| CoreError::invalid_header("no data.pkl"))?;
+        if pkl_entry.method == Method::Deflate {
+            let cap = pkl_entry
+                .compressed_len
+                .saturating_mul(DEFLATED_PICKLE_RATIO)
+                .saturating_add(DEFLATED_PICKLE_BASE)
+                .min(MAX_DEFLATED_PICKLE_BYTES);
+            if pkl_entry.uncompressed_len > cap {
+                return Err(CoreError::size_mismatch(format!(
+                    "zip: the deflated {:?} declares {} bytes from {} compressed bytes, over the {cap} read \
+                     ({DEFLATED_PICKLE_BASE} + {DEFLATED_PICKLE_RATIO} per compressed byte, {MAX_DEFLATED_PICKLE_BYTES} at most; \
+                     torch.save stores it uncompressed)",
+                    pkl_entry.name, pkl_entry.uncompressed_len, pkl_entry.compressed_len
+                )));
+            }
+        }
         let pkl = pkl_entry.read(&memory, MAX_PICKLE_BYTES)?;
         let un = pickle::unpickle(&pkl, 0, PersistentIds::Zip, Limits::default())?;
         if un.end != pkl.len() {

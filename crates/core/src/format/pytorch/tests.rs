@@ -641,3 +641,33 @@ fn a_legacy_checkpoint_of_another_version_names_the_number() {
         "{e}"
     );
 }
+
+#[test]
+fn a_deflated_data_pkl_inflates_to_at_most_1_mib_plus_32_per_compressed_byte() {
+    // 4 MiB of empty lists deflate to ~4 KB: refused before inflating.
+    let mut lists = b"\x80\x02".to_vec();
+    lists.extend(std::iter::repeat_n(b']', 4 << 20));
+    lists.push(b'.');
+    let bytes = torch_zip_of(
+        zip_tests::deflated("t/data.pkl", &lists),
+        &[],
+        zip_tests::stored,
+    );
+    let e = open_bytes(bytes).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(
+        e.to_string()
+            .contains("the deflated \"t/data.pkl\" declares 4194307 bytes"),
+        "{e}"
+    );
+    // A checkpoint's deflated pickle reads.
+    let mut p = b"\x80\x02}X\x01\x00\x00\x00w".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"s.");
+    let bytes = torch_zip_of(
+        zip_tests::deflated("t/data.pkl", &p),
+        &[("0", &[0; 4])],
+        zip_tests::deflated,
+    );
+    assert_eq!(open_bytes(bytes).unwrap().tensors()[0].name, "w");
+}
