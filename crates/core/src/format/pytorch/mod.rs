@@ -47,8 +47,9 @@ const MAX_NAME_BYTES: usize = 1 << 16;
 /// Name bytes flattening may build in all: this plus 8 per byte of pickle (a checkpoint's
 /// names take about as many bytes as its pickle: a name per tensor, ~120 bytes of pickle each).
 const NAME_BYTES_BASE: usize = 1 << 20;
-/// A view that repeats its storage's elements (a stride of 0, overlapping strides) may
-/// materialise into at most this many bytes beyond the storage bytes it reads.
+/// Views that repeat their storage's elements (a stride of 0, overlapping strides) may
+/// materialise, all the file's together, into at most this many bytes beyond the storage
+/// bytes each reads.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
 
 /// Which of torch's two layouts a checkpoint uses.
@@ -414,6 +415,7 @@ impl PyTorchFile {
         let names = flatten(&un)?;
         let mut tensors = Vec::with_capacity(names.len());
         let mut layouts = Vec::with_capacity(names.len());
+        let mut expanded = 0u64;
         for (name, tid) in names {
             let t = &un.tensors[tid];
             let decl = &un.storages[t.storage];
@@ -436,12 +438,19 @@ impl PyTorchFile {
             let es = t.dtype.size().unwrap_or(1) as u64;
             let numel = crate::tensor::checked_numel(&shape).unwrap_or(usize::MAX) as u64;
             let stored_len = numel.saturating_mul(es);
-            // A view that reads each storage byte once produces at most its storage's bytes;
-            // one that repeats them (stride 0) is bounded, never sized by the file alone.
-            if stored_len > decl.byte_len.saturating_add(MAX_EXPANDED_BYTES) {
+            // A view that reads each element of its span once produces at most the span's
+            // bytes; what views that repeat elements (stride 0) produce beyond their spans is
+            // bounded per file, never sized by the file alone.
+            let offset = usize_of(t.offset)?;
+            let span = strided::extent(offset, &shape, &strides)
+                .map_or(u64::MAX, |end| end.saturating_sub(offset) as u64)
+                .saturating_mul(es);
+            expanded = expanded.saturating_add(stored_len.saturating_sub(span));
+            if expanded > MAX_EXPANDED_BYTES {
                 return Err(named(CoreError::size_mismatch(format!(
-                    "a view of {} storage bytes expands to {stored_len} bytes (over the {MAX_EXPANDED_BYTES}-byte limit)",
-                    decl.byte_len
+                    "views that repeat their storage's elements (stride 0) expand, with this one \
+                     ({stored_len} bytes from {span} it reads), to more than {MAX_EXPANDED_BYTES} bytes \
+                     beyond what they read, the limit per file"
                 ))));
             }
             if t.neg && !negatable(t.dtype) {
@@ -460,7 +469,7 @@ impl PyTorchFile {
             layouts.push(Layout {
                 storage: decl_storage[t.storage],
                 window: decl.byte_offset,
-                offset: usize_of(t.offset)?,
+                offset,
                 strides,
                 conj: t.conj,
                 neg: t.neg,

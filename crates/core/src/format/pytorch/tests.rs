@@ -671,3 +671,25 @@ fn a_deflated_data_pkl_inflates_to_at_most_1_mib_plus_32_per_compressed_byte() {
     );
     assert_eq!(open_bytes(bytes).unwrap().tensors()[0].name, "w");
 }
+
+#[test]
+fn stride_0_expansion_is_bounded_per_file() {
+    let n = (600u32 << 20) / 4;
+    let open = |tensors: usize| {
+        let mut p = b"\x80\x02}(".to_vec();
+        for name in ["a", "b"].iter().take(tensors) {
+            p.extend_from_slice(b"X\x01\x00\x00\x00");
+            p.extend_from_slice(name.as_bytes());
+            p.extend(tensor_pickle("0", 1, 0, &[n], &[0]));
+        }
+        p.extend_from_slice(b"u.");
+        open_bytes(torch_zip(&p, &[("0", &[0; 4])]))
+    };
+    assert_eq!(open(1).unwrap().tensors()[0].stored_len, 600 << 20);
+    let e = open(2).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(
+        e.to_string().contains("expand, with this one (629145600 bytes from 4 it reads), to more than 1073741824 bytes"),
+        "{e}"
+    );
+}
