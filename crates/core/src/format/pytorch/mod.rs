@@ -25,7 +25,7 @@ use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The name of the one tensor of a checkpoint that is a bare tensor (`torch.save(t, f)`).
 pub const BARE_TENSOR_NAME: &str = "tensor";
@@ -51,6 +51,9 @@ const NAME_BYTES_BASE: usize = 1 << 20;
 /// materialise, all the file's together, into at most this many bytes beyond the storage
 /// bytes each reads.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
+/// Deflated storages that several tensors view are inflated once and kept while the file is
+/// open; together they may take at most this many bytes.
+pub const MAX_SHARED_INFLATED_BYTES: u64 = 1 << 30;
 
 /// Which of torch's two layouts a checkpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,9 @@ struct Layout {
     neg: bool,
 }
 
+/// A deflated storage's bytes once inflated (see [`PyTorchFile::inflate`]).
+type InflatedSlot = Mutex<Option<Arc<Vec<u8>>>>;
+
 /// An opened checkpoint: tensors listed and validated, bytes read on demand.
 pub struct PyTorchFile {
     memory: Arc<Memory>,
@@ -110,6 +116,9 @@ pub struct PyTorchFile {
     tensors: TensorList,
     layouts: Vec<Layout>,
     storages: Vec<Storage>,
+    /// The deflated storages that several tensors view, by storage index: inflated by the
+    /// first fetch that needs one, then kept, so that N views cost one inflation, not N.
+    shared_inflated: HashMap<usize, InflatedSlot>,
     /// The file it was opened from (none for bytes held in memory).
     path: Option<PathBuf>,
 }
@@ -478,6 +487,7 @@ impl PyTorchFile {
         let tensors = TensorList::new(tensors, |name| {
             CoreError::invalid_header("two tensors flatten to this name").with_tensor(name)
         })?;
+        let shared_inflated = shared_deflated(&storages, &layouts)?;
         Ok(PyTorchFile {
             memory,
             container,
@@ -486,6 +496,7 @@ impl PyTorchFile {
             tensors,
             layouts,
             storages,
+            shared_inflated,
             path: None,
         })
     }
@@ -569,7 +580,7 @@ impl PyTorchFile {
         let storage: &[u8] = match &s.bytes {
             StoredBytes::Mapped(range) => &self.memory[range.clone()],
             StoredBytes::Deflated(entry) => {
-                inflated = entry.read(&self.memory, entry.uncompressed_len)?;
+                inflated = self.inflate(l.storage, entry)?;
                 &inflated
             }
         };
@@ -590,6 +601,30 @@ impl PyTorchFile {
             negate(&mut out, t.dtype)?;
         }
         Ok(TensorBytes::Owned(out))
+    }
+
+    /// A deflated storage's bytes: inflated once and kept when several tensors view it,
+    /// inflated for this fetch alone otherwise.
+    fn inflate(&self, storage: usize, entry: &ZipEntry) -> Result<Arc<Vec<u8>>> {
+        let read = || -> Result<Arc<Vec<u8>>> {
+            Ok(Arc::new(
+                entry
+                    .read(&self.memory, entry.uncompressed_len)?
+                    .into_owned(),
+            ))
+        };
+        let Some(slot) = self.shared_inflated.get(&storage) else {
+            return read();
+        };
+        // Held while inflating: concurrent fetches of views of one storage wait for the one
+        // inflation instead of each running their own.
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bytes) = &*slot {
+            return Ok(bytes.clone());
+        }
+        let bytes = read()?;
+        *slot = Some(bytes.clone());
+        Ok(bytes)
     }
 
     /// Tensors that share storage bytes with another, grouped (each group sorted by name),
@@ -773,6 +808,36 @@ fn negate(out: &mut [u8], d: DType) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Slots for the deflated storages that more than one tensor views (see
+/// [`PyTorchFile::inflate`]), refused when they would hold more than
+/// [`MAX_SHARED_INFLATED_BYTES`] in all.
+fn shared_deflated(
+    storages: &[Storage],
+    layouts: &[Layout],
+) -> Result<HashMap<usize, InflatedSlot>> {
+    let mut views: HashMap<usize, usize> = HashMap::new();
+    for l in layouts {
+        if matches!(storages[l.storage].bytes, StoredBytes::Deflated(_)) {
+            *views.entry(l.storage).or_default() += 1;
+        }
+    }
+    let shared: Vec<usize> = views
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(s, _)| s)
+        .collect();
+    let total = shared
+        .iter()
+        .fold(0u64, |sum, &s| sum.saturating_add(storages[s].len));
+    if total > MAX_SHARED_INFLATED_BYTES {
+        return Err(CoreError::size_mismatch(format!(
+            "deflated storages that several tensors view take {total} bytes inflated, over the \
+             {MAX_SHARED_INFLATED_BYTES} kept inflated per file (torch.save stores storages uncompressed)"
+        )));
+    }
+    Ok(shared.into_iter().map(|s| (s, Mutex::new(None))).collect())
 }
 
 /// Dotted names for every tensor in the pickled tree: dict keys (strings, or integers in

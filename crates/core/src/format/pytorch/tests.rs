@@ -628,21 +628,6 @@ fn decimal_integers_have_at_most_256_digits() {
 }
 
 #[test]
-fn a_legacy_checkpoint_of_another_version_names_the_number() {
-    let mut b = b"\x80\x02\x8a\x0a".to_vec();
-    b.extend_from_slice(&LEGACY_MAGIC);
-    b.push(b'.');
-    b.extend_from_slice(b"\x80\x02M\xea\x03.");
-    let e = open_bytes(b).unwrap_err();
-    assert_eq!(e.code(), "ERR_INVALID_HEADER");
-    assert!(
-        e.to_string()
-            .contains("legacy checkpoint: protocol version 1002, not 1001"),
-        "{e}"
-    );
-}
-
-#[test]
 fn a_deflated_data_pkl_inflates_to_at_most_1_mib_plus_32_per_compressed_byte() {
     // 4 MiB of empty lists deflate to ~4 KB: refused before inflating.
     let mut lists = b"\x80\x02".to_vec();
@@ -673,6 +658,62 @@ fn a_deflated_data_pkl_inflates_to_at_most_1_mib_plus_32_per_compressed_byte() {
 }
 
 #[test]
+fn a_deflated_storage_that_several_tensors_view_is_inflated_once() {
+    let floats: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut p = b"\x80\x02}(".to_vec();
+    for (name, key, offset) in [("a", "0", 0), ("b", "0", 2), ("c", "0", 4), ("d", "1", 0)] {
+        p.extend_from_slice(b"X\x01\x00\x00\x00");
+        p.extend_from_slice(name.as_bytes());
+        p.extend(tensor_pickle(key, 6, offset, &[2], &[1]));
+    }
+    p.extend_from_slice(b"u.");
+    let bytes = torch_zip_of(
+        zip_tests::stored("t/data.pkl", &p),
+        &[("0", &floats), ("1", &floats)],
+        zip_tests::deflated,
+    );
+    let f = open_bytes(bytes).unwrap();
+    // Storage 0 (three views) has a slot, storage 1 (one view) none.
+    assert_eq!(f.shared_inflated.keys().copied().collect::<Vec<_>>(), [0]);
+    let slot = || f.shared_inflated[&0].lock().unwrap().clone();
+    assert!(slot().is_none(), "inflated at open");
+    assert_eq!(f.fetch("a").unwrap().as_slice(), &floats[0..8]);
+    let first = slot().expect("kept after the first fetch");
+    assert_eq!(f.fetch("b").unwrap().as_slice(), &floats[8..16]);
+    assert_eq!(f.fetch("c").unwrap().as_slice(), &floats[16..24]);
+    assert!(Arc::ptr_eq(&first, &slot().unwrap()), "inflated again");
+    assert_eq!(f.fetch("d").unwrap().as_slice(), &floats[0..8]);
+    // What such storages may hold inflated, per file.
+    let storage = |len: u64| Storage {
+        key: "0".into(),
+        bytes: StoredBytes::Deflated(ZipEntry {
+            name: "t/data/0".into(),
+            method: Method::Deflate,
+            data_start: 0,
+            compressed_len: len / 1000,
+            uncompressed_len: len,
+            crc32: 0,
+            header_start: 0,
+        }),
+        len,
+    };
+    let view = |storage: usize| Layout {
+        storage,
+        window: 0,
+        offset: 0,
+        strides: vec![1],
+        conj: false,
+        neg: false,
+    };
+    let layouts = [view(0), view(0), view(1), view(1)];
+    let half = MAX_SHARED_INFLATED_BYTES / 2;
+    assert!(shared_deflated(&[storage(half), storage(half)], &layouts).is_ok());
+    let e = shared_deflated(&[storage(half), storage(half + 1)], &layouts).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(e.to_string().contains("kept inflated per file"), "{e}");
+}
+
+#[test]
 fn stride_0_expansion_is_bounded_per_file() {
     let n = (600u32 << 20) / 4;
     let open = |tensors: usize| {
@@ -690,6 +731,21 @@ fn stride_0_expansion_is_bounded_per_file() {
     assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
     assert!(
         e.to_string().contains("expand, with this one (629145600 bytes from 4 it reads), to more than 1073741824 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_legacy_checkpoint_of_another_version_names_the_number() {
+    let mut b = b"\x80\x02\x8a\x0a".to_vec();
+    b.extend_from_slice(&LEGACY_MAGIC);
+    b.push(b'.');
+    b.extend_from_slice(b"\x80\x02M\xea\x03.");
+    let e = open_bytes(b).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(
+        e.to_string()
+            .contains("legacy checkpoint: protocol version 1002, not 1001"),
         "{e}"
     );
 }
