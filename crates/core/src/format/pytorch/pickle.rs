@@ -15,7 +15,7 @@
 //! `OrderedDict(x)`, `_codecs.encode`, a tensor's size and stride) is charged against
 //! [`COPY_BASE_BYTES`] plus [`COPY_BYTES_PER_BYTE`] per byte of pickle read so far, a call
 //! takes at most [`MAX_CALL_ARGS`] arguments, `bytearray(b)` shares `b`, and a decimal
-//! integer (`LONG`, `INT`) has at most [`MAX_DECIMAL_DIGITS`] digits.
+//! integer (protocol 0/1 `LONG`) has at most [`MAX_DECIMAL_DIGITS`] digits.
 
 use super::allow::{self, RebuildFn, Role, StorageKind};
 use crate::dtype::DType;
