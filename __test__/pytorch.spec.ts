@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
+import { crc32, deflateRawSync } from 'node:zlib'
 import { Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, validate, type WeightsFile } from '../index.js'
 import { PYTHON, fixture, tempDir } from './helpers'
 
@@ -214,6 +215,215 @@ describe('hostile files through the JS API: refused with their code, nothing run
       const e: any = await openWeights(join(root, file)).catch((e) => e)
       expect(e.code, file).toBe(code)
     }
+  })
+})
+
+// Checkpoints built byte by byte: a stored or deflated zip as torch lays one out, around a
+// protocol 2 pickle.
+interface Member {
+  name: string
+  data: Buffer
+  deflate?: boolean
+}
+
+/** A zip: local headers and data, the central directory, the end record. */
+function zipOf(members: Member[]): Buffer {
+  const parts: Buffer[] = []
+  const central: Buffer[] = []
+  let at = 0
+  for (const m of members) {
+    const body = m.deflate ? deflateRawSync(m.data) : m.data
+    const name = Buffer.from(m.name)
+    const common = Buffer.alloc(26)
+    common.writeUInt16LE(20, 0)
+    common.writeUInt16LE(m.deflate ? 8 : 0, 4)
+    common.writeUInt32LE(crc32(m.data), 10)
+    common.writeUInt32LE(body.length, 14)
+    common.writeUInt32LE(m.data.length, 18)
+    common.writeUInt16LE(name.length, 22)
+    const local = Buffer.concat([Buffer.from([0x50, 0x4b, 3, 4]), common, name, body])
+    const tail = Buffer.alloc(16)
+    tail.writeUInt32LE(at, 12)
+    central.push(Buffer.concat([Buffer.from([0x50, 0x4b, 1, 2, 20, 3]), common.subarray(0, 24), Buffer.alloc(2), tail.subarray(2), name]))
+    parts.push(local)
+    at += local.length
+  }
+  const directory = Buffer.concat(central)
+  const end = Buffer.alloc(22)
+  end.writeUInt32LE(0x06054b50, 0)
+  end.writeUInt16LE(members.length, 8)
+  end.writeUInt16LE(members.length, 10)
+  end.writeUInt32LE(directory.length, 12)
+  end.writeUInt32LE(at, 16)
+  return Buffer.concat([...parts, directory, end])
+}
+
+/** A torch zip checkpoint (`archive/data.pkl`, `archive/data/<key>`). */
+function torchZip(pkl: Buffer, storages: Record<string, Buffer> = {}, deflate: { pickle?: boolean; storages?: boolean } = {}): Buffer {
+  return zipOf([
+    { name: 'archive/data.pkl', data: pkl, deflate: deflate.pickle },
+    ...Object.entries(storages).map(([key, data]) => ({ name: `archive/data/${key}`, data, deflate: deflate.storages })),
+  ])
+}
+
+const pk = {
+  int(n: number): Buffer {
+    const b = Buffer.alloc(5)
+    b.write('J')
+    b.writeInt32LE(n, 1)
+    return b
+  },
+  /** BINUNICODE. */
+  str(s: string | Buffer): Buffer {
+    const b = Buffer.from(s)
+    const head = Buffer.alloc(5)
+    head.write('X')
+    head.writeUInt32LE(b.length, 1)
+    return Buffer.concat([head, b])
+  },
+  global: (module: string, name: string) => Buffer.from(`c${module}\n${name}\n`),
+  /** `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), offset, size, stride, False, OrderedDict())`. */
+  tensor(key: string, numel: number, offset: number, size: number[], stride: number[]): Buffer {
+    const ints = (xs: number[]) => Buffer.concat([Buffer.from('('), ...xs.map(pk.int), Buffer.from('t')])
+    return Buffer.concat([
+      pk.global('torch._utils', '_rebuild_tensor_v2'),
+      Buffer.from('(('),
+      pk.str('storage'),
+      pk.global('torch', 'FloatStorage'),
+      pk.str(key),
+      pk.str('cpu'),
+      pk.int(numel),
+      Buffer.from('tQ'),
+      pk.int(offset),
+      ints(size),
+      ints(stride),
+      Buffer.from('\x89', 'latin1'),
+      pk.global('collections', 'OrderedDict'),
+      Buffer.from(')RtR'),
+    ])
+  },
+  bytes: (s: string) => Buffer.from(s, 'latin1'),
+}
+
+interface EntryOutcome {
+  ok: boolean
+  code?: string
+  message?: string
+  tensors?: number
+  ms: number
+}
+type PyTorchReport = Record<'openWeights' | 'openWeightsSync' | 'inspect' | 'validate' | 'convert' | 'loadPretrained', EntryOutcome> & { maxRSSKiB: number; ms: number }
+
+/** A command run by `sh` with the data segment capped at 1 GiB: a bomb aborts it, not the machine. */
+const capped = (command: string, ...args: string[]) => ['-c', `ulimit -d 1048576; exec ${command}`, ...args]
+
+/**
+ * Open `bytes` as `pytorch_model.bin` of a model directory through every entry point
+ * (`child/open_hostile.cjs`), in a child process with its memory capped, killed after 60 s.
+ */
+function openInChild(label: string, bytes: Buffer): Promise<{ path: string; report: PyTorchReport | null; status: string }> {
+  const d = join(dir, 'bombs', label)
+  mkdirSync(d, { recursive: true })
+  writeFileSync(join(d, 'config.json'), '{}')
+  const path = join(d, 'pytorch_model.bin')
+  writeFileSync(path, bytes)
+  const child = resolve(__dirname, 'child/open_hostile.cjs')
+  return new Promise((done) => {
+    const p = spawn('sh', capped('"$0" --expose-gc "$1" "$2" pytorch', process.execPath, child, path), { stdio: ['ignore', 'pipe', 'pipe'] })
+    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000)
+    let stdout = ''
+    let stderr = ''
+    p.stdout.on('data', (c) => (stdout += c))
+    p.stderr.on('data', (c) => (stderr += c))
+    p.on('close', (code, signal) => {
+      clearTimeout(timer)
+      let report: PyTorchReport | null = null
+      try {
+        report = JSON.parse(stdout)
+      } catch {}
+      done({ path, report, status: `exit ${code} ${signal ?? ''} ${stderr.slice(0, 2000)}` })
+    })
+  })
+}
+
+const ENTRY_POINTS = ['openWeights', 'openWeightsSync', 'inspect', 'validate', 'convert', 'loadPretrained'] as const
+
+/**
+ * Every entry point gave `want` (an outcome pattern), each within 10 s, the child within
+ * 300 MiB; the CLI's `inspect` succeeds or fails as `inspect` did, with its code.
+ */
+async function expectBounded(label: string, bytes: Buffer, want: (entry: (typeof ENTRY_POINTS)[number]) => { ok: boolean; code?: string }) {
+  const { path, report, status } = await openInChild(label, bytes)
+  expect(report, `${label}: ${status}`).not.toBeNull()
+  for (const entry of ENTRY_POINTS) {
+    expect.soft(report![entry], `${label} ${entry}`).toMatchObject(want(entry))
+    expect.soft(report![entry].ms, `${label} ${entry}: milliseconds`).toBeLessThan(10_000)
+  }
+  expect(report!.maxRSSKiB * 1024, `${label}: peak RSS`).toBeLessThan(300 * 1024 * 1024)
+  const cli = spawnSync('sh', capped('"$0" "$1" inspect "$2"', process.execPath, BIN, path), { encoding: 'utf8', timeout: 60_000 })
+  const inspected = want('inspect')
+  if (inspected.ok) expect(cli.status, `${label} CLI: ${cli.stderr}`).toBe(0)
+  else expect({ status: cli.status, code: inspected.code && cli.stderr.includes(inspected.code) }, `${label} CLI: ${cli.stderr}`).toEqual({ status: 1, code: true })
+  const slowest = Math.max(...ENTRY_POINTS.map((e) => report![e].ms))
+  console.log(`${label}: ${bytes.length} bytes, peak RSS ${(report!.maxRSSKiB / 1024).toFixed(0)} MiB, slowest entry point ${slowest.toFixed(0)} ms`)
+}
+
+/** The same refusal from every entry point (validate reports it). */
+const refused = (code: string, needle: string) => () => ({ ok: false, code, message: expect.stringContaining(needle) })
+
+describe('bombs of a few KB: refused or read within 10 s and 300 MiB, from every entry point', { timeout: 300_000 }, () => {
+  const MiB = 1024 * 1024
+  const T = pk.tensor('0', 1, 0, [1], [1])
+  const one = Buffer.alloc(4)
+
+  it('100,000 keys that are memo references to one 1 MiB string (a name per key, never built)', async () => {
+    const pkl = Buffer.concat([pk.bytes('\x80\x02}('), pk.str('a'.repeat(MiB)), pk.bytes('q\x01'), T, pk.bytes('q\x02'), Buffer.from('h\x01h\x02'.repeat(100_000), 'latin1'), pk.bytes('u.')])
+    await expectBounded('names-stored', torchZip(pkl, { '0': one }), refused('ERR_INVALID_HEADER', 'tensor names too long'))
+    // Deflated, the same pickle is a 2 KB file (refused by the cap on a deflated data.pkl).
+    const small = torchZip(pkl, { '0': one }, { pickle: true })
+    expect(small.length).toBeLessThan(4096)
+    await expectBounded('names-deflated', small, refused('ERR_SIZE_MISMATCH', 'data.pkl'))
+  })
+
+  it('a dict that contains itself under a 256 KiB key (418 bytes deflated)', async () => {
+    const pkl = Buffer.concat([pk.bytes('\x80\x02}q\x00'), pk.str('k'.repeat(256 * 1024)), pk.bytes('h\x00s.')])
+    const bytes = torchZip(pkl, {}, { pickle: true })
+    expect(bytes.length).toBeLessThan(1024)
+    await expectBounded('cycle', bytes, refused('ERR_INVALID_HEADER', 'a dict contains itself'))
+  })
+
+  it('allowed calls that copy their arguments (set, bytearray) cost what the pickle pays for', async () => {
+    // [set(L), set(L), …] over one list L of 100,000 ints: 7 bytes of pickle per copy of 2.4 MB.
+    const list = Buffer.concat([pk.bytes(']('), Buffer.from('K\x00'.repeat(100_000), 'latin1'), pk.bytes('eq\x02')])
+    const sets = Buffer.concat([pk.bytes('\x80\x02]'), pk.global('__builtin__', 'set'), pk.bytes('q\x010'), list, pk.bytes('0'), Buffer.from('h\x01h\x02\x85Ra'.repeat(100_000), 'latin1'), pk.bytes('.')])
+    await expectBounded('copies-set', torchZip(sets), refused('ERR_INVALID_HEADER', 'copy'))
+    // [bytearray(B), …] over one 512 KiB bytes B: shared, not copied.
+    const bytes = Buffer.concat([pk.bytes('\x80\x02]'), pk.global('__builtin__', 'bytearray'), pk.bytes('q\x010B'), Buffer.from([0, 0, 8, 0]), Buffer.alloc(512 * 1024), pk.bytes('q\x020'), Buffer.from('h\x01h\x02\x85Ra'.repeat(100_000), 'latin1'), pk.bytes('.')])
+    await expectBounded('copies-bytearray', torchZip(bytes), () => ({ ok: true }))
+  })
+
+  it('a deflated data.pkl is capped: protocol 1 LONGs and empty lists by the million', async () => {
+    const longs = Buffer.from(`]${`L${'9'.repeat(4300)}L\na`.repeat(10_000)}.`, 'latin1')
+    const lists = Buffer.concat([pk.bytes('\x80\x02'), Buffer.alloc(40 * MiB, ']'), pk.bytes('.')])
+    for (const [label, pkl] of [['longs', longs], ['lists', lists]] as const) {
+      const bytes = torchZip(pkl, {}, { pickle: true })
+      expect(bytes.length).toBeLessThan(200 * 1024)
+      await expectBounded(`deflated-${label}`, bytes, refused('ERR_SIZE_MISMATCH', 'data.pkl'))
+    }
+  })
+
+  it('200 one-element views of one deflated 64 MiB storage inflate it once', async () => {
+    const views = Array.from({ length: 200 }, (_, i) => Buffer.concat([pk.str(String(i)), pk.tensor('0', 16 * MiB, i, [1], [1])]))
+    const pkl = Buffer.concat([pk.bytes('\x80\x02}('), ...views, pk.bytes('u.')])
+    const bytes = torchZip(pkl, { '0': Buffer.alloc(64 * MiB) }, { storages: true })
+    expect(bytes.length).toBeLessThan(200 * 1024)
+    await expectBounded('views', bytes, (entry) => (entry === 'inspect' || entry === 'convert' ? { ok: true, tensors: 200 } : { ok: true }))
+  })
+
+  it('stride-0 expansion is bounded per file: two 600 MiB expansions of one element are refused', async () => {
+    const n = (600 * MiB) / 4
+    const pkl = Buffer.concat([pk.bytes('\x80\x02}('), pk.str('a'), pk.tensor('0', 1, 0, [n], [0]), pk.str('b'), pk.tensor('0', 1, 0, [n], [0]), pk.bytes('u.')])
+    await expectBounded('stride0', torchZip(pkl, { '0': one }), refused('ERR_SIZE_MISMATCH', 'expand'))
   })
 })
 

@@ -27,6 +27,8 @@ const TARGETS = {
   roundtrip: { dict: null, maxLen: 4096 },
   pickle_read: { dict: 'pickle.dict', maxLen: 8192 },
   checkpoint_read: { dict: 'checkpoint.dict', maxLen: 16384 },
+  // Memory and time per input byte: long inputs, so that a quadratic cost shows.
+  pickle_resources: { dict: 'pickle.dict', maxLen: 32768 },
 }
 
 function usage(message) {
@@ -298,10 +300,12 @@ export function seedCorpora() {
     .filter((p) => statSync(p).size <= 64 * 1024)
     .map((p) => readFileSync(p))
   n.checkpoint_read = writeSeeds('checkpoint_read', checkpoints)
-  n.pickle_read = writeSeeds('pickle_read', [
+  const pickles = [
     ...checkpoints.flatMap((b) => zipMembers(b).filter((m) => m.name.endsWith('data.pkl')).map((m) => m.data)),
     Buffer.from('80027d71002858010000006171014b01752e', 'hex'),
-  ])
+  ]
+  n.pickle_read = writeSeeds('pickle_read', pickles)
+  n.pickle_resources = writeSeeds('pickle_resources', pickles)
   // Structured input (arbitrary): any bytes decode to some tensors.
   n.roundtrip = writeSeeds('roundtrip', [0, 1, 2, 3].map((k) => createHash('sha512').update(`roundtrip-${k}`).digest()))
   return n

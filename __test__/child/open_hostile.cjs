@@ -1,11 +1,17 @@
-// Child process of hostile.spec.ts: opens one file every way the package can, reads every
-// tensor of an accepted file (an even sample of 10,000 when it has more), and prints one JSON
-// line. Run in its own process so that a
-// crash (or runaway allocation) cannot take the test runner down.
+// Child process of hostile.spec.ts and pytorch.spec.ts: opens one file every way the package
+// can, reads every tensor of an accepted file (an even sample of 10,000 when it has more), and
+// prints one JSON line. Run in its own process so that a crash (or runaway allocation) cannot
+// take the test runner down.
 //
-//   node --expose-gc open_hostile.cjs PATH safetensors|gguf
+//   node --expose-gc open_hostile.cjs PATH safetensors|gguf|pytorch
+//
+// `pytorch` (any weights format read by openWeights): openWeights and openWeightsSync (every
+// tensor read), inspect, validate, convert to SafeTensors and, when PATH's directory has a
+// config.json, Model.loadPretrained of it; each outcome with its elapsed milliseconds.
 'use strict'
-const { SafeTensorsFile, inspect, validate } = require('../../index.js')
+const { existsSync, rmSync } = require('node:fs')
+const { dirname, join } = require('node:path')
+const { Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, validate } = require('../../index.js')
 
 const [path, format] = process.argv.slice(2)
 /** Files with more tensors than this are read by sample, and skip `tensorsAsync`. */
@@ -54,9 +60,41 @@ async function settle() {
   global.gc()
 }
 
+/** Run `fn`, recording its outcome (or its error) and how long it took. */
+async function timed(fn) {
+  const started = process.hrtime.bigint()
+  let outcome
+  try {
+    outcome = await fn()
+  } catch (e) {
+    outcome = failure(e)
+  }
+  return { ...outcome, ms: Number(process.hrtime.bigint() - started) / 1e6 }
+}
+
 async function main() {
   const out = { format }
-  if (format === 'gguf') {
+  if (format === 'pytorch') {
+    const started = process.hrtime.bigint()
+    out.openWeights = await timed(async () => readAll(await openWeights(path)))
+    await settle()
+    out.openWeightsSync = await timed(() => readAll(openWeightsSync(path)))
+    await settle()
+    out.inspect = await timed(async () => ({ ok: true, tensors: (await inspect(path)).tensors.length }))
+    out.validate = await timed(async () => {
+      const report = await validate(path)
+      return report.ok ? { ok: true } : { ok: false, code: report.errors[0].code, message: report.errors[0].message }
+    })
+    const converted = `${path}.converted.safetensors`
+    out.convert = await timed(async () => ({ ok: true, tensors: (await convert(path, converted, { to: 'safetensors' })).tensors }))
+    rmSync(converted, { force: true })
+    await settle()
+    if (existsSync(join(dirname(path), 'config.json'))) {
+      out.loadPretrained = await timed(async () => readAll(await Model.loadPretrained(dirname(path))))
+      await settle()
+    }
+    out.ms = Number(process.hrtime.bigint() - started) / 1e6
+  } else if (format === 'gguf') {
     try {
       const report = await inspect(path)
       out.inspect = { ok: true, tensors: report.tensors && report.tensors.length }

@@ -20,14 +20,7 @@ fuzz_target!(|pkl: &[u8]| {
             assert!(fuzz_oracles::CHECKPOINT_CODES.contains(&e.code()), "{e}");
         }
     }
-    let storage: Vec<u8> = (0..=255u8).collect();
-    let storages = [
-        ("0", &storage[..]),
-        ("1", &storage[..]),
-        ("2", &storage[..64]),
-        ("3", &storage[..0]),
-    ];
-    let zip = fuzz_oracles::torch_zip(pkl, &storages);
+    let zip = fuzz_oracles::torch_zip_with_storages(pkl);
     let len = zip.len();
     match PyTorchFile::from_memory(Arc::new(Memory::Owned(zip))) {
         Ok(f) => {

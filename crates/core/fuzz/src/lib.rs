@@ -456,6 +456,19 @@ pub fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// [`torch_zip`] around a fuzzed pickle with four storages behind it (keys `0` to `3`: 256,
+/// 256, 64 and 0 bytes), so accepted pickles go on to tensor rebuilding, naming and reading.
+pub fn torch_zip_with_storages(pkl: &[u8]) -> Vec<u8> {
+    let storage: Vec<u8> = (0..=255u8).collect();
+    let storages = [
+        ("0", &storage[..]),
+        ("1", &storage[..]),
+        ("2", &storage[..64]),
+        ("3", &storage[..0]),
+    ];
+    torch_zip(pkl, &storages)
+}
+
 /// The codes a PyTorch or NumPy reader may answer a hostile input with.
 pub const CHECKPOINT_CODES: [&str; 8] = [
     "ERR_INVALID_HEADER",

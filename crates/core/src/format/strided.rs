@@ -78,7 +78,7 @@ pub fn gather(
         return Ok(src[offset * es..(offset + 1) * es].to_vec());
     };
     let outer = &dims[..dims.len() - 1];
-    let mut out = vec![0u8; out_len];
+    let mut out = crate::buffer::zeroed_vec(out_len, &"a strided view")?;
     let row = inner_n * es;
     let mut idx = vec![0usize; outer.len()];
     let mut base = offset;

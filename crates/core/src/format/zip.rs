@@ -5,7 +5,8 @@
 //! The input is hostile until proven otherwise. Every number in the archive is checked
 //! against the bytes that are really there before it is used, and refused rather than
 //! repaired:
-//! - member names that leave the archive (`../x`, `/x`, `C:x`, backslashes, NUL) → ERR_UNSAFE_PATH;
+//! - member names that leave the archive (`../x`, `/x`, `C:x`, backslashes), that hold a control
+//!   character (C0, DEL, C1) or whose parts start or end with whitespace → ERR_UNSAFE_PATH;
 //! - two members of one name (torch silently takes the last; we never guess) → ERR_INVALID_HEADER;
 //! - members whose bytes overlap each other or the central directory → ERR_INVALID_OFFSETS;
 //! - sizes that disagree (central vs local header, stored size vs length, inflated length vs
@@ -224,20 +225,27 @@ fn read_directory(bytes: &[u8]) -> Result<Directory> {
     })
 }
 
-/// Refuse names that could mean anything but a plain relative path inside the archive.
+/// Refuse names that could mean anything but a plain relative path inside the archive, and
+/// names that would print as another (control characters, parts padded with whitespace).
+/// The message shows the name escaped (`{:?}`: control characters as `\u{..}`).
 fn check_name(name: &str) -> Result<()> {
     let unsafe_name = name.is_empty()
         || name.starts_with('/')
         || name.contains('\\')
-        || name.contains('\0')
         || name.as_bytes().get(1) == Some(&b':')
         || name.split('/').any(|c| c == ".." || c == ".");
-    if unsafe_name {
-        return Err(CoreError::unsafe_path(format!(
-            "zip: member name {name:?} is not a plain path inside the archive"
-        )));
-    }
-    Ok(())
+    let why = if unsafe_name {
+        "is not a plain path inside the archive"
+    } else if name.chars().any(char::is_control) {
+        "holds a control character"
+    } else if name.split('/').any(|c| c.trim() != c) {
+        "has a part that starts or ends with whitespace"
+    } else {
+        return Ok(());
+    };
+    Err(CoreError::unsafe_path(format!(
+        "zip: member name {name:?} {why}"
+    )))
 }
 
 /// The ZIP64 extra field's values, in the order the header defers to them.
@@ -563,17 +571,10 @@ fn inflate_into(raw: &[u8], out: &mut [u8]) -> Inflated {
 fn inflate_exact(raw: &[u8], entry: &ZipEntry) -> Result<Vec<u8>> {
     let declared = usize::try_from(entry.uncompressed_len)
         .map_err(|_| CoreError::size_mismatch("zip: member too large for this machine"))?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(declared + 1).map_err(|_| {
-        CoreError::new(
-            crate::error::ErrorKind::Io,
-            format!(
-                "zip: cannot allocate {declared} bytes to inflate {:?}",
-                entry.name
-            ),
-        )
-    })?;
-    out.resize(declared + 1, 0);
+    let mut out = crate::buffer::zeroed_vec(
+        declared.saturating_add(1),
+        &format_args!("inflating zip member {:?}", entry.name),
+    )?;
     match inflate_into(raw, &mut out) {
         Inflated::Ended(written) if written == declared => {
             out.truncate(declared);

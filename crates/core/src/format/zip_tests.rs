@@ -2,15 +2,15 @@ use super::*;
 
 /// A member to forge: name, method, the bytes as stored, and the numbers the headers claim.
 #[derive(Clone)]
-struct Member {
-    name: String,
-    method: u16,
-    stored: Vec<u8>,
-    crc: u32,
-    usize: u64,
-    flags: u16,
+pub(crate) struct Member {
+    pub name: String,
+    pub method: u16,
+    pub stored: Vec<u8>,
+    pub crc: u32,
+    pub usize: u64,
+    pub flags: u16,
     /// Write sizes and offset as 0xFFFFFFFF with a ZIP64 extra field.
-    zip64: bool,
+    pub zip64: bool,
 }
 
 /// Raw deflate of `data` (zlib-rs, level 6).
@@ -23,7 +23,7 @@ pub(crate) fn deflate(data: &[u8]) -> Vec<u8> {
     got.to_vec()
 }
 
-fn stored(name: &str, data: &[u8]) -> Member {
+pub(crate) fn stored(name: &str, data: &[u8]) -> Member {
     Member {
         name: name.into(),
         method: 0,
@@ -35,7 +35,7 @@ fn stored(name: &str, data: &[u8]) -> Member {
     }
 }
 
-fn deflated(name: &str, data: &[u8]) -> Member {
+pub(crate) fn deflated(name: &str, data: &[u8]) -> Member {
     Member {
         name: name.into(),
         method: 8,
@@ -49,7 +49,11 @@ fn deflated(name: &str, data: &[u8]) -> Member {
 
 /// Write a zip: local headers + data, central directory, (ZIP64 end records,) end record.
 /// `central_offset_of` may redirect a central entry to another member's local header.
-fn build(members: &[Member], redirect: Option<(usize, usize)>, zip64_end: bool) -> Vec<u8> {
+pub(crate) fn build(
+    members: &[Member],
+    redirect: Option<(usize, usize)>,
+    zip64_end: bool,
+) -> Vec<u8> {
     let mut out = Vec::new();
     let mut offsets = Vec::new();
     for m in members {
@@ -246,7 +250,6 @@ fn names_that_leave_the_archive_are_refused() {
         "a\\..\\b",
         "C:evil",
         "a/./b",
-        "a/\0b",
         "",
     ] {
         let bytes = build(&[stored("a/ok", b"1"), stored(name, b"x")], None, false);
@@ -257,6 +260,42 @@ fn names_that_leave_the_archive_are_refused() {
         );
     }
     for name in ["a/b..c", "a/.hidden", "archive/data/0", "x"] {
+        assert_eq!(
+            code(&build(&[stored(name, b"x")], None, false)),
+            "ok",
+            "{name:?}"
+        );
+    }
+}
+
+#[test]
+fn names_with_control_characters_or_padded_parts_are_refused_escaped() {
+    for (name, shown, why) in [
+        ("a/\0b", "\"a/\\0b\"", "control character"),
+        ("a/b\x1b[2Jc", "\"a/b\\u{1b}[2Jc\"", "control character"),
+        (
+            "archive/data/0\n",
+            "\"archive/data/0\\n\"",
+            "control character",
+        ),
+        ("a/\x7f", "\"a/\\u{7f}\"", "control character"),
+        ("a/\u{85}b", "\"a/\\u{85}b\"", "control character"),
+        ("archive/data/0 ", "\"archive/data/0 \"", "whitespace"),
+        (" archive/data.pkl", "\" archive/data.pkl\"", "whitespace"),
+        ("archive /data.pkl", "\"archive /data.pkl\"", "whitespace"),
+        ("a/\u{3000}b", "\"a/\\u{3000}b\"", "whitespace"),
+    ] {
+        let got = code(&build(
+            &[stored("a/ok", b"1"), stored(name, b"x")],
+            None,
+            false,
+        ));
+        assert!(
+            got.starts_with("ERR_UNSAFE_PATH") && got.contains(shown) && got.contains(why),
+            "{name:?}: {got}"
+        );
+    }
+    for name in ["a b/c d", "a/b\u{e9}", "archive/data/0"] {
         assert_eq!(
             code(&build(&[stored(name, b"x")], None, false)),
             "ok",

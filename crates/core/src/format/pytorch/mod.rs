@@ -25,20 +25,35 @@ use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The name of the one tensor of a checkpoint that is a bare tensor (`torch.save(t, f)`).
 pub const BARE_TENSOR_NAME: &str = "tensor";
 /// The legacy format's first pickle (`torch.serialization.MAGIC_NUMBER`).
 const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
 const LEGACY_PROTOCOL_VERSION: i64 = 1001;
-/// A deflated `data.pkl` is inflated whole; torch never compresses it, so this is generous.
+/// Longest `data.pkl` read.
 const MAX_PICKLE_BYTES: u64 = 1 << 30;
-/// Longest tensor name, and most name bytes in all, that flattening may produce.
+/// A deflated `data.pkl` (torch stores it; another zip tool may deflate it) inflates to at
+/// most [`DEFLATED_PICKLE_BASE`] + [`DEFLATED_PICKLE_RATIO`] × its compressed bytes, and
+/// never past this: the pickle's structures take up to ~100 bytes of memory per pickle byte,
+/// so a ratio of 1,032 (deflate's) would let a few KB of file take gigabytes. A checkpoint's
+/// pickle takes ~120 bytes per tensor and deflates about 5:1.
+pub const MAX_DEFLATED_PICKLE_BYTES: u64 = 64 << 20;
+pub const DEFLATED_PICKLE_BASE: u64 = 1 << 20;
+pub const DEFLATED_PICKLE_RATIO: u64 = 32;
+/// Longest tensor name flattening may produce.
 const MAX_NAME_BYTES: usize = 1 << 16;
-/// A view that repeats its storage's elements (a stride of 0, overlapping strides) may
-/// materialise into at most this many bytes beyond the storage bytes it reads.
+/// Name bytes flattening may build in all: this plus 8 per byte of pickle (a checkpoint's
+/// names take about as many bytes as its pickle: a name per tensor, ~120 bytes of pickle each).
+const NAME_BYTES_BASE: usize = 1 << 20;
+/// Views that repeat their storage's elements (a stride of 0, overlapping strides) may
+/// materialise, all the file's together, into at most this many bytes beyond the storage
+/// bytes each reads.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
+/// Deflated storages that several tensors view are inflated once and kept while the file is
+/// open; together they may take at most this many bytes.
+pub const MAX_SHARED_INFLATED_BYTES: u64 = 1 << 30;
 
 /// Which of torch's two layouts a checkpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +104,9 @@ struct Layout {
     neg: bool,
 }
 
+/// A deflated storage's bytes once inflated (see [`PyTorchFile::inflate`]).
+type InflatedSlot = Mutex<Option<Arc<Vec<u8>>>>;
+
 /// An opened checkpoint: tensors listed and validated, bytes read on demand.
 pub struct PyTorchFile {
     memory: Arc<Memory>,
@@ -98,6 +116,9 @@ pub struct PyTorchFile {
     tensors: TensorList,
     layouts: Vec<Layout>,
     storages: Vec<Storage>,
+    /// The deflated storages that several tensors view, by storage index: inflated by the
+    /// first fetch that needs one, then kept, so that N views cost one inflation, not N.
+    shared_inflated: HashMap<usize, InflatedSlot>,
     /// The file it was opened from (none for bytes held in memory).
     path: Option<PathBuf>,
 }
@@ -201,6 +222,21 @@ impl PyTorchFile {
         };
         let pkl_entry =
             record("data.pkl").ok_or_else(|| CoreError::invalid_header("no data.pkl"))?;
+        if pkl_entry.method == Method::Deflate {
+            let cap = pkl_entry
+                .compressed_len
+                .saturating_mul(DEFLATED_PICKLE_RATIO)
+                .saturating_add(DEFLATED_PICKLE_BASE)
+                .min(MAX_DEFLATED_PICKLE_BYTES);
+            if pkl_entry.uncompressed_len > cap {
+                return Err(CoreError::size_mismatch(format!(
+                    "zip: the deflated {:?} declares {} bytes from {} compressed bytes, over the {cap} read \
+                     ({DEFLATED_PICKLE_BASE} + {DEFLATED_PICKLE_RATIO} per compressed byte, {MAX_DEFLATED_PICKLE_BYTES} at most; \
+                     torch.save stores it uncompressed)",
+                    pkl_entry.name, pkl_entry.uncompressed_len, pkl_entry.compressed_len
+                )));
+            }
+        }
         let pkl = pkl_entry.read(&memory, MAX_PICKLE_BYTES)?;
         let un = pickle::unpickle(&pkl, 0, PersistentIds::Zip, Limits::default())?;
         if un.end != pkl.len() {
@@ -270,10 +306,14 @@ impl PyTorchFile {
         }
         let version = pickle::unpickle(bytes, magic.end, PersistentIds::Refused, small)?;
         if version.root != Value::Int(LEGACY_PROTOCOL_VERSION) {
-            return Err(CoreError::invalid_header(format!(
-                "legacy checkpoint: protocol version {:?}, not {LEGACY_PROTOCOL_VERSION}",
-                version.root
-            )));
+            return Err(CoreError::invalid_header(match version.root {
+                Value::Int(v) => format!(
+                    "legacy checkpoint: protocol version {v}, not {LEGACY_PROTOCOL_VERSION}"
+                ),
+                _ => format!(
+                    "legacy checkpoint: the protocol version is not an integer (torch writes {LEGACY_PROTOCOL_VERSION})"
+                ),
+            }));
         }
         let sys_info = pickle::unpickle(bytes, version.end, PersistentIds::Refused, small)?;
         let un = pickle::unpickle(
@@ -384,6 +424,7 @@ impl PyTorchFile {
         let names = flatten(&un)?;
         let mut tensors = Vec::with_capacity(names.len());
         let mut layouts = Vec::with_capacity(names.len());
+        let mut expanded = 0u64;
         for (name, tid) in names {
             let t = &un.tensors[tid];
             let decl = &un.storages[t.storage];
@@ -406,12 +447,19 @@ impl PyTorchFile {
             let es = t.dtype.size().unwrap_or(1) as u64;
             let numel = crate::tensor::checked_numel(&shape).unwrap_or(usize::MAX) as u64;
             let stored_len = numel.saturating_mul(es);
-            // A view that reads each storage byte once produces at most its storage's bytes;
-            // one that repeats them (stride 0) is bounded, never sized by the file alone.
-            if stored_len > decl.byte_len.saturating_add(MAX_EXPANDED_BYTES) {
+            // A view that reads each element of its span once produces at most the span's
+            // bytes; what views that repeat elements (stride 0) produce beyond their spans is
+            // bounded per file, never sized by the file alone.
+            let offset = usize_of(t.offset)?;
+            let span = strided::extent(offset, &shape, &strides)
+                .map_or(u64::MAX, |end| end.saturating_sub(offset) as u64)
+                .saturating_mul(es);
+            expanded = expanded.saturating_add(stored_len.saturating_sub(span));
+            if expanded > MAX_EXPANDED_BYTES {
                 return Err(named(CoreError::size_mismatch(format!(
-                    "a view of {} storage bytes expands to {stored_len} bytes (over the {MAX_EXPANDED_BYTES}-byte limit)",
-                    decl.byte_len
+                    "views that repeat their storage's elements (stride 0) expand, with this one \
+                     ({stored_len} bytes from {span} it reads), to more than {MAX_EXPANDED_BYTES} bytes \
+                     beyond what they read, the limit per file"
                 ))));
             }
             if t.neg && !negatable(t.dtype) {
@@ -430,7 +478,7 @@ impl PyTorchFile {
             layouts.push(Layout {
                 storage: decl_storage[t.storage],
                 window: decl.byte_offset,
-                offset: usize_of(t.offset)?,
+                offset,
                 strides,
                 conj: t.conj,
                 neg: t.neg,
@@ -439,6 +487,7 @@ impl PyTorchFile {
         let tensors = TensorList::new(tensors, |name| {
             CoreError::invalid_header("two tensors flatten to this name").with_tensor(name)
         })?;
+        let shared_inflated = shared_deflated(&storages, &layouts)?;
         Ok(PyTorchFile {
             memory,
             container,
@@ -447,6 +496,7 @@ impl PyTorchFile {
             tensors,
             layouts,
             storages,
+            shared_inflated,
             path: None,
         })
     }
@@ -530,7 +580,7 @@ impl PyTorchFile {
         let storage: &[u8] = match &s.bytes {
             StoredBytes::Mapped(range) => &self.memory[range.clone()],
             StoredBytes::Deflated(entry) => {
-                inflated = entry.read(&self.memory, entry.uncompressed_len)?;
+                inflated = self.inflate(l.storage, entry)?;
                 &inflated
             }
         };
@@ -551,6 +601,30 @@ impl PyTorchFile {
             negate(&mut out, t.dtype)?;
         }
         Ok(TensorBytes::Owned(out))
+    }
+
+    /// A deflated storage's bytes: inflated once and kept when several tensors view it,
+    /// inflated for this fetch alone otherwise.
+    fn inflate(&self, storage: usize, entry: &ZipEntry) -> Result<Arc<Vec<u8>>> {
+        let read = || -> Result<Arc<Vec<u8>>> {
+            Ok(Arc::new(
+                entry
+                    .read(&self.memory, entry.uncompressed_len)?
+                    .into_owned(),
+            ))
+        };
+        let Some(slot) = self.shared_inflated.get(&storage) else {
+            return read();
+        };
+        // Held while inflating: concurrent fetches of views of one storage wait for the one
+        // inflation instead of each running their own.
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bytes) = &*slot {
+            return Ok(bytes.clone());
+        }
+        let bytes = read()?;
+        *slot = Some(bytes.clone());
+        Ok(bytes)
     }
 
     /// Tensors that share storage bytes with another, grouped (each group sorted by name),
@@ -736,87 +810,192 @@ fn negate(out: &mut [u8], d: DType) -> Result<()> {
     Ok(())
 }
 
+/// Slots for the deflated storages that more than one tensor views (see
+/// [`PyTorchFile::inflate`]), refused when they would hold more than
+/// [`MAX_SHARED_INFLATED_BYTES`] in all.
+fn shared_deflated(
+    storages: &[Storage],
+    layouts: &[Layout],
+) -> Result<HashMap<usize, InflatedSlot>> {
+    let mut views: HashMap<usize, usize> = HashMap::new();
+    for l in layouts {
+        if matches!(storages[l.storage].bytes, StoredBytes::Deflated(_)) {
+            *views.entry(l.storage).or_default() += 1;
+        }
+    }
+    let shared: Vec<usize> = views
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(s, _)| s)
+        .collect();
+    let total = shared
+        .iter()
+        .fold(0u64, |sum, &s| sum.saturating_add(storages[s].len));
+    if total > MAX_SHARED_INFLATED_BYTES {
+        return Err(CoreError::size_mismatch(format!(
+            "deflated storages that several tensors view take {total} bytes inflated, over the \
+             {MAX_SHARED_INFLATED_BYTES} kept inflated per file (torch.save stores storages uncompressed)"
+        )));
+    }
+    Ok(shared.into_iter().map(|s| (s, Mutex::new(None))).collect())
+}
+
 /// Dotted names for every tensor in the pickled tree: dict keys (strings, or integers in
 /// decimal) and list/tuple indices, joined with `.`; a bare tensor is [`BARE_TENSOR_NAME`].
-/// Non-tensor leaves (`epoch`, hyper-parameters) are skipped. Iterative, depth-limited, and
-/// budgeted, so shared or cyclic containers cannot make it loop or explode.
+/// Non-tensor leaves (`epoch`, hyper-parameters) and containers that hold no tensor are
+/// skipped. Iterative and bounded: a container inside itself is refused, each name's length
+/// is checked before it is built, and the work (container visits and their items) and the
+/// name bytes built in all are budgeted, so shared containers cannot make it explode.
 fn flatten(un: &Unpickled) -> Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
-    if let Value::Tensor(t) = un.root {
-        out.push((BARE_TENSOR_NAME.to_string(), t));
-        return Ok(out);
-    }
+    let root = match un.root {
+        Value::Tensor(t) => {
+            out.push((BARE_TENSOR_NAME.to_string(), t));
+            return Ok(out);
+        }
+        Value::Obj(id) => id,
+        _ => return Ok(out),
+    };
+    let holds = tensor_holders(un, root)?;
     let max_depth = Limits::default().max_depth as usize;
     // Each container is visited about once in a tree; sharing (memo references to one dict
     // from two places) may repeat a few, an exponential fan-out may not.
-    let mut budget = un.objects_len().saturating_mul(4).saturating_add(1024);
-    let mut name_bytes = 0usize;
-    let max_name_total = un.objects_len().saturating_mul(64).saturating_add(1 << 24);
-    let mut work: Vec<(&Value, String, usize)> = vec![(&un.root, String::new(), 0)];
-    while let Some((v, prefix, depth)) = work.pop() {
-        match v {
+    let items: usize = (0..un.objects_len()).map(|i| un.object(i).len()).sum();
+    let mut work = un
+        .objects_len()
+        .saturating_add(items)
+        .saturating_mul(4)
+        .saturating_add(1024);
+    let max_names = un.len.saturating_mul(8).saturating_add(NAME_BYTES_BASE);
+    let mut name_budget = max_names;
+    let too_long =
+        |what: String| CoreError::invalid_header(format!("tensor names too long ({what})"));
+    let mut stack: Vec<(&Value, String, usize)> = vec![(&un.root, String::new(), 0)];
+    while let Some((v, prefix, depth)) = stack.pop() {
+        let id = match v {
             Value::Tensor(t) => {
-                name_bytes += prefix.len();
-                if prefix.len() > MAX_NAME_BYTES || name_bytes > max_name_total {
-                    return Err(CoreError::invalid_header("tensor names too long"));
-                }
                 out.push((prefix, *t));
+                continue;
             }
-            Value::Obj(id) => {
-                if budget == 0 {
-                    return Err(CoreError::invalid_header(
-                        "pickle: containers referenced from too many places",
-                    ));
-                }
-                budget -= 1;
-                if depth >= max_depth {
-                    return Err(CoreError::invalid_header(format!(
-                        "pickle: containers nested deeper than {max_depth} levels"
-                    )));
-                }
-                let join = |key: &str| {
-                    if prefix.is_empty() {
-                        key.to_string()
-                    } else {
-                        format!("{prefix}.{key}")
-                    }
-                };
-                let mut children: Vec<(&Value, String, usize)> = Vec::new();
-                match un.object(*id) {
-                    Object::Dict { items, .. } => {
-                        for (k, v) in items {
-                            let key = match k {
-                                Value::Str(s) => s.to_string(),
-                                Value::Int(i) => i.to_string(),
-                                _ if holds_no_tensor(un, v) => continue,
-                                _ => {
-                                    return Err(CoreError::invalid_header(
-                                        "pickle: a tensor under a dict key that is neither a string nor an int",
-                                    ))
-                                }
-                            };
-                            children.push((v, join(&key), depth + 1));
-                        }
-                    }
-                    Object::List(items) | Object::Tuple(items) => {
-                        for (i, v) in items.iter().enumerate() {
-                            children.push((v, join(&i.to_string()), depth + 1));
-                        }
-                    }
-                    Object::Set(_) => {}
-                }
-                // Reversed onto the stack, so names come out in the checkpoint's order.
-                work.extend(children.into_iter().rev());
-            }
-            _ => {}
+            Value::Obj(id) => *id,
+            _ => continue,
+        };
+        let object = un.object(id);
+        work = work.checked_sub(1 + object.len()).ok_or_else(|| {
+            CoreError::invalid_header("pickle: containers referenced from too many places")
+        })?;
+        if depth >= max_depth {
+            return Err(CoreError::invalid_header(format!(
+                "pickle: containers nested deeper than {max_depth} levels"
+            )));
         }
+        let first = stack.len();
+        // A child's name, its length checked and charged before it is built.
+        let mut child = |key: &str| -> Result<String> {
+            let len = if prefix.is_empty() {
+                key.len()
+            } else {
+                prefix.len() + 1 + key.len()
+            };
+            if len > MAX_NAME_BYTES {
+                return Err(too_long(format!(
+                    "one would be {len} bytes, over {MAX_NAME_BYTES}"
+                )));
+            }
+            name_budget = name_budget
+                .checked_sub(len)
+                .ok_or_else(|| too_long(format!("over {max_names} bytes in all")))?;
+            let mut name = String::with_capacity(len);
+            if !prefix.is_empty() {
+                name.push_str(&prefix);
+                name.push('.');
+            }
+            name.push_str(key);
+            Ok(name)
+        };
+        let named = |v: &Value| match v {
+            Value::Tensor(_) => true,
+            Value::Obj(c) => holds[*c],
+            _ => false,
+        };
+        match object {
+            Object::Dict { items, .. } => {
+                for (k, v) in items.iter().filter(|(_, v)| named(v)) {
+                    let name = match k {
+                        Value::Str(s) => child(s)?,
+                        Value::Int(i) => child(&i.to_string())?,
+                        _ => return Err(CoreError::invalid_header(
+                            "pickle: a tensor under a dict key that is neither a string nor an int",
+                        )),
+                    };
+                    stack.push((v, name, depth + 1));
+                }
+            }
+            Object::List(items) | Object::Tuple(items) => {
+                for (i, v) in items.iter().enumerate().filter(|(_, v)| named(v)) {
+                    stack.push((v, child(&i.to_string())?, depth + 1));
+                }
+            }
+            Object::Set(_) => {}
+        }
+        // Reversed on the stack, so names come out in the checkpoint's order.
+        stack[first..].reverse();
     }
     Ok(out)
 }
 
-/// Whether a value is plainly not a tensor container (a scalar or a string).
-fn holds_no_tensor(_un: &Unpickled, v: &Value) -> bool {
-    !matches!(v, Value::Tensor(_) | Value::Obj(_))
+/// Which containers hold a tensor (as a dict value or a list or tuple item, at any depth),
+/// found in one walk from `root` that visits each container once. A container inside itself
+/// is refused: a checkpoint is a tree of containers (parts may be shared), and a cycle would
+/// name its tensors without end.
+fn tensor_holders(un: &Unpickled, root: usize) -> Result<Vec<bool>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Seen {
+        No,
+        OnPath,
+        Done,
+    }
+    let child = |id: usize, i: usize| -> Option<&Value> {
+        match un.object(id) {
+            Object::Dict { items, .. } => items.get(i).map(|(_, v)| v),
+            Object::List(items) | Object::Tuple(items) => items.get(i),
+            Object::Set(_) => None,
+        }
+    };
+    let mut seen = vec![Seen::No; un.objects_len()];
+    let mut holds = vec![false; un.objects_len()];
+    // The containers from the root down to the one being walked, each with its next item.
+    let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+    seen[root] = Seen::OnPath;
+    while let Some(&mut (id, ref mut next)) = path.last_mut() {
+        let Some(v) = child(id, *next) else {
+            path.pop();
+            seen[id] = Seen::Done;
+            if let (true, Some(&(parent, _))) = (holds[id], path.last()) {
+                holds[parent] = true;
+            }
+            continue;
+        };
+        *next += 1;
+        match v {
+            Value::Tensor(_) => holds[id] = true,
+            Value::Obj(c) => match seen[*c] {
+                Seen::No => {
+                    seen[*c] = Seen::OnPath;
+                    path.push((*c, 0));
+                }
+                Seen::OnPath => {
+                    return Err(CoreError::invalid_header(format!(
+                        "pickle: {} contains itself (a cycle of containers)",
+                        un.object(*c).kind()
+                    )))
+                }
+                Seen::Done => holds[id] |= holds[*c],
+            },
+            _ => {}
+        }
+    }
+    Ok(holds)
 }
 
 #[cfg(test)]

@@ -11,13 +11,29 @@
 //! nesting depth by [`Limits::max_depth`] (containers live in an arena and are never
 //! recursed into while reading, so 100,000 nested lists are a clean error, not a stack
 //! overflow), stack, memo and object counts by [`Limits`]. Memory stays proportional to the
-//! pickle's length.
+//! pickle's length: what an allowed call copies out of its arguments (`set(x)`, `torch.Size(x)`,
+//! `OrderedDict(x)`, `_codecs.encode`, a tensor's size and stride) is charged against
+//! [`COPY_BASE_BYTES`] plus [`COPY_BYTES_PER_BYTE`] per byte of pickle read so far, a call
+//! takes at most [`MAX_CALL_ARGS`] arguments, `bytearray(b)` shares `b`, and a decimal
+//! integer (protocol 0/1 `LONG`) has at most [`MAX_DECIMAL_DIGITS`] digits.
 
 use super::allow::{self, RebuildFn, Role, StorageKind};
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use std::collections::HashMap;
 use std::rc::Rc;
+
+/// What allowed calls may copy out of their arguments before any pickle byte pays for it.
+pub const COPY_BASE_BYTES: u64 = 1 << 20;
+/// What allowed calls may copy per byte of pickle read: a checkpoint copies a tensor's size
+/// and stride (about 32 bytes for ~120 bytes of pickle), calls on containers copy little.
+pub const COPY_BYTES_PER_BYTE: u64 = 4;
+/// Most arguments an allowed call, a persistent id or a storage view takes
+/// (`_rebuild_tensor_v3` with metadata: 8).
+pub const MAX_CALL_ARGS: usize = 8;
+/// Most digits of a decimal integer (protocol 0/1 `LONG`): the conversion is quadratic, and
+/// no size, offset or magic number of a checkpoint needs more than 25.
+pub const MAX_DECIMAL_DIGITS: usize = 256;
 
 /// Bounds on what one pickle may build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +98,17 @@ pub enum Object {
 }
 
 impl Object {
-    fn kind(&self) -> &'static str {
+    /// Its items (a dict's pairs).
+    pub fn len(&self) -> usize {
+        match self {
+            Object::List(v) | Object::Tuple(v) | Object::Set(v) => v.len(),
+            Object::Dict { items, .. } => items.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn kind(&self) -> &'static str {
         match self {
             Object::List(_) => "a list",
             Object::Tuple(_) => "a tuple",
@@ -177,6 +203,8 @@ pub struct Unpickled {
     pub tensors: Vec<TensorDecl>,
     /// Offset just past the `STOP` opcode.
     pub end: usize,
+    /// Bytes of pickle read (from its start to just past `STOP`).
+    pub len: usize,
     /// The `PROTO` opcode's protocol (0 when absent).
     pub protocol: u8,
 }
@@ -209,8 +237,10 @@ pub fn unpickle(
 ) -> Result<Unpickled> {
     let mut m = Machine {
         data,
+        start,
         pos: start,
         op_at: start,
+        copied: 0,
         ids,
         limits,
         stack: Vec::new(),
@@ -233,14 +263,18 @@ pub fn unpickle(
         storages: m.storages,
         tensors: m.tensors,
         end: m.pos,
+        len: m.pos - start,
         protocol: m.protocol,
     })
 }
 
 struct Machine<'a> {
     data: &'a [u8],
+    start: usize,
     pos: usize,
     op_at: usize,
+    /// Bytes allowed calls have copied out of their arguments (see [`Machine::charge`]).
+    copied: u64,
     ids: PersistentIds,
     limits: Limits,
     stack: Vec<Value>,
@@ -548,7 +582,7 @@ impl<'a> Machine<'a> {
                     let s = line.strip_suffix('L').unwrap_or(line);
                     let v = match s.parse() {
                         Ok(v) => Value::Int(v),
-                        Err(_) => decimal_long(s).ok_or_else(|| self.err("bad LONG argument"))?,
+                        Err(_) => self.decimal_long(s)?,
                     };
                     self.push(v)?
                 }
@@ -908,6 +942,17 @@ impl<'a> Machine<'a> {
         self.push(v)
     }
 
+    /// A `LONG` argument beyond 64 bits, its digits capped before the quadratic conversion.
+    fn decimal_long(&self, s: &str) -> Result<Value> {
+        let digits = s.strip_prefix(['-', '+']).unwrap_or(s).len();
+        if digits > MAX_DECIMAL_DIGITS {
+            return Err(self.err(format!(
+                "a decimal integer of {digits} digits (at most {MAX_DECIMAL_DIGITS} digits are read)"
+            )));
+        }
+        decimal_long(s).ok_or_else(|| self.err("bad LONG argument"))
+    }
+
     fn global(&mut self, module: &str, name: &str) -> Result<Value> {
         let module = allow::python3_module(module);
         let role = allow::lookup(module, name)
@@ -926,10 +971,30 @@ impl<'a> Machine<'a> {
 
     // ---- evaluation of allowed calls --------------------------------------------------
 
+    /// Charge `bytes` that an allowed call copies out of its arguments against the pickle
+    /// read so far, so that calls on one large shared value cannot multiply it.
+    fn charge(&mut self, bytes: usize) -> Result<()> {
+        self.copied = self.copied.saturating_add(bytes as u64);
+        let read = (self.pos - self.start) as u64;
+        let allowed = COPY_BASE_BYTES.saturating_add(COPY_BYTES_PER_BYTE.saturating_mul(read));
+        if self.copied > allowed {
+            return Err(self.err(format!(
+                "allowed calls copy more than {allowed} bytes out of their arguments \
+                 ({COPY_BASE_BYTES} + {COPY_BYTES_PER_BYTE} per byte of pickle read)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The items of a tuple of arguments (a call's, a persistent id's, a storage view's).
     fn tuple_items(&self, v: &Value, what: &str) -> Result<Vec<Value>> {
         match v {
             Value::Obj(id) => match &self.nodes[*id].object {
-                Object::Tuple(items) => Ok(items.clone()),
+                Object::Tuple(items) if items.len() <= MAX_CALL_ARGS => Ok(items.clone()),
+                Object::Tuple(items) => Err(self.err(format!(
+                    "{what}: {} arguments (none takes more than {MAX_CALL_ARGS})",
+                    items.len()
+                ))),
                 o => Err(self.err(format!("{what}: arguments are {}, not a tuple", o.kind()))),
             },
             other => Err(self.err(format!(
@@ -957,7 +1022,7 @@ impl<'a> Machine<'a> {
             Role::Set => {
                 let items = match args.as_slice() {
                     [] => Vec::new(),
-                    [v] => self.sequence(v, &path)?,
+                    [v] => self.copy_sequence(v, &path)?,
                     _ => return Err(self.err(format!("{path}: takes at most one argument"))),
                 };
                 self.new_object(Object::Set(items))
@@ -966,7 +1031,7 @@ impl<'a> Machine<'a> {
             Role::Size => match args.as_slice() {
                 [] => self.new_object(Object::Tuple(Vec::new())),
                 [v] => {
-                    let items = self.sequence(v, &path)?;
+                    let items = self.copy_sequence(v, &path)?;
                     self.new_object(Object::Tuple(items))
                 }
                 _ => Err(self.err(format!("{path}: takes at most one argument"))),
@@ -1000,11 +1065,18 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// A copy of the items of a list, tuple or set argument, charged.
+    fn copy_sequence(&mut self, v: &Value, what: &str) -> Result<Vec<Value>> {
+        let n = self.sequence(v, what)?.len();
+        self.charge(n.saturating_mul(std::mem::size_of::<Value>()))?;
+        Ok(self.sequence(v, what)?.to_vec())
+    }
+
     /// The items of a list, tuple or set argument.
-    fn sequence(&self, v: &Value, what: &str) -> Result<Vec<Value>> {
+    fn sequence(&self, v: &Value, what: &str) -> Result<&[Value]> {
         match v {
             Value::Obj(id) => match &self.nodes[*id].object {
-                Object::List(x) | Object::Tuple(x) | Object::Set(x) => Ok(x.clone()),
+                Object::List(x) | Object::Tuple(x) | Object::Set(x) => Ok(x),
                 o => Err(self.err(format!("{what}: wants a sequence, got {}", o.kind()))),
             },
             other => Err(self.err(format!(
@@ -1017,20 +1089,11 @@ impl<'a> Machine<'a> {
     fn make_dict(&mut self, path: &str, args: &[Value]) -> Result<Value> {
         let items = match args {
             [] => Vec::new(),
-            [Value::Obj(id)] => match &self.nodes[*id].object {
-                Object::Dict { items, .. } => items.clone(),
-                Object::List(pairs) | Object::Tuple(pairs) => {
-                    let mut out = Vec::with_capacity(pairs.len());
-                    for p in pairs {
-                        match self.sequence(p, path)?.as_slice() {
-                            [k, v] => out.push((k.clone(), v.clone())),
-                            _ => return Err(self.err(format!("{path}: items must be pairs"))),
-                        }
-                    }
-                    out
-                }
-                o => return Err(self.err(format!("{path}: cannot build a dict from {}", o.kind()))),
-            },
+            [Value::Obj(id)] => {
+                let n = self.nodes[*id].object.len();
+                self.charge(n.saturating_mul(std::mem::size_of::<(Value, Value)>()))?;
+                self.dict_items(*id, path)?
+            }
             _ => return Err(self.err(format!("{path}: unexpected arguments"))),
         };
         self.new_object(Object::Dict {
@@ -1039,14 +1102,34 @@ impl<'a> Machine<'a> {
         })
     }
 
+    /// The items of a dict, or of a list or tuple of pairs, as a new dict's.
+    fn dict_items(&self, id: usize, path: &str) -> Result<Vec<(Value, Value)>> {
+        match &self.nodes[id].object {
+            Object::Dict { items, .. } => Ok(items.clone()),
+            Object::List(pairs) | Object::Tuple(pairs) => {
+                let mut out = Vec::with_capacity(pairs.len());
+                for p in pairs {
+                    match self.sequence(p, path)? {
+                        [k, v] => out.push((k.clone(), v.clone())),
+                        _ => return Err(self.err(format!("{path}: items must be pairs"))),
+                    }
+                }
+                Ok(out)
+            }
+            o => Err(self.err(format!("{path}: cannot build a dict from {}", o.kind()))),
+        }
+    }
+
     fn make_bytes(&mut self, path: &str, args: &[Value]) -> Result<Value> {
         let latin1 = |s: &str| -> Option<Vec<u8>> {
             s.chars().map(|c| u8::try_from(c as u32).ok()).collect()
         };
         let bytes = match args {
             [] => Vec::new(),
-            [Value::Bytes(b)] => b.to_vec(),
+            // Never written to here: the copy Python makes can be the same bytes.
+            [Value::Bytes(b)] => return Ok(Value::Bytes(b.clone())),
             [Value::Str(s), Value::Str(enc)] if matches!(&**enc, "latin1" | "latin-1") => {
+                self.charge(s.len())?;
                 latin1(s).ok_or_else(|| self.err(format!("{path}: text beyond latin-1")))?
             }
             _ => return Err(self.err(format!("{path}: unexpected arguments"))),
@@ -1065,7 +1148,10 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn ints(&self, v: &Value, what: &str) -> Result<Vec<u64>> {
+    /// A size or stride: its ints, charged (a tensor keeps them).
+    fn ints(&mut self, v: &Value, what: &str) -> Result<Vec<u64>> {
+        let n = self.sequence(v, what)?.len();
+        self.charge(n.saturating_mul(std::mem::size_of::<u64>()))?;
         self.sequence(v, what)?
             .iter()
             .map(|x| self.int_arg(x, what))
@@ -1359,15 +1445,15 @@ fn long(mut b: &[u8]) -> Value {
     }
 }
 
-/// A decimal integer beyond 64 bits as little-endian two's complement bytes. Like Python
-/// (`sys.int_info.default_max_str_digits`), at most 4,300 digits: the conversion is
-/// quadratic, so a long text argument must not become a long computation.
+/// A decimal integer beyond 64 bits as little-endian two's complement bytes, `None` when
+/// it is no decimal integer. The conversion is quadratic in the digits: the caller caps them
+/// ([`MAX_DECIMAL_DIGITS`]).
 fn decimal_long(s: &str) -> Option<Value> {
     let (negative, digits) = match s.strip_prefix('-') {
         Some(d) => (true, d),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
-    if digits.is_empty() || digits.len() > 4300 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     // Magnitude, little-endian base 256.

@@ -1,5 +1,6 @@
 use super::pickle::{unpickle, Limits, Object, PersistentIds, Unpickled, Value};
 use super::*;
+use crate::format::zip::tests as zip_tests;
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -246,7 +247,7 @@ fn big_and_negative_integers() {
     // The legacy magic number, as torch pickles it.
     let magic = run(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.").unwrap();
     assert!(matches!(magic.root, Value::BigInt(ref b) if **b == super::LEGACY_MAGIC));
-    // Decimal text beyond Python's 4,300-digit limit is refused, not computed.
+    // Decimal text beyond 256 digits is refused, not computed.
     let mut p = b"\x80\x02L".to_vec();
     p.extend(std::iter::repeat_n(b'9', 5000));
     p.extend_from_slice(b"\n.");
@@ -326,45 +327,26 @@ fn only_allowed_globals_and_calls_pass() {
 
 /// A torch zip checkpoint built here from a pickle and storages (as torch lays it out).
 fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut members: Vec<(String, Vec<u8>)> = vec![("t/data.pkl".into(), pkl.to_vec())];
-    for (k, d) in storages {
-        members.push((format!("t/data/{k}"), d.to_vec()));
-    }
-    // A minimal stored zip.
-    let mut out = Vec::new();
-    let mut central = Vec::new();
-    for (name, data) in &members {
-        let crc = crate::format::zip::crc32(data);
-        let off = out.len() as u32;
-        let mut h = vec![0x50, 0x4b, 3, 4, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        h.extend_from_slice(&crc.to_le_bytes());
-        h.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        h.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        h.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        h.extend_from_slice(&[0, 0]);
-        out.extend_from_slice(&h);
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(data);
-        let mut c = vec![0x50, 0x4b, 1, 2, 20, 3, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        c.extend_from_slice(&crc.to_le_bytes());
-        c.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        c.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        c.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        c.extend_from_slice(&[0; 12]);
-        c.extend_from_slice(&off.to_le_bytes());
-        c.extend_from_slice(name.as_bytes());
-        central.push(c);
-    }
-    let cd_start = out.len() as u32;
-    let cd: Vec<u8> = central.concat();
-    out.extend_from_slice(&cd);
-    out.extend_from_slice(&[0x50, 0x4b, 5, 6, 0, 0, 0, 0]);
-    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(members.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(cd.len() as u32).to_le_bytes());
-    out.extend_from_slice(&cd_start.to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out
+    torch_zip_of(
+        zip_tests::stored("t/data.pkl", pkl),
+        storages,
+        zip_tests::stored,
+    )
+}
+
+/// The same with the pickle member given and each storage made by `storage`.
+fn torch_zip_of(
+    pkl: zip_tests::Member,
+    storages: &[(&str, &[u8])],
+    storage: fn(&str, &[u8]) -> zip_tests::Member,
+) -> Vec<u8> {
+    let mut members = vec![pkl];
+    members.extend(
+        storages
+            .iter()
+            .map(|(k, d)| storage(&format!("t/data/{k}"), d)),
+    );
+    zip_tests::build(&members, None, false)
 }
 
 fn open_bytes(bytes: Vec<u8>) -> Result<PyTorchFile> {
@@ -372,20 +354,25 @@ fn open_bytes(bytes: Vec<u8>) -> Result<PyTorchFile> {
 }
 
 /// `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), offset, size, stride, False, OrderedDict())`.
-fn tensor_pickle(key: &str, numel: u8, offset: u8, size: &[u8], stride: &[u8]) -> Vec<u8> {
+fn tensor_pickle(key: &str, numel: u32, offset: u32, size: &[u32], stride: &[u32]) -> Vec<u8> {
     let mut p =
         b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX"
             .to_vec();
     p.extend_from_slice(&(key.len() as u32).to_le_bytes());
     p.extend_from_slice(key.as_bytes());
-    p.extend_from_slice(b"X\x03\x00\x00\x00cpuK");
-    p.push(numel);
-    p.extend_from_slice(b"tQK");
-    p.push(offset);
+    // BININT: a signed 32-bit int.
+    let int = |p: &mut Vec<u8>, v: u32| {
+        p.push(b'J');
+        p.extend_from_slice(&v.to_le_bytes());
+    };
+    p.extend_from_slice(b"X\x03\x00\x00\x00cpu");
+    int(&mut p, numel);
+    p.extend_from_slice(b"tQ");
+    int(&mut p, offset);
     for dims in [size, stride] {
         p.push(b'(');
         for &d in dims {
-            p.extend_from_slice(&[b'K', d]);
+            int(&mut p, d);
         }
         p.push(b't');
     }
@@ -396,7 +383,7 @@ fn tensor_pickle(key: &str, numel: u8, offset: u8, size: &[u8], stride: &[u8]) -
 #[test]
 fn names_flatten_dicts_lists_and_int_keys_and_skip_other_leaves() {
     let floats: Vec<u8> = (0..12).flat_map(|i| (i as f32).to_le_bytes()).collect();
-    let t = |off: u8| tensor_pickle("0", 12, off, &[2], &[1]);
+    let t = |off: u32| tensor_pickle("0", 12, off, &[2], &[1]);
     // {'sd': {'a': T, 3: [T, (T,)]}, 'epoch': 7, (1, 2): 'ignored'}
     let mut p = b"\x80\x02}(X\x02\x00\x00\x00sd}(X\x01\x00\x00\x00a".to_vec();
     p.extend(t(0));
@@ -431,7 +418,7 @@ fn names_flatten_dicts_lists_and_int_keys_and_skip_other_leaves() {
 #[test]
 fn views_are_checked_against_their_storage_at_open() {
     let floats: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
-    let open = |size: &[u8], stride: &[u8], offset: u8| {
+    let open = |size: &[u32], stride: &[u32], offset: u32| {
         let mut p = b"\x80\x02}X\x01\x00\x00\x00w".to_vec();
         p.extend(tensor_pickle("0", 6, offset, size, stride));
         p.extend_from_slice(b"s.");
@@ -446,7 +433,7 @@ fn views_are_checked_against_their_storage_at_open() {
         "empty views touch nothing"
     );
     for (size, stride, offset) in [
-        (&[7u8][..], &[1u8][..], 0u8),
+        (&[7u32][..], &[1u32][..], 0u32),
         (&[6], &[1], 1),
         (&[2, 3], &[3, 2], 0),
         (&[1], &[1], 6),
@@ -489,42 +476,276 @@ fn a_storage_declared_two_ways_is_refused() {
 
 #[test]
 fn a_deflated_storage_that_is_a_bomb_fails_when_read() {
-    // Build with the zip tests' writer: a stored data.pkl and a deflated record that
-    // declares 24 bytes but inflates to 1 MiB.
+    // A record that declares 24 bytes but inflates to 1 MiB.
     let mut p = b"\x80\x02}X\x01\x00\x00\x00w".to_vec();
     p.extend(tensor_pickle("0", 6, 0, &[6], &[1]));
     p.extend_from_slice(b"s.");
-    let mut bytes = torch_zip(&p, &[("0", &[0u8; 24])]);
-    // Swap the stored record's bytes for a deflate stream of 1 MiB of zeros, method 8.
-    let zeros = crate::format::zip::tests::deflate(&vec![0u8; 1 << 20]);
-    let name = b"t/data/0";
-    let local = bytes.windows(name.len()).position(|w| w == name).unwrap() - 30;
-    let data_at = local + 30 + name.len();
-    let mut rebuilt = bytes[..data_at].to_vec();
-    rebuilt[local + 8] = 8;
-    rebuilt[local + 18..local + 22].copy_from_slice(&(zeros.len() as u32).to_le_bytes());
-    rebuilt.extend_from_slice(&zeros);
-    let rest_start = data_at + 24;
-    let shift = zeros.len() as i64 - 24;
-    rebuilt.extend_from_slice(&bytes[rest_start..]);
-    bytes = rebuilt;
-    // Patch the central entry of t/data/0 (method, compressed size) and the directory offset.
-    let cpos = bytes
-        .windows(4)
-        .enumerate()
-        .filter(|(_, w)| *w == [0x50, 0x4b, 1, 2])
-        .map(|(i, _)| i)
-        .nth(1)
-        .unwrap();
-    bytes[cpos + 10] = 8;
-    bytes[cpos + 20..cpos + 24].copy_from_slice(&(zeros.len() as u32).to_le_bytes());
-    let n = bytes.len();
-    let cd = u32::from_le_bytes(bytes[n - 6..n - 2].try_into().unwrap()) as i64 + shift;
-    bytes[n - 6..n - 2].copy_from_slice(&(cd as u32).to_le_bytes());
+    let bomb = |name: &str, _: &[u8]| zip_tests::Member {
+        usize: 24,
+        crc: crate::format::zip::crc32(&[0; 24]),
+        ..zip_tests::deflated(name, &vec![0u8; 1 << 20])
+    };
+    let bytes = torch_zip_of(zip_tests::stored("t/data.pkl", &p), &[("0", &[])], bomb);
     let f = open_bytes(bytes).unwrap();
     let e = f.fetch("w").err().expect("a bomb was read");
     assert!(
         e.to_string().contains("inflates to more than the 24 bytes"),
+        "{e}"
+    );
+}
+
+/// `{key: T, key: T, …}`: `n` pairs whose keys are memo references to one `key_len`-byte key.
+fn shared_key_dict(key_len: usize, n: usize) -> Vec<u8> {
+    let mut p = b"\x80\x02}(X".to_vec();
+    p.extend_from_slice(&(key_len as u32).to_le_bytes());
+    p.extend(std::iter::repeat_n(b'k', key_len));
+    p.extend_from_slice(b"q\x01");
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"q\x02");
+    for _ in 0..n {
+        p.extend_from_slice(b"h\x01h\x02");
+    }
+    p.extend_from_slice(b"u.");
+    p
+}
+
+#[test]
+fn names_are_bounded_before_they_are_built() {
+    let one = [0u8; 4];
+    let open = |p: &[u8]| open_bytes(torch_zip(p, &[("0", &one)]));
+    // 100,000 names of 1 MiB each (100 GB): refused at the first, before it is built.
+    let started = std::time::Instant::now();
+    let e = open(&shared_key_dict(1 << 20, 100_000)).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(
+        e.to_string()
+            .contains("tensor names too long (one would be 1048576 bytes, over 65536)"),
+        "{e}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // 1,000 names of 60 KiB, each under the limit: refused once they total 16 MiB + 8 per
+    // byte of pickle.
+    let e = open(&shared_key_dict(60 << 10, 1_000)).unwrap_err();
+    assert!(e.to_string().contains("tensor names too long (over"), "{e}");
+    // A long key over no tensor names nothing, so it costs nothing.
+    let mut p = b"\x80\x02}(X\x00\x00\x02\x00".to_vec();
+    p.extend(std::iter::repeat_n(b'k', 1 << 17));
+    p.extend_from_slice(b"]K\x01aX\x01\x00\x00\x00w");
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"u.");
+    let f = open(&p).unwrap();
+    assert_eq!(f.tensors().len(), 1);
+    assert_eq!(f.tensors()[0].name, "w");
+}
+
+#[test]
+fn a_container_inside_itself_is_refused_without_walking_it() {
+    let one = [0u8; 4];
+    let open = |p: &[u8]| open_bytes(torch_zip(p, &[("0", &one)]));
+    // A dict under a 256 KiB key of its own: a name per level, 1,000 levels deep, before.
+    let mut p = b"\x80\x02}q\x00X\x00\x00\x04\x00".to_vec();
+    p.extend(std::iter::repeat_n(b'k', 1 << 18));
+    p.extend_from_slice(b"h\x00s.");
+    let e = open(&p).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(e.to_string().contains("a dict contains itself"), "{e}");
+    // A list holding a tensor and itself.
+    let mut p = b"\x80\x02]q\x00(".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"h\x00e.");
+    let e = open(&p).unwrap_err();
+    assert!(e.to_string().contains("a list contains itself"), "{e}");
+    // Sharing is no cycle: {'a': D, 'b': D} with D = {'w': T} names both paths.
+    let mut p = b"\x80\x02}(X\x01\x00\x00\x00a}X\x01\x00\x00\x00w".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"sq\x09X\x01\x00\x00\x00bh\x09u.");
+    let f = open(&p).unwrap();
+    let names: Vec<&str> = f.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a.w", "b.w"]);
+}
+
+#[test]
+fn allowed_calls_copy_no_more_than_the_pickle_pays_for() {
+    // A list L of 10,000 ints, then [f(L), f(L), …]: 7 bytes of pickle per copy of 240 KB.
+    let copies = |global: &[u8], n: usize| {
+        let mut p = b"\x80\x02]".to_vec();
+        p.extend_from_slice(global);
+        p.extend_from_slice(b"q\x010](");
+        p.extend(std::iter::repeat_n(*b"K\x00", 10_000).flatten());
+        p.extend_from_slice(b"eq\x020");
+        for _ in 0..n {
+            p.extend_from_slice(b"h\x01h\x02\x85Ra");
+        }
+        p.push(b'.');
+        run(&p)
+    };
+    for global in [&b"c__builtin__\nset\n"[..], b"ctorch\nSize\n"] {
+        assert!(copies(global, 2).is_ok());
+        let e = copies(global, 200).unwrap_err();
+        assert_eq!(e.code(), "ERR_INVALID_HEADER");
+        assert!(
+            e.to_string().contains("allowed calls copy more than"),
+            "{e}"
+        );
+    }
+    // OrderedDict(D) over a shared dict of 10,000 items.
+    let mut p = b"\x80\x02]ccollections\nOrderedDict\nq\x010}(".to_vec();
+    p.extend(std::iter::repeat_n(*b"K\x00K\x00", 10_000).flatten());
+    p.extend_from_slice(b"uq\x020");
+    p.extend(std::iter::repeat_n(*b"h\x01h\x02\x85Ra", 200).flatten());
+    p.push(b'.');
+    assert!(run(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("allowed calls copy more than"));
+    // bytearray(b) is b itself, not a copy.
+    let un = run(b"\x80\x02]C\x03abcq\x01ac__builtin__\nbytearray\nh\x01\x85Ra.").unwrap();
+    let Value::Obj(id) = un.root else { panic!() };
+    let Object::List(items) = un.object(id) else {
+        panic!()
+    };
+    let [Value::Bytes(a), Value::Bytes(b)] = items.as_slice() else {
+        panic!("{items:?}")
+    };
+    assert!(std::rc::Rc::ptr_eq(a, b));
+    // A call takes at most 8 arguments: the tuple is not copied to find out.
+    let e = run(b"\x80\x02ctorch\ndevice\n(NNNNNNNNNtR.").unwrap_err();
+    assert!(e.to_string().contains("9 arguments"), "{e}");
+}
+
+#[test]
+fn decimal_integers_have_at_most_256_digits() {
+    let long = |digits: usize| {
+        let mut p = b"\x80\x02L".to_vec();
+        p.extend(std::iter::repeat_n(b'9', digits));
+        p.extend_from_slice(b"L\n.");
+        run(&p)
+    };
+    assert!(matches!(long(256).unwrap().root, Value::BigInt(_)));
+    let e = long(257).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(e.to_string().contains("at most 256 digits"), "{e}");
+}
+
+#[test]
+fn a_deflated_data_pkl_inflates_to_at_most_1_mib_plus_32_per_compressed_byte() {
+    // 4 MiB of empty lists deflate to ~4 KB: refused before inflating.
+    let mut lists = b"\x80\x02".to_vec();
+    lists.extend(std::iter::repeat_n(b']', 4 << 20));
+    lists.push(b'.');
+    let bytes = torch_zip_of(
+        zip_tests::deflated("t/data.pkl", &lists),
+        &[],
+        zip_tests::stored,
+    );
+    let e = open_bytes(bytes).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(
+        e.to_string()
+            .contains("the deflated \"t/data.pkl\" declares 4194307 bytes"),
+        "{e}"
+    );
+    // A checkpoint's deflated pickle reads.
+    let mut p = b"\x80\x02}X\x01\x00\x00\x00w".to_vec();
+    p.extend(tensor_pickle("0", 1, 0, &[1], &[1]));
+    p.extend_from_slice(b"s.");
+    let bytes = torch_zip_of(
+        zip_tests::deflated("t/data.pkl", &p),
+        &[("0", &[0; 4])],
+        zip_tests::deflated,
+    );
+    assert_eq!(open_bytes(bytes).unwrap().tensors()[0].name, "w");
+}
+
+#[test]
+fn a_deflated_storage_that_several_tensors_view_is_inflated_once() {
+    let floats: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut p = b"\x80\x02}(".to_vec();
+    for (name, key, offset) in [("a", "0", 0), ("b", "0", 2), ("c", "0", 4), ("d", "1", 0)] {
+        p.extend_from_slice(b"X\x01\x00\x00\x00");
+        p.extend_from_slice(name.as_bytes());
+        p.extend(tensor_pickle(key, 6, offset, &[2], &[1]));
+    }
+    p.extend_from_slice(b"u.");
+    let bytes = torch_zip_of(
+        zip_tests::stored("t/data.pkl", &p),
+        &[("0", &floats), ("1", &floats)],
+        zip_tests::deflated,
+    );
+    let f = open_bytes(bytes).unwrap();
+    // Storage 0 (three views) has a slot, storage 1 (one view) none.
+    assert_eq!(f.shared_inflated.keys().copied().collect::<Vec<_>>(), [0]);
+    let slot = || f.shared_inflated[&0].lock().unwrap().clone();
+    assert!(slot().is_none(), "inflated at open");
+    assert_eq!(f.fetch("a").unwrap().as_slice(), &floats[0..8]);
+    let first = slot().expect("kept after the first fetch");
+    assert_eq!(f.fetch("b").unwrap().as_slice(), &floats[8..16]);
+    assert_eq!(f.fetch("c").unwrap().as_slice(), &floats[16..24]);
+    assert!(Arc::ptr_eq(&first, &slot().unwrap()), "inflated again");
+    assert_eq!(f.fetch("d").unwrap().as_slice(), &floats[0..8]);
+    // What such storages may hold inflated, per file.
+    let storage = |len: u64| Storage {
+        key: "0".into(),
+        bytes: StoredBytes::Deflated(ZipEntry {
+            name: "t/data/0".into(),
+            method: Method::Deflate,
+            data_start: 0,
+            compressed_len: len / 1000,
+            uncompressed_len: len,
+            crc32: 0,
+            header_start: 0,
+        }),
+        len,
+    };
+    let view = |storage: usize| Layout {
+        storage,
+        window: 0,
+        offset: 0,
+        strides: vec![1],
+        conj: false,
+        neg: false,
+    };
+    let layouts = [view(0), view(0), view(1), view(1)];
+    let half = MAX_SHARED_INFLATED_BYTES / 2;
+    assert!(shared_deflated(&[storage(half), storage(half)], &layouts).is_ok());
+    let e = shared_deflated(&[storage(half), storage(half + 1)], &layouts).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(e.to_string().contains("kept inflated per file"), "{e}");
+}
+
+#[test]
+fn stride_0_expansion_is_bounded_per_file() {
+    let n = (600u32 << 20) / 4;
+    let open = |tensors: usize| {
+        let mut p = b"\x80\x02}(".to_vec();
+        for name in ["a", "b"].iter().take(tensors) {
+            p.extend_from_slice(b"X\x01\x00\x00\x00");
+            p.extend_from_slice(name.as_bytes());
+            p.extend(tensor_pickle("0", 1, 0, &[n], &[0]));
+        }
+        p.extend_from_slice(b"u.");
+        open_bytes(torch_zip(&p, &[("0", &[0; 4])]))
+    };
+    assert_eq!(open(1).unwrap().tensors()[0].stored_len, 600 << 20);
+    let e = open(2).unwrap_err();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(
+        e.to_string().contains("expand, with this one (629145600 bytes from 4 it reads), to more than 1073741824 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_legacy_checkpoint_of_another_version_names_the_number() {
+    let mut b = b"\x80\x02\x8a\x0a".to_vec();
+    b.extend_from_slice(&LEGACY_MAGIC);
+    b.push(b'.');
+    b.extend_from_slice(b"\x80\x02M\xea\x03.");
+    let e = open_bytes(b).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER");
+    assert!(
+        e.to_string()
+            .contains("legacy checkpoint: protocol version 1002, not 1001"),
         "{e}"
     );
 }
