@@ -44,6 +44,20 @@ beforeAll(() => {
 })
 
 const bytesOf = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
+
+/**
+ * Run `body` in a child Node process (so that a crash or a runaway allocation cannot take the
+ * runner down), with `st` the package, `path` the file and `report(value)` printing `value`
+ * with the child's peak RSS. The child must exit normally and report.
+ */
+function inChild(body: string, file: string): { report: any } {
+  const script = `const st = require(${JSON.stringify(resolve(__dirname, '../index.js'))})
+    const path = process.argv[1]
+    const report = (value) => console.log(JSON.stringify({ ...value, maxRSSKiB: process.resourceUsage().maxRSS }))
+    ${body}`
+  const run = spawnSync(process.execPath, ['-e', script, file], { encoding: 'utf8', timeout: 300_000 })
+  expect({ status: run.status, signal: run.signal }, run.stderr).toEqual({ status: 0, signal: null })
+  return { report: JSON.parse(run.stdout.trim().split('\n').pop()!) }
 const peerFile = (name: string) => readFileSync(join(dir, name))
 
 /** The block types issue 16 lists (every one gguf 0.19 dequantizes). */
@@ -295,6 +309,37 @@ describe('GgufFile: errors', () => {
     writeFileSync(inData, good.subarray(0, good.length - 100))
     const last = [...peer.tensors].sort((a, b) => b.data_offset - a.data_offset).find((t) => t.n_bytes > 0)!
     expect(() => GgufFile.open(inData)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_GGUF', tensor: last.name }))
+  })
+
+  it('a 32 MiB array of 2.8 million empty arrays (12 bytes each) is refused at open, as ggml refuses it: in seconds and a few hundred MiB', () => {
+    // Read, each inner array became a typed array at every `metadata` read: GiBs and minutes.
+    const n = Math.floor((32 << 20) / 12)
+    const le = (v: number, bytes: 4 | 8) => {
+      const b = Buffer.alloc(bytes)
+      if (bytes === 4) b.writeUInt32LE(v)
+      else b.writeBigUInt64LE(BigInt(v))
+      return b
+    }
+    const key = (k: string) => Buffer.concat([le(k.length, 8), Buffer.from(k)])
+    // Each inner array: element type UINT8 (0), count 0 — 12 zero bytes.
+    const bomb = Buffer.concat([Buffer.from('GGUF'), le(3, 4), le(0, 8), le(1, 8), key('k'), le(9, 4), le(9, 4), le(n, 8), Buffer.alloc(12 * n)])
+    const p = join(dir, 'nested.gguf')
+    writeFileSync(p, bomb)
+    const run = inChild(
+      `const t0 = Date.now()
+      let out
+      try {
+        const f = st.GgufFile.open(path)
+        out = { ok: true, same: f.metadata === f.metadata }
+      } catch (e) {
+        out = { ok: false, code: e.code, message: e.message }
+      }
+      report({ ...out, ms: Date.now() - t0 })`,
+      p,
+    )
+    expect(run.report).toMatchObject({ ok: false, code: 'ERR_INVALID_GGUF', message: expect.stringContaining("metadata 'k': an array of arrays") })
+    expect(run.report.ms).toBeLessThan(10_000)
+    expect(run.report.maxRSSKiB / 1024).toBeLessThan(300)
   })
 
   it('a file of another format is ERR_UNKNOWN_FORMAT naming what it is', () => {

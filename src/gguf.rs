@@ -187,8 +187,7 @@ impl GgufFile {
         })
     }
 
-    /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
-    /// ('ARRAY[ARRAY]' for arrays of arrays).
+    /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays.
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, string>")]
     pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
         guard(&env, "GgufFile.metadataTypes", || {
@@ -330,7 +329,6 @@ fn array_type_name(a: &GgufArray) -> &'static str {
         GgufArray::U64(_) => "UINT64",
         GgufArray::I64(_) => "INT64",
         GgufArray::F64(_) => "FLOAT64",
-        GgufArray::Array(_) => "ARRAY",
     }
 }
 
@@ -356,7 +354,7 @@ impl ToNapiValue for GgufMetadata {
 
 /// One metadata value: numbers for 8/16/32-bit integers and floats, BigInt for 64-bit
 /// integers, strings, booleans; arrays of numbers as the typed array of their type, arrays
-/// of strings, booleans and arrays as JS arrays.
+/// of strings and booleans as JS arrays.
 struct Value<'a>(&'a GgufValue);
 
 impl ToNapiValue for Value<'_> {
@@ -411,9 +409,6 @@ impl JsArray<'_> {
                     env,
                     v.iter().map(|s| <&str>::to_napi_value(env, s.as_str())),
                 ),
-                GgufArray::Array(v) => {
-                    js_array(env, v.iter().map(|a| JsArray(a).to_napi_value_inner(env)))
-                }
             }
         }
     }
