@@ -166,6 +166,10 @@ describe('GgufFile: a file gguf-py wrote, as GGUFReader reads it', () => {
     expect(metadata['test.arr_str']).toEqual(['a', '', 'üß', '__proto__'])
     // A key or string '__proto__' is data, never a prototype.
     expect(Object.getPrototypeOf(metadata)).toBe(Object.prototype)
+    // Made once: every read after the first is the same object, not a new copy of each array.
+    expect(f.metadata).toBe(metadata)
+    f.close()
+    expect(() => f.metadata).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }))
   })
 
   it('getTensor: every block type decoded to Float32Array bit-exactly as gguf.quants.dequantize; plain types as their typed array', () => {
