@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join, resolve } from 'node:path'
-import { GgufFile, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
+import { GgufFile, convert, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 
 /**
@@ -58,6 +58,7 @@ function inChild(body: string, file: string): { report: any } {
   const run = spawnSync(process.execPath, ['-e', script, file], { encoding: 'utf8', timeout: 300_000 })
   expect({ status: run.status, signal: run.signal }, run.stderr).toEqual({ status: 0, signal: null })
   return { report: JSON.parse(run.stdout.trim().split('\n').pop()!) }
+}
 const peerFile = (name: string) => readFileSync(join(dir, name))
 
 /** The block types issue 16 lists (every one gguf 0.19 dequantizes). */
@@ -344,6 +345,60 @@ describe('GgufFile: errors', () => {
     expect(run.report).toMatchObject({ ok: false, code: 'ERR_INVALID_GGUF', message: expect.stringContaining("metadata 'k': an array of arrays") })
     expect(run.report.ms).toBeLessThan(10_000)
     expect(run.report.maxRSSKiB / 1024).toBeLessThan(300)
+  })
+
+  it('a file truncated after open: decoding its Q8_0, Q4_K and Q6_K tensors is ERR_IO, never SIGBUS (sync, async, again)', async () => {
+    const src = join(dir, 'trunc.safetensors')
+    const data = Float32Array.from({ length: 256 * 1024 }, (_, i) => Math.sin(i))
+    saveFile(src, { 'blk.0.attn_q.weight': { shape: [256, 1024], data }, 'blk.0.ffn_down.weight': { shape: [256, 1024], data } })
+    const runs = []
+    for (const quantization of ['Q8_0', 'Q4_K_M'] as const) {
+      const p = join(dir, `trunc-${quantization}.gguf`)
+      await convert(src, p, { to: 'gguf', quantization })
+      runs.push(
+        inChild(
+          `const fs = require('node:fs')
+          const out = { types: [], codes: [] }
+          const f = st.GgufFile.open(path)
+          const w = st.openWeightsSync(path)
+          const names = f.tensorNames.filter((n) => f.info(n).ggmlType !== 'F32')
+          out.types = names.map((n) => f.info(n).ggmlType)
+          fs.truncateSync(path, f.dataOffset)
+          const tried = (fn) => {
+            try {
+              fn()
+              out.codes.push('ok')
+            } catch (e) {
+              out.codes.push(e.code)
+              out.message = e.message
+            }
+          }
+          ;(async () => {
+            for (const name of names) {
+              for (let i = 0; i < 2; i++) {
+                tried(() => f.getTensor(name))
+                tried(() => w.getTensor(name, { as: 'F64' }))
+                try {
+                  await f.getTensorAsync(name)
+                  out.codes.push('ok')
+                } catch (e) {
+                  out.codes.push(e.code)
+                }
+              }
+            }
+            report(out)
+          })()`,
+          p,
+        ),
+      )
+    }
+    const [q8, k] = runs
+    expect(q8.report.types).toEqual(['Q8_0', 'Q8_0'])
+    expect(k.report.types).toEqual(['Q4_K', 'Q6_K'])
+    for (const run of runs) {
+      expect(run.report.codes).toEqual(Array(12).fill('ERR_IO'))
+      expect(run.report.message).toContain('shorter than when it was opened')
+    }
   })
 
   it('a file of another format is ERR_UNKNOWN_FORMAT naming what it is', () => {

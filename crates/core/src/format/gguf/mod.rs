@@ -30,7 +30,7 @@ pub use crate::codecs::{
     Q8_0_BLOCK_BYTES, QK,
 };
 pub use export::{plan_export, plan_preset, ExportTensor};
-pub use read::{decode_f32, parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
+pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]

@@ -551,12 +551,6 @@ pub struct GgufParts {
     pub tensors: Vec<GgufTensorInfo>,
 }
 
-/// `numel` values of a type with a decoder (see [`crate::codecs`]) decoded to little-endian
-/// F32 bytes; other types are ERR_UNSUPPORTED_DTYPE.
-pub fn decode_f32(ggml_type: GgmlType, raw: &[u8], numel: usize) -> Result<Vec<u8>> {
-    crate::buffer::f32_bytes(numel, &|out| codecs::decode(ggml_type, raw, out))
-}
-
 fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<GgufTensorInfo> {
     let n_dims = c.u32("dimension count")? as usize;
     if n_dims > MAX_DIMS {
