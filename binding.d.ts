@@ -146,7 +146,7 @@ export interface OpenOptions {
  * A GGUF metadata value: UINT8…INT32, FLOAT32 and FLOAT64 as numbers, UINT64/INT64 as bigint,
  * BOOL as boolean, STRING as string; an array of numbers as the typed array of its element
  * type (ARRAY[FLOAT32] → Float32Array, ARRAY[UINT64] → BigUint64Array, …), an array of
- * strings, booleans or arrays as a JS array.
+ * strings or booleans as a JS array.
  */
 export type GgufValue =
   | number
@@ -165,7 +165,6 @@ export type GgufValue =
   | BigInt64Array
   | string[]
   | boolean[]
-  | GgufValue[]
 
 export type TypedArray =
   | Int8Array
@@ -208,12 +207,9 @@ export declare class GgufFile {
   get alignment(): number
   /** Offset of the data section from the start of the file. */
   get dataOffset(): number
-  /** Every key/value in file order, typed: see `GgufValue`. */
+  /** Every key/value in file order, typed: see `GgufValue`. The same object at every read. */
   get metadata(): Record<string, GgufValue>
-  /**
-   * Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
-   * ('ARRAY[ARRAY]' for arrays of arrays).
-   */
+  /** Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays. */
   get metadataTypes(): Record<string, string>
   /** Always null (model directories have one). */
   get config(): null

@@ -370,7 +370,9 @@ export declare class GgufFile implements WeightsFile {
   /**
    * Every key/value in file order, typed: 8–32-bit integers and floats as numbers, 64-bit
    * integers as bigint, strings, booleans; numeric arrays as the typed array of their element
-   * type, arrays of strings/booleans/arrays as JS arrays. A new object on each access.
+   * type, arrays of strings and booleans as JS arrays. Made at the first access; every access
+   * after gives the same object. (Arrays of arrays, which ggml's reader refuses, are
+   * ERR_INVALID_GGUF at open.)
    */
   get metadata(): Record<string, GgufValue>
   /** Each key's GGUF type: 'UINT32', 'FLOAT32', 'STRING', …, arrays as 'ARRAY[INT32]'. */

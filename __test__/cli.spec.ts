@@ -441,6 +441,60 @@ describe('predict', () => {
   })
 })
 
+describe('text from a file is printed escaped and bounded', () => {
+  const dir = tempDir('cli-hostile-')
+  /** Bytes that act on a terminal: C0 but newline, DEL, C1, bidi controls, line separators. */
+  const RAW = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/
+  const names = ['\x1b[2J\x1b[Hcleared', '\x1b]0;pwned\x07title', 'ok\rerror[ERR_FAKE]: fake', '\x9b31mC1', 'rtl\u202etxt.exe', 'x'.repeat(5 << 20)]
+  const header: Record<string, unknown> = { __metadata__: { '\x1b]0;meta\x07': '\x1b[2J value\r\nerror[ERR_FAKE]: fake' } }
+  names.forEach((n, i) => (header[n] = { dtype: 'F32', shape: [1], data_offsets: [4 * i, 4 * i + 4] }))
+  const hostile = join(dir, 'hostile.safetensors')
+  writeFileSync(hostile, rawFile(JSON.stringify(header), 4 * names.length))
+
+  it('inspect: names and metadata escaped, a 5 MiB name cut with its length noted, the output small', () => {
+    const r = cli(['inspect', hostile, '--limit', '0'])
+    expect(r.status, r.stderr).toBe(0)
+    expect(r.stdout).not.toMatch(RAW)
+    expect(r.stdout.length).toBeLessThan(16 << 10)
+    expect(r.stdout).toMatch(/^\\x1b\[2J\\x1b\[Hcleared +F32 +\[1\] +4 B$/m)
+    expect(r.stdout).toContain('\\x1b]0;pwned\\x07title')
+    expect(r.stdout).toContain('ok\\rerror[ERR_FAKE]: fake')
+    expect(r.stdout).toContain('\\x9b31mC1')
+    expect(r.stdout).toContain('rtl\\u{202e}txt.exe')
+    expect(r.stdout).toContain('\\x1b]0;meta\\x07')
+    expect(r.stdout).toContain('\\x1b[2J value\\r\\nerror[ERR_FAKE]: fake')
+    expect(r.stdout).toMatch(/^x{60,120}… \(5,242,880 chars\) +F32/m)
+    // --json gives names whole, escaped as JSON escapes them (C1 and bidi controls too).
+    const j = cli(['inspect', hostile, '--json', '--limit', '5'])
+    expect(j.stdout).not.toMatch(RAW)
+    expect(j.stdout).toContain('"rtl\\u202etxt.exe"')
+    expect(json(j).tensors.map((t: any) => t.name)).toEqual(names.slice(0, 5))
+  })
+
+  it('validate and error lines: the tensor and message escaped; convert warnings escaped', async () => {
+    const bad = join(dir, 'bad.safetensors')
+    const name = '\x1b[2J\u202ebad\r'
+    writeFileSync(bad, rawFile(JSON.stringify({ [name]: { dtype: 'F32', shape: [3], data_offsets: [0, 8] } }), 8))
+    const v = cli(['validate', bad])
+    expect(v.status).toBe(1)
+    expect(v.stdout).not.toMatch(RAW)
+    expect(v.stdout).toMatch(/^ {2}error\[ERR_SIZE_MISMATCH\] tensor "\\x1b\[2J\\u\{202e\}bad\\r": shape \[3\] of F32 needs 12 bytes/m)
+    const e = cli(['inspect', bad])
+    expectError(e, 1, 'ERR_SIZE_MISMATCH')
+    expect(e.stderr).not.toMatch(RAW)
+    expect(e.stderr).toContain("tensor '\\x1b[2J\\u{202e}bad\\r'")
+    // A model directory whose config.json names an architecture made of escape sequences.
+    const model = join(dir, 'model')
+    await new LinearRegression().fit([[1, 2], [2, 1], [3, 5]], [1, 2, 3]).save(model)
+    const config = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'))
+    writeFileSync(join(model, 'config.json'), JSON.stringify({ ...config, architectures: ['\x1b]0;pwned\x07Evil\x1b[2J\u2066'] }))
+    const c = cli(['convert', model, join(dir, 'out.gguf'), '--to', 'gguf'])
+    expect(c.status, c.stderr).toBe(0)
+    expect(c.stderr).not.toMatch(RAW)
+    expect(c.stderr).toContain("warning: llama.cpp export does not know architecture '\\x1b]0;pwned\\x07Evil\\x1b[2J\\u{2066}'")
+  })
+})
+
 describe('colors', () => {
   const bad = join(tempDir('cli-color-'), 'bad.safetensors')
   writeFileSync(bad, rawFile(JSON.stringify({ a: { dtype: 'F32', shape: [3], data_offsets: [0, 8] } }), 8))

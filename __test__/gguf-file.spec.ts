@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join, resolve } from 'node:path'
-import { GgufFile, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
+import { GgufFile, convert, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 
 /**
@@ -44,6 +44,21 @@ beforeAll(() => {
 })
 
 const bytesOf = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
+
+/**
+ * Run `body` in a child Node process (so that a crash or a runaway allocation cannot take the
+ * runner down), with `st` the package, `path` the file and `report(value)` printing `value`
+ * with the child's peak RSS. The child must exit normally and report.
+ */
+function inChild(body: string, file: string): { report: any } {
+  const script = `const st = require(${JSON.stringify(resolve(__dirname, '../index.js'))})
+    const path = process.argv[1]
+    const report = (value) => console.log(JSON.stringify({ ...value, maxRSSKiB: process.resourceUsage().maxRSS }))
+    ${body}`
+  const run = spawnSync(process.execPath, ['-e', script, file], { encoding: 'utf8', timeout: 300_000 })
+  expect({ status: run.status, signal: run.signal }, run.stderr).toEqual({ status: 0, signal: null })
+  return { report: JSON.parse(run.stdout.trim().split('\n').pop()!) }
+}
 const peerFile = (name: string) => readFileSync(join(dir, name))
 
 /** The block types issue 16 lists (every one gguf 0.19 dequantizes). */
@@ -152,6 +167,10 @@ describe('GgufFile: a file gguf-py wrote, as GGUFReader reads it', () => {
     expect(metadata['test.arr_str']).toEqual(['a', '', 'üß', '__proto__'])
     // A key or string '__proto__' is data, never a prototype.
     expect(Object.getPrototypeOf(metadata)).toBe(Object.prototype)
+    // Made once: every read after the first is the same object, not a new copy of each array.
+    expect(f.metadata).toBe(metadata)
+    f.close()
+    expect(() => f.metadata).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }))
   })
 
   it('getTensor: every block type decoded to Float32Array bit-exactly as gguf.quants.dequantize; plain types as their typed array', () => {
@@ -295,6 +314,91 @@ describe('GgufFile: errors', () => {
     writeFileSync(inData, good.subarray(0, good.length - 100))
     const last = [...peer.tensors].sort((a, b) => b.data_offset - a.data_offset).find((t) => t.n_bytes > 0)!
     expect(() => GgufFile.open(inData)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_GGUF', tensor: last.name }))
+  })
+
+  it('a 32 MiB array of 2.8 million empty arrays (12 bytes each) is refused at open, as ggml refuses it: in seconds and a few hundred MiB', () => {
+    // Read, each inner array became a typed array at every `metadata` read: GiBs and minutes.
+    const n = Math.floor((32 << 20) / 12)
+    const le = (v: number, bytes: 4 | 8) => {
+      const b = Buffer.alloc(bytes)
+      if (bytes === 4) b.writeUInt32LE(v)
+      else b.writeBigUInt64LE(BigInt(v))
+      return b
+    }
+    const key = (k: string) => Buffer.concat([le(k.length, 8), Buffer.from(k)])
+    // Each inner array: element type UINT8 (0), count 0 — 12 zero bytes.
+    const bomb = Buffer.concat([Buffer.from('GGUF'), le(3, 4), le(0, 8), le(1, 8), key('k'), le(9, 4), le(9, 4), le(n, 8), Buffer.alloc(12 * n)])
+    const p = join(dir, 'nested.gguf')
+    writeFileSync(p, bomb)
+    const run = inChild(
+      `const t0 = Date.now()
+      let out
+      try {
+        const f = st.GgufFile.open(path)
+        out = { ok: true, same: f.metadata === f.metadata }
+      } catch (e) {
+        out = { ok: false, code: e.code, message: e.message }
+      }
+      report({ ...out, ms: Date.now() - t0 })`,
+      p,
+    )
+    expect(run.report).toMatchObject({ ok: false, code: 'ERR_INVALID_GGUF', message: expect.stringContaining("metadata 'k': an array of arrays") })
+    expect(run.report.ms).toBeLessThan(10_000)
+    expect(run.report.maxRSSKiB / 1024).toBeLessThan(300)
+  })
+
+  it('a file truncated after open: decoding its Q8_0, Q4_K and Q6_K tensors is ERR_IO, never SIGBUS (sync, async, again)', async () => {
+    const src = join(dir, 'trunc.safetensors')
+    const data = Float32Array.from({ length: 256 * 1024 }, (_, i) => Math.sin(i))
+    saveFile(src, { 'blk.0.attn_q.weight': { shape: [256, 1024], data }, 'blk.0.ffn_down.weight': { shape: [256, 1024], data } })
+    const runs = []
+    for (const quantization of ['Q8_0', 'Q4_K_M'] as const) {
+      const p = join(dir, `trunc-${quantization}.gguf`)
+      await convert(src, p, { to: 'gguf', quantization })
+      runs.push(
+        inChild(
+          `const fs = require('node:fs')
+          const out = { types: [], codes: [] }
+          const f = st.GgufFile.open(path)
+          const w = st.openWeightsSync(path)
+          const names = f.tensorNames.filter((n) => f.info(n).ggmlType !== 'F32')
+          out.types = names.map((n) => f.info(n).ggmlType)
+          fs.truncateSync(path, f.dataOffset)
+          const tried = (fn) => {
+            try {
+              fn()
+              out.codes.push('ok')
+            } catch (e) {
+              out.codes.push(e.code)
+              out.message = e.message
+            }
+          }
+          ;(async () => {
+            for (const name of names) {
+              for (let i = 0; i < 2; i++) {
+                tried(() => f.getTensor(name))
+                tried(() => w.getTensor(name, { as: 'F64' }))
+                try {
+                  await f.getTensorAsync(name)
+                  out.codes.push('ok')
+                } catch (e) {
+                  out.codes.push(e.code)
+                }
+              }
+            }
+            report(out)
+          })()`,
+          p,
+        ),
+      )
+    }
+    const [q8, k] = runs
+    expect(q8.report.types).toEqual(['Q8_0', 'Q8_0'])
+    expect(k.report.types).toEqual(['Q4_K', 'Q6_K'])
+    for (const run of runs) {
+      expect(run.report.codes).toEqual(Array(12).fill('ERR_IO'))
+      expect(run.report.message).toContain('shorter than when it was opened')
+    }
   })
 
   it('a file of another format is ERR_UNKNOWN_FORMAT naming what it is', () => {

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { LinearRegression, LogisticRegression, SafeTensorsFile, convert, inspect, saveFile, type ConvertReport, type TensorInput } from '../index.js'
-import { PYTHON, expectedNumber, fixture, tempDir } from './helpers'
+import { GgufFile, LinearRegression, LogisticRegression, SafeTensorsFile, convert, inspect, saveFile, type ConvertReport, type TensorInput } from '../index.js'
+import { PYTHON, expectedNumber, fixture, rawFile, tempDir } from './helpers'
 
 const CHECK_GGUF = resolve(__dirname, '../scripts/check_gguf.py')
 
@@ -481,6 +481,10 @@ describe('errors', () => {
     ['a tensor offset of 2^63', ggufFile({ infos: [tensorInfo('w', [4], 0, 1n << 63n)] })],
     ['a Q8_0 tensor whose row is not a whole block', ggufFile({ infos: [tensorInfo('w', [4], 8, 0)] })],
     ['duplicate tensor names', ggufFile({ infos: [tensorInfo('w', [2], 0, 0), tensorInfo('w', [2], 0, 8)] })],
+    // ggml's GGML_MAX_NAME (64) counts the NUL: names hold at most 63 bytes.
+    ['a tensor name of 64 bytes', ggufFile({ infos: [tensorInfo('n'.repeat(64), [4], 0, 0)] })],
+    // ggml's reader refuses arrays of arrays, even one of one element.
+    ['an array of arrays', ggufFile({ kvs: [kvString('general.architecture', 'toy'), Buffer.concat([gstr('k'), u32(9), u32(9), u64(1), u32(4), u64(1), u32(7)])] })],
   ]
 
   it.each(hostile)('%s → ERR_INVALID_GGUF from inspect and convert', async (name, bytes) => {
@@ -489,6 +493,37 @@ describe('errors', () => {
     await expect(inspect(path)).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
     await expect(convert(path, join(dir, 'out.safetensors'), { to: 'safetensors' })).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
     await expect(convert(path, join(dir, 'out.gguf'), { to: 'gguf', quantization: 'Q8_0' })).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+  })
+
+  it('tensor names as ggml reads them: 64 bytes refused by the reader (named, escaped), a NUL refused by the writer', async () => {
+    const ok = join(dir, 'name-63.gguf')
+    writeFileSync(ok, ggufFile({ infos: [tensorInfo('n'.repeat(63), [4], 0, 0)] }))
+    expect(GgufFile.open(ok).tensorNames).toEqual(['n'.repeat(63)])
+    // 16 × ESC[2J is 64 bytes: refused, the name given whole as `tensor`, escaped in the message.
+    const hostile = '\x1b[2J'.repeat(16)
+    const long = join(dir, 'name-64.gguf')
+    writeFileSync(long, ggufFile({ infos: [tensorInfo(hostile, [4], 0, 0)] }))
+    let err: any
+    try {
+      GgufFile.open(long)
+    } catch (e) {
+      err = e
+    }
+    expect(err).toMatchObject({ code: 'ERR_INVALID_GGUF', tensor: hostile, path: long })
+    expect(err.message).toContain("tensor '\\x1b[2J\\x1b[2J")
+    expect(err.message).toContain('a name of 64 bytes; ggml reads names of at most 63')
+    expect(err.message).not.toContain('\x1b')
+    // ggml cuts a name at its first NUL: "a\0b" and "a\0c" would both read back as "a".
+    const nul = join(dir, 'nul.safetensors')
+    writeFileSync(nul, rawFile(JSON.stringify({ 'a\0b': { dtype: 'F32', shape: [32], data_offsets: [0, 128] }, 'a\0c': { dtype: 'F32', shape: [32], data_offsets: [128, 256] } }), 256))
+    for (const quantization of [undefined, 'Q8_0'] as const) {
+      await expect(convert(nul, join(dir, 'nul.gguf'), { to: 'gguf', ...(quantization ? { quantization } : {}) })).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARGUMENT',
+        tensor: 'a\0b',
+        message: expect.stringMatching(/tensor 'a\\x00b': GGUF tensor names cannot hold a NUL byte/),
+      })
+    }
+    expect(existsSync(join(dir, 'nul.gguf'))).toBe(false)
   })
 
   it('a real output truncated anywhere → ERR_INVALID_GGUF', async () => {

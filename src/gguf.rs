@@ -10,21 +10,32 @@ use crate::handle::SourceHandle;
 use crate::tasks::CoreTask;
 use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
-use napi::{sys, Env};
+use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use stcore::format::gguf::{GgufArray, GgufHeader, GgufSource, GgufValue};
 use stcore::format::OpenOptions;
 use stcore::memory::Backend;
 use stcore::TensorSource;
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
 /// A GGUF file (llama.cpp, ggml), validated at open and read lazily.
-#[napi]
+#[napi(custom_finalize)]
 pub struct GgufFile {
     pub(crate) inner: SourceHandle<GgufSource>,
     /// Where the bytes came from, for files read from memory (a URL).
     pub(crate) origin: Option<String>,
+    /// The `metadata` object, made at its first read and the same at every read after (made
+    /// anew, each read would copy every array of the header again). Released by `close()` or
+    /// when JS collects this object.
+    metadata: RefCell<Option<ObjectRef<false>>>,
+}
+
+impl ObjectFinalize for GgufFile {
+    fn finalize(self, env: Env) -> napi::Result<()> {
+        self.drop_metadata(&env)
+    }
 }
 
 pub(crate) fn open_gguf(path: &str, backend: CoreResult<Backend>) -> CoreResult<GgufFile> {
@@ -41,6 +52,15 @@ impl GgufFile {
         GgufFile {
             inner: SourceHandle::new("GgufFile", path, Arc::new(source)),
             origin,
+            metadata: RefCell::new(None),
+        }
+    }
+
+    /// Let JS collect the `metadata` object made for this file (if one was).
+    fn drop_metadata(&self, env: &Env) -> napi::Result<()> {
+        match self.metadata.borrow_mut().take() {
+            Some(made) => made.unref(env),
+            None => Ok(()),
         }
     }
 }
@@ -179,16 +199,26 @@ impl GgufFile {
         })
     }
 
-    /// Every key/value in file order, typed: see `GgufValue`.
+    /// Every key/value in file order, typed: see `GgufValue`. The same object at every read.
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, GgufValue>")]
     pub fn metadata(&self, env: Env) -> napi::Result<GgufMetadata> {
         guard(&env, "GgufFile.metadata", || {
-            Ok(GgufMetadata(self.inner.get_or_throw(&env)?))
+            let inner = self.inner.get_or_throw(&env)?;
+            let mut made = self.metadata.borrow_mut();
+            if let Some(made) = made.as_ref() {
+                return Ok(GgufMetadata(made.get_value(&env)?.raw()));
+            }
+            let pairs = &inner.header().metadata;
+            // SAFETY: `env` is the live env of this call.
+            let value = unsafe {
+                crate::file::own_record(env.raw(), pairs.iter().map(|(k, v)| (k.clone(), Value(v))))
+            }?;
+            *made = Some(Object::from_raw(env.raw(), value).create_ref()?);
+            Ok(GgufMetadata(value))
         })
     }
 
-    /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays
-    /// ('ARRAY[ARRAY]' for arrays of arrays).
+    /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays.
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, string>")]
     pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
         guard(&env, "GgufFile.metadataTypes", || {
@@ -303,7 +333,7 @@ impl GgufFile {
     pub fn close(&self, env: Env) -> napi::Result<()> {
         guard(&env, "GgufFile.close", || {
             self.inner.close();
-            Ok(())
+            self.drop_metadata(&env)
         })
     }
 }
@@ -330,12 +360,11 @@ fn array_type_name(a: &GgufArray) -> &'static str {
         GgufArray::U64(_) => "UINT64",
         GgufArray::I64(_) => "INT64",
         GgufArray::F64(_) => "FLOAT64",
-        GgufArray::Array(_) => "ARRAY",
     }
 }
 
-/// The metadata of a file as a JS object, built when it reaches JS.
-pub struct GgufMetadata(Arc<GgufSource>);
+/// The metadata object of a file, made by `metadata` during the call it is returned from.
+pub struct GgufMetadata(sys::napi_value);
 
 impl TypeName for GgufMetadata {
     fn type_name() -> &'static str {
@@ -347,16 +376,14 @@ impl TypeName for GgufMetadata {
 }
 
 impl ToNapiValue for GgufMetadata {
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
-        let pairs = &val.0.header().metadata;
-        // SAFETY: called by napi-rs with a live env, as this trait requires.
-        unsafe { crate::file::own_record(env, pairs.iter().map(|(k, v)| (k.clone(), Value(v)))) }
+    unsafe fn to_napi_value(_: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        Ok(val.0)
     }
 }
 
 /// One metadata value: numbers for 8/16/32-bit integers and floats, BigInt for 64-bit
 /// integers, strings, booleans; arrays of numbers as the typed array of their type, arrays
-/// of strings, booleans and arrays as JS arrays.
+/// of strings and booleans as JS arrays.
 struct Value<'a>(&'a GgufValue);
 
 impl ToNapiValue for Value<'_> {
@@ -411,9 +438,6 @@ impl JsArray<'_> {
                     env,
                     v.iter().map(|s| <&str>::to_napi_value(env, s.as_str())),
                 ),
-                GgufArray::Array(v) => {
-                    js_array(env, v.iter().map(|a| JsArray(a).to_napi_value_inner(env)))
-                }
             }
         }
     }

@@ -20,6 +20,7 @@ use napi::bindgen_prelude::*;
 use stcore::buffer::LARGE_BUFFER_BYTES;
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
+use stcore::memory::Block;
 use stcore::{CoreError, DType, F32Decoder};
 use std::sync::Arc;
 
@@ -267,17 +268,24 @@ impl Source {
     }
 
     /// Like [`Source::convert`] for a conversion that maps each run of bytes to one element
-    /// of `dst`: the first time, a file's bytes are read with positioned reads on every core
-    /// (no page mapped); else large tensors are read in parts, each given back once converted
-    /// ([`Memory::convert_once`]).
+    /// of `dst` (or, given a `block`, each block of bytes to its elements: a decoder): the
+    /// first time, a file's bytes are read with positioned reads on every core (no page
+    /// mapped); else large tensors are read in parts, each given back once converted
+    /// ([`Memory::convert_once`], [`Memory::convert_blocks_once`]).
     fn convert_parts<T: Send>(
         &self,
         dst: &mut [T],
+        block: Option<Block>,
         f: impl Fn(&[u8], &mut [T]) -> CoreResult<()> + Sync,
     ) -> CoreResult<()> {
-        match self {
-            Source::Shared { memory, start, len } => memory.convert_once(*start, *len, dst, f),
-            Source::Owned(v) => f(v, dst),
+        match (self, block) {
+            (Source::Shared { memory, start, len }, None) => {
+                memory.convert_once(*start, *len, dst, f)
+            }
+            (Source::Shared { memory, start, len }, Some(block)) => {
+                memory.convert_blocks_once(*start, *len, dst, block, f)
+            }
+            (Source::Owned(v), _) => f(v, dst),
         }
     }
 }
@@ -396,7 +404,9 @@ fn convert_f32(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     produce(
         TypedArrayType::Float32,
         n,
-        move |dst: &mut [f32]| source.convert_parts(dst, |src, dst| cast::to_f32(dtype, src, dst)),
+        move |dst: &mut [f32]| {
+            source.convert_parts(dst, None, |src, dst| cast::to_f32(dtype, src, dst))
+        },
         external!(F32, Float32Array),
     )
 }
@@ -405,11 +415,11 @@ fn convert_f32(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
 /// no intermediate buffer of decoded values to allocate, fault in and copy.
 pub fn decoded_f32(n: usize, decoder: F32Decoder<'_>) -> CoreResult<TypedArrayOut> {
     let source = Source::new(decoder.stored);
-    let decode = decoder.decode;
+    let (block, decode) = (decoder.block, decoder.decode);
     produce(
         TypedArrayType::Float32,
         n,
-        move |dst: &mut [f32]| source.convert(|src| decode(src, dst)),
+        move |dst: &mut [f32]| source.convert_parts(dst, Some(block), decode),
         external!(F32, Float32Array),
     )
 }
@@ -465,7 +475,9 @@ fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     produce(
         TypedArrayType::Float64,
         n,
-        move |dst: &mut [f64]| source.convert_parts(dst, |src, dst| cast::to_f64(dtype, src, dst)),
+        move |dst: &mut [f64]| {
+            source.convert_parts(dst, None, |src, dst| cast::to_f64(dtype, src, dst))
+        },
         external!(F64, Float64Array),
     )
 }

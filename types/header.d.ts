@@ -146,7 +146,7 @@ export interface OpenOptions {
  * A GGUF metadata value: UINT8…INT32, FLOAT32 and FLOAT64 as numbers, UINT64/INT64 as bigint,
  * BOOL as boolean, STRING as string; an array of numbers as the typed array of its element
  * type (ARRAY[FLOAT32] → Float32Array, ARRAY[UINT64] → BigUint64Array, …), an array of
- * strings, booleans or arrays as a JS array.
+ * strings or booleans as a JS array.
  */
 export type GgufValue =
   | number
@@ -165,4 +165,3 @@ export type GgufValue =
   | BigInt64Array
   | string[]
   | boolean[]
-  | GgufValue[]

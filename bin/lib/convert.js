@@ -130,7 +130,7 @@ async function run(ctx, values, positionals) {
     if (bar) bar.clear()
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
-  if (!values.quiet) for (const w of report.warnings ?? []) ctx.err(`${ctx.colors.err.yellow('warning')}: ${w}`)
+  if (!values.quiet) for (const w of report.warnings ?? []) ctx.err(`${ctx.colors.err.yellow('warning')}: ${ui.truncate(w, ui.MESSAGE_CHARS)}`)
 
   if (values.json) ctx.out(ui.toJson(ordered(report)))
   else if (showProgress) {
@@ -138,13 +138,13 @@ async function run(ctx, values, positionals) {
     const ratio = report.inputBytes > 0 ? ` (${Math.round((report.outputBytes / report.inputBytes) * 100)}%)` : ''
     const q = report.quantization ? ` ${report.quantization}` : ''
     ctx.err(
-      `${c.green('converted')} ${basename(report.input)} (${report.inputFormat}) → ${basename(report.output)} (${report.outputFormat}${q}): ` +
+      `${c.green('converted')} ${ui.printable(basename(report.input))} (${report.inputFormat}) → ${ui.printable(basename(report.output))} (${report.outputFormat}${q}): ` +
         `${ui.formatBytes(report.inputBytes)} → ${ui.formatBytes(report.outputBytes)}${ratio}, ` +
         `${ui.withCommas(report.tensors)} tensor${report.tensors === 1 ? '' : 's'} in ${ui.formatElapsed(seconds)}`,
     )
     const dropped = report.dropped ?? []
     if (dropped.length > 0) {
-      const shown = dropped.slice(0, 5).map((d) => `${d.name} (= ${d.keptAs})`).join(', ')
+      const shown = dropped.slice(0, 5).map((d) => `${ui.name(d.name)} (= ${ui.name(d.keptAs)})`).join(', ')
       ctx.err(`  tied tensors written once: ${shown}${dropped.length > 5 ? `, and ${dropped.length - 5} more` : ''}`)
     }
   }

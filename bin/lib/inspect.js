@@ -73,12 +73,12 @@ async function run(ctx, values, positionals) {
   const shown = limit === 0 ? matching : matching.slice(0, limit)
   const width = Math.max(60, ctx.columns || 100)
 
-  const lines = [c.bold(report.path)]
+  const lines = [c.bold(ui.printable(report.path))]
   const field = (label, value) => lines.push(`  ${c.bold(label.padEnd(11))} ${value}`)
   field('format', report.format)
   field('file size', report.fileSize < 1024 ? `${report.fileSize} bytes` : `${ui.formatBytes(report.fileSize)} (${ui.withCommas(report.fileSize)} bytes)`)
   if (report.files && (report.files.length > 1 || report.config !== undefined)) {
-    const list = report.files.slice(0, 3).join(', ') + (report.files.length > 3 ? `, … ${report.files.length - 3} more` : '')
+    const list = report.files.slice(0, 3).map((f) => ui.name(f)).join(', ') + (report.files.length > 3 ? `, … ${report.files.length - 3} more` : '')
     field('files', `${report.files.length} (${list})`)
   }
   const count = ui.withCommas(report.numTensors)
@@ -86,14 +86,15 @@ async function run(ctx, values, positionals) {
   const params = report.numParameters
   field('parameters', params >= 1000 ? `${ui.formatCount(params)} (${ui.withCommas(params)})` : String(params))
   const modelType = report.config && report.config.model_type
-  if (modelType !== undefined) field('model type', typeof modelType === 'string' ? modelType : JSON.stringify(modelType))
+  if (modelType !== undefined) field('model type', ui.name(typeof modelType === 'string' ? modelType : JSON.stringify(modelType)))
   const meta = report.metadata ? Object.entries(report.metadata) : []
   if (meta.length === 0) field('metadata', c.dim('none'))
   else {
-    const keyWidth = Math.min(32, meta.reduce((w, [k]) => Math.max(w, k.length), 0))
+    const keys = meta.map(([k]) => ui.truncate(k, 48))
+    const keyWidth = Math.min(32, keys.reduce((w, k) => Math.max(w, k.length), 0))
     const valueWidth = Math.max(20, width - 15 - keyWidth - 3)
-    meta.forEach(([k, v], i) => {
-      const text = `${ui.truncate(k, 48).padEnd(keyWidth)} = ${ui.formatValue(v, valueWidth)}`
+    meta.forEach(([, v], i) => {
+      const text = `${keys[i].padEnd(keyWidth)} = ${ui.formatValue(v, valueWidth)}`
       if (i === 0) field('metadata', text)
       else lines.push(`  ${' '.repeat(11)} ${text}`)
     })
@@ -112,8 +113,9 @@ async function run(ctx, values, positionals) {
     ]
     if (multiFile) columns.push({ title: 'FILE', align: 'left' })
     const rows = shown.map((t) => {
-      const row = [t.name, t.dtype, ui.formatShape(t.shape), ui.formatBytes(t.byteLength)]
-      if (multiFile) row.push(t.file ?? '')
+      // Cells cut to bounded widths: one long name would otherwise pad every row to its length.
+      const row = [ui.name(t.name), ui.truncate(t.dtype, 16), ui.truncate(ui.formatShape(t.shape), 40), ui.formatBytes(t.byteLength)]
+      if (multiFile) row.push(ui.name(t.file ?? ''))
       return row
     })
     lines.push(...ui.table(columns, rows, c.bold))

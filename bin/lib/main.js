@@ -3,7 +3,7 @@
 // one error path (`error[CODE]: message` on stderr; exit 1 for failures, 2 for usage).
 const { parseArgs } = require('node:util')
 const { UsageError } = require('./errors')
-const { colorsFor } = require('./ui')
+const { colorsFor, printable, truncate, MESSAGE_CHARS } = require('./ui')
 
 const COMMANDS = [require('./inspect'), require('./validate'), require('./convert'), require('./predict')]
 const byName = new Map(COMMANDS.map((c) => [c.name, c]))
@@ -142,13 +142,14 @@ function reportError(e, ctx, debug) {
   const c = ctx.colors.err
   const err = e instanceof Error ? e : new Error(String(e))
   const code = typeof err.code === 'string' && err.code !== '' ? err.code : 'ERR_UNEXPECTED'
-  ctx.err(`${c.bold(c.red(`error[${code}]`))}: ${err.message}`)
+  // A message may quote a file (a name, a key, a value): escaped and bounded like all of it.
+  ctx.err(`${c.bold(c.red(`error[${printable(code)}]`))}: ${truncate(err.message, MESSAGE_CHARS)}`)
   if (err instanceof UsageError) {
     const command = err.command && byName.get(err.command)
     ctx.err(command ? `usage: ${command.usage}` : mainUsage)
     ctx.err(`Run '${BIN} ${command ? `help ${command.name}` : '--help'}' for more.`)
   }
-  if (debug && err.stack) ctx.err(c.dim(err.stack))
+  if (debug && err.stack) ctx.err(c.dim(err.stack.split('\n').map(printable).join('\n')))
   return err instanceof UsageError ? 2 : 1
 }
 

@@ -80,11 +80,45 @@ const f32Number = (v) => (Number.isFinite(v) ? Number(formatF32(v)) : null)
 /** Shape [64, 64] → "[64, 64]"; a scalar → "[]". */
 const formatShape = (shape) => `[${shape.join(', ')}]`
 
-/** Cut `s` to `max` visible characters with an ellipsis; control characters are escaped. */
-function truncate(s, max) {
-  const clean = String(s).replace(/[\x00-\x1f\x7f]/g, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`))
-  const chars = Array.from(clean)
-  return chars.length <= max ? clean : `${chars.slice(0, Math.max(1, max - 1)).join('')}…`
+/**
+ * Characters that act on a terminal rather than show: C0 controls, DEL, C1 controls (0x80-0x9f),
+ * the Unicode bidirectional controls and marks (which reorder the text around them) and the
+ * line and paragraph separators. The core's `printable` (crates/core/src/error.rs) escapes the
+ * same set the same way.
+ */
+const UNPRINTABLE = /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g
+const UNPRINTABLE_IN_JSON = /[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g
+const NAMED = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+const hex = (c, width) => c.codePointAt(0).toString(16).padStart(width, '0')
+
+/**
+ * Text that came from a file (a tensor name, a metadata value, an error message quoting one),
+ * safe to print: every unprintable character escaped — \n, \r, \t, else \xNN below U+0100 and
+ * \u{NNNN} above — so that no byte of a file can clear the screen, set the window title, move
+ * the cursor or reorder a line. Everything the command line prints of a file goes through this.
+ */
+const printable = (s) => String(s).replace(UNPRINTABLE, (c) => NAMED[c] ?? (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u{${hex(c, 4)}}`))
+
+/** Characters of a tensor (or file) name a line shows, cut with its length noted. */
+const NAME_CHARS = 120
+const name = (s) => truncate(s, NAME_CHARS, true)
+/** Characters of an error or warning line. */
+const MESSAGE_CHARS = 2000
+
+/**
+ * `printable(s)` cut to at most `max` visible characters, with an ellipsis; `noted`: and the
+ * full length after it ("abc… (5,242,880 chars)"), for names, whose length tells something.
+ */
+function truncate(s, max, noted = false) {
+  const text = String(s)
+  // A prefix of the input long enough for `max` escaped characters, so that a 5 MiB name is not
+  // escaped whole to show 60 characters of it.
+  const chars = Array.from(printable(text.length > 4 * max + 16 ? text.slice(0, 4 * max + 16) : text))
+  if (chars.length <= max && text.length <= 4 * max + 16) return chars.join('')
+  let length = 0
+  for (const _ of text) length++
+  const note = noted ? ` (${withCommas(length)} chars)` : ''
+  return `${chars.slice(0, Math.max(1, max - 1 - note.length)).join('')}…${note}`
 }
 
 /** A metadata value for one line: strings as they are, long arrays abridged, others as JSON. */
@@ -144,7 +178,9 @@ function toJson(value, width = 100) {
     if (keys.length === 0) return '{}'
     return `{\n${keys.map((k) => `${inner}${JSON.stringify(k)}: ${walk(v[k], inner)}`).join(',\n')}\n${indent}}`
   }
-  return walk(value, '')
+  // JSON.stringify escapes C0 controls (the newlines left are the layout's); the other
+  // unprintable characters can only be inside strings, where \uNNNN is the same character.
+  return walk(value, '').replace(UNPRINTABLE_IN_JSON, (c) => `\\u${hex(c, 4)}`)
 }
 
 module.exports = {
@@ -158,6 +194,9 @@ module.exports = {
   formatF32,
   f32Number,
   formatShape,
+  name,
+  MESSAGE_CHARS,
+  printable,
   truncate,
   formatValue,
   table,

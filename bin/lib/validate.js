@@ -24,11 +24,15 @@ Examples:
 
 const options = { json: { type: 'boolean' } }
 
-/** The message without the "PATH: " and "tensor 'x': " prefixes the line already shows. */
+/**
+ * The message without the "PATH: " and "tensor 'x': " prefixes the line already shows (the
+ * core shows a name it had to escape or cut differently: up to the first "': " then).
+ */
 function shortMessage(report, error) {
   let m = error.message
   if (m.startsWith(`${report.path}: `)) m = m.slice(report.path.length + 2)
   if (error.tensor !== undefined && m.startsWith(`tensor '${error.tensor}': `)) m = m.slice(error.tensor.length + 11)
+  else if (error.tensor !== undefined && m.startsWith("tensor '") && m.includes("': ")) m = m.slice(m.indexOf("': ") + 3)
   return m
 }
 
@@ -47,14 +51,15 @@ async function run(ctx, values, positionals) {
     reports.push(report)
     if (values.json) continue
     const format = report.format ? ` (${report.format})` : ''
+    const shown = ui.printable(report.path)
     if (report.ok) {
-      ctx.out(`${report.path}: ${c.green('ok')}${format}`)
+      ctx.out(`${shown}: ${c.green('ok')}${format}`)
     } else {
       const n = report.errors.length + report.omittedErrors
-      ctx.out(`${report.path}: ${c.red('invalid')}${format}, ${n} problem${n === 1 ? '' : 's'}`)
+      ctx.out(`${shown}: ${c.red('invalid')}${format}, ${n} problem${n === 1 ? '' : 's'}`)
       for (const e of report.errors) {
-        const where = e.tensor !== undefined ? ` tensor ${JSON.stringify(e.tensor)}` : ''
-        ctx.out(`  ${c.red(`error[${e.code}]`)}${where}: ${shortMessage(report, e)}`)
+        const where = e.tensor !== undefined ? ` tensor "${ui.name(e.tensor)}"` : ''
+        ctx.out(`  ${c.red(`error[${e.code}]`)}${where}: ${ui.truncate(shortMessage(report, e), ui.MESSAGE_CHARS)}`)
       }
       if (report.omittedErrors > 0) ctx.out(`  … and ${report.omittedErrors} more (the first ${report.errors.length} are listed)`)
     }

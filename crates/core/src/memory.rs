@@ -224,29 +224,104 @@ impl Memory {
         dst: &mut [T],
         f: impl Fn(&[u8], &mut [T]) -> Result<()> + Sync,
     ) -> Result<()> {
-        let end = self.end_of(start, len)?;
+        self.end_of(start, len)?;
         let n = dst.len();
         if n == 0 || !len.is_multiple_of(n) {
             return self.read_once(start, len, |src| f(src, dst));
         }
-        let k = len / n;
+        let block = Block {
+            bytes: len / n,
+            values: 1,
+        };
+        self.convert_blocks_once(start, len, dst, block, f)
+    }
+
+    /// [`Memory::convert_once`] for a conversion that turns each `block` of bytes into
+    /// `block.values` elements of `dst` (a ggml block type decoded): `f` is only ever given
+    /// whole blocks and their elements. A range that is not a whole number of blocks, or a
+    /// `dst` of another length, is ERR_INVALID_ARGUMENT.
+    ///
+    /// A file mapping's pages are read only while the file still holds them: a file truncated
+    /// since it was mapped is ERR_IO (its first conversion reads the file and finds the end;
+    /// later ones check the file's length first), where reading the mapping past the file's
+    /// end would fault (SIGBUS) and kill the process. (A file truncated while its pages are
+    /// being read still faults: no check can close that window; `Backend::Read` has none.)
+    pub fn convert_blocks_once<T: Send>(
+        &self,
+        start: usize,
+        len: usize,
+        dst: &mut [T],
+        block: Block,
+        f: impl Fn(&[u8], &mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let end = self.end_of(start, len)?;
+        let Block { bytes: k, values } = block;
+        if k == 0 || !len.is_multiple_of(k) || (len / k).checked_mul(values) != Some(dst.len()) {
+            return Err(CoreError::invalid_argument(format!(
+                "{len} bytes in blocks of {k} cannot convert to {} elements, {values} a block",
+                dst.len()
+            )));
+        }
+        if len == 0 {
+            return f(&[], dst);
+        }
         let parts = parts(start, end, k);
         #[cfg(feature = "mmap")]
         if let Memory::Mapped(m) = self {
             if let Some((file, path)) = &m.file {
                 if m.pages.first_read(start, len, &parts) {
-                    return convert_by_reads(&m.map[start..end], start, k, file, path, dst, &f);
+                    let src = &m.map[start..end];
+                    return convert_by_reads(src, start, block, file, path, dst, &f);
                 }
             }
         }
+        self.check_file_holds(end)?;
         let mut done = 0;
         for (from, to) in parts {
-            let count = (to - from) / k;
+            let count = (to - from) / k * values;
             self.read_once(from, to - from, |src| f(src, &mut dst[done..done + count]))?;
             done += count;
         }
         Ok(())
     }
+
+    /// ERR_IO when the file mapped is now shorter than `end` (truncated since it was mapped):
+    /// reading the mapping there would fault. Memory that is no mapping of a file holds its
+    /// bytes whatever happens to the file.
+    fn check_file_holds(&self, end: usize) -> Result<()> {
+        #[cfg(feature = "mmap")]
+        if let Memory::Mapped(Mapping {
+            file: Some((file, path)),
+            ..
+        }) = self
+        {
+            let now = file.metadata().map_err(|e| CoreError::io(e, path))?.len();
+            if now < end as u64 {
+                return Err(truncated(path));
+            }
+        }
+        let _ = end;
+        Ok(())
+    }
+}
+
+/// The error of a read of a file that has become shorter than its mapping.
+#[cfg(feature = "mmap")]
+fn truncated(path: &Path) -> CoreError {
+    CoreError::new(
+        crate::error::ErrorKind::Io,
+        "the file is shorter than when it was opened (changed on disk?)",
+    )
+    .with_path(path)
+}
+
+/// The unit a conversion reads in ([`Memory::convert_blocks_once`]): `bytes` of the source
+/// become `values` elements of the output (1 for a plain cast, a ggml block's values for a
+/// block type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub bytes: usize,
+    pub values: usize,
 }
 
 /// The parts `[from, to)` in which [`Memory::convert_once`] reads `start..end` (runs of `k`
@@ -278,9 +353,9 @@ fn parts(start: usize, end: usize, k: usize) -> Vec<(usize, usize)> {
 const READ_PART: usize = 256 << 10;
 
 /// Convert the bytes `start..start + src.len()` of `file` (`src`: the same range of its
-/// mapping, used only to cut the work: never read) into `dst` by `f` (each run of `k` bytes
-/// to one element), on every core: each thread reads its share with positioned reads of
-/// [`READ_PART`] into a buffer of its own and converts it from there.
+/// mapping, used only to cut the work: never read) into `dst` by `f` (each `block` of bytes
+/// to its elements), on every core: each thread reads its share with positioned reads of
+/// about [`READ_PART`] into a buffer of its own and converts it from there.
 ///
 /// Against reading the mapping (pages mapped in one call, converted, given back), this maps
 /// no page: 1.19 GB of a checkpoint's BF16 pages took 163 ms to map and 37 ms to give back on
@@ -291,31 +366,36 @@ const READ_PART: usize = 256 << 10;
 fn convert_by_reads<T: Send>(
     src: &[u8],
     start: usize,
-    k: usize,
+    block: Block,
     file: &File,
     path: &Path,
     dst: &mut [T],
     f: &(impl Fn(&[u8], &mut [T]) -> Result<()> + Sync),
 ) -> Result<()> {
     use std::os::unix::fs::FileExt;
+    let Block { bytes: k, values } = block;
     let origin = src.as_ptr() as usize;
     let per_read = (READ_PART / k).max(1);
-    // Chunks of whole 4096-element groups, as `cast`'s own splits.
-    let split = crate::parallel::Split::new(k, 1)
-        .min_units_per_thread(1 << 19)
-        .align_units(4096);
+    // Chunks of whole 4096-element groups, as `cast`'s own splits; threads for 2^19 elements.
+    let split = crate::parallel::Split::new(k, values)
+        .min_units_per_thread(((1 << 19) / values).max(1))
+        .align_units((4096 / values).max(1));
     crate::parallel::for_chunks(split, src, dst, |_, chunk, out| {
         let mut offset = start + (chunk.as_ptr() as usize - origin);
+        let blocks = out.len() / values;
         // u64s: aligned for every element type a conversion reads. No larger than the chunk:
         // a small tensor's buffer stays on the heap instead of being a mapping of its own.
-        let mut buf = vec![0u64; (per_read.min(out.len()) * k).div_ceil(8)];
+        let mut buf = vec![0u64; (per_read.min(blocks) * k).div_ceil(8)];
         // SAFETY: a u64 buffer viewed as its bytes.
         let bytes =
             unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
-        for out in out.chunks_mut(per_read) {
-            let got = &mut bytes[..out.len() * k];
+        for out in out.chunks_mut(per_read * values) {
+            let got = &mut bytes[..out.len() / values * k];
             file.read_exact_at(got, offset as u64)
-                .map_err(|e| CoreError::io(e, path))?;
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => truncated(path),
+                    _ => CoreError::io(e, path),
+                })?;
             f(got, out)?;
             offset += got.len();
         }
@@ -348,6 +428,7 @@ impl Memory {
         mut f: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         let end = self.end_of(start, len)?;
+        self.check_file_holds(end)?;
         if len < 2 * CONVERT_PART {
             return self.read_once(start, len, f);
         }
@@ -413,6 +494,23 @@ impl<'a> TensorBytes<'a> {
         match self {
             TensorBytes::Shared { memory, start, len } => memory.read_parts(*start, *len, f),
             TensorBytes::Owned(v) => f(v),
+        }
+    }
+
+    /// `f` over the bytes in `block`s into `dst`: a range of shared memory read once with
+    /// [`Memory::convert_blocks_once`] (whose checks keep a truncated file from faulting),
+    /// owned bytes directly.
+    pub fn convert_blocks<T: Send>(
+        &self,
+        dst: &mut [T],
+        block: Block,
+        f: impl Fn(&[u8], &mut [T]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        match self {
+            TensorBytes::Shared { memory, start, len } => {
+                memory.convert_blocks_once(*start, *len, dst, block, f)
+            }
+            TensorBytes::Owned(v) => f(v, dst),
         }
     }
 
@@ -557,9 +655,63 @@ mod tests {
             .set_len(4096)
             .unwrap();
         let mut dst = vec![0u32; n];
-        let e = memory.convert_once(24, 2 * n, &mut dst, widen).unwrap_err();
-        assert_eq!(e.code(), "ERR_IO");
-        assert_eq!(e.path(), Some(path.to_str().unwrap()));
+        let first = memory.convert_once(24, 2 * n, &mut dst, widen).unwrap_err();
+        // Again (the range now counts as read once: the mapping path), in blocks, streamed:
+        // the file's length is checked before any page of the mapping is read.
+        let again = memory.convert_once(24, 2 * n, &mut dst, widen).unwrap_err();
+        let block = Block {
+            bytes: 8,
+            values: 4,
+        };
+        let blocks = memory
+            .convert_blocks_once(24, 2 * n, &mut dst, block, widen)
+            .unwrap_err();
+        let streamed = memory.read_parts(24, 2 * n, |_| Ok(())).unwrap_err();
+        for e in [first, again, blocks, streamed] {
+            assert_eq!(e.code(), "ERR_IO");
+            assert!(
+                e.to_string().contains("shorter than when it was opened"),
+                "{e}"
+            );
+            assert_eq!(e.path(), Some(path.to_str().unwrap()));
+        }
+        // What the file still holds reads as before.
+        let mut head = vec![0u32; 2000];
+        memory.convert_once(24, 4000, &mut head, widen).unwrap();
+        assert!(widened(&head));
+    }
+
+    #[test]
+    #[cfg(feature = "mmap")]
+    fn blocks_convert_whole_by_reads_and_from_the_mapping() {
+        // 20 MiB of u16 in blocks of 8 bytes (4 values): more than one thread's share, parts
+        // of the mapping and positioned reads; the first conversion reads the file, the second
+        // the mapping, both whole blocks only.
+        let n = 10 << 20;
+        let (_d, memory, _) = open_u16(n);
+        let block = Block {
+            bytes: 8,
+            values: 4,
+        };
+        let whole_blocks = |src: &[u8], out: &mut [u32]| {
+            assert!(src.len().is_multiple_of(8) && src.len() / 2 == out.len());
+            widen(src, out)
+        };
+        for _ in 0..2 {
+            let mut dst = vec![0u32; n];
+            memory
+                .convert_blocks_once(24, 2 * n, &mut dst, block, whole_blocks)
+                .unwrap();
+            assert!(widened(&dst));
+        }
+        // A range that is no whole number of blocks, or an output of another length.
+        let mut dst = [0u32; 4];
+        for (len, out) in [(10, 4), (8, 3), (0, 1)] {
+            let e = memory
+                .convert_blocks_once(24, len, &mut dst[..out], block, widen)
+                .unwrap_err();
+            assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
+        }
     }
 
     #[test]

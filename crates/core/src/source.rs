@@ -20,7 +20,7 @@ use crate::format::safetensors::{SliceArg, SlicePlan, TensorInfo};
 use crate::format::OpenOptions;
 #[cfg(feature = "fs")]
 use crate::memory::Backend;
-use crate::memory::{Memory, TensorBytes};
+use crate::memory::{Block, Memory, TensorBytes};
 use crate::tensor::{checked_numel, TensorView};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -128,13 +128,22 @@ pub type DecodeF32 = Box<dyn Fn(&[u8], &mut [f32]) -> Result<()> + Send + Sync>;
 /// A tensor's stored bytes and how they decode to F32 ([`TensorSource::f32_decoder`]).
 pub struct F32Decoder<'a> {
     pub stored: TensorBytes<'a>,
+    /// The stored bytes and decoded values of one block: `decode` takes any whole number of
+    /// blocks, so the stored bytes can be read in parts ([`Memory::convert_blocks_once`]).
+    pub block: Block,
     pub decode: DecodeF32,
 }
 
 impl F32Decoder<'_> {
+    /// The decoded values into `out` (the tensor's element count), the stored bytes read as
+    /// [`TensorBytes::convert_blocks`] reads them.
+    pub fn decode_into(&self, out: &mut [f32]) -> Result<()> {
+        self.stored.convert_blocks(out, self.block, &self.decode)
+    }
+
     /// The `numel` decoded values as little-endian f32 bytes, in a new buffer.
     pub fn decode_to_bytes(&self, numel: usize) -> Result<Vec<u8>> {
-        crate::buffer::f32_bytes(numel, &|out| (self.decode)(self.stored.as_slice(), out))
+        crate::buffer::f32_bytes(numel, &|out| self.decode_into(out))
     }
 }
 

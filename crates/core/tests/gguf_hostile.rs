@@ -156,14 +156,19 @@ fn huge_lengths_are_bounded_by_the_file() {
         r.u32(9).u64(1 << 50);
     }
     rejects(&r.0, SMALL);
-    // Nesting deeper than the limit, each level truthful (one element).
+    // Arrays of arrays, even one truthful level of one element: ggml's reader refuses them.
     let mut r = Raw::header(3, 0, 1);
-    r.str("k").u32(9);
-    for _ in 0..20 {
-        r.u32(9).u64(1);
-    }
-    r.u32(0).u64(0);
-    assert!(rejects(&r.0, SMALL).detail().contains("nest"));
+    r.str("k\x1b]0;title\x07")
+        .u32(9)
+        .u32(9)
+        .u64(1)
+        .u32(4)
+        .u64(1)
+        .u32(7);
+    let e = rejects(&r.0, SMALL);
+    assert!(e.detail().contains("array of arrays"), "{e}");
+    // The key is named with its controls escaped.
+    assert!(e.detail().contains("'k\\x1b]0;title\\x07'"), "{e}");
     // An unknown value type and an array of an unknown type.
     let mut r = Raw::header(3, 0, 1);
     r.str("k").u32(13).u32(0);
@@ -219,9 +224,29 @@ fn tensor_info_rules() {
     case("w", &[8], 0, 32, 40); // data past the end
     case("w", &[8], 0, u64::MAX - 31, 64); // offset arithmetic overflows
     case("w", &[1 << 40], 0, 0, 64); // size far beyond the file
-    case(&"n".repeat(65), &[8], 0, 0, 64); // name longer than the spec allows
+                                     // Names of 64 bytes and more: ggml's GGML_MAX_NAME (64) counts the NUL. The name is
+                                     // shown escaped and, when long, cut.
+    let e = case(&"\x1b[2J".repeat(16), &[8], 0, 0, 64);
+    assert_eq!(e.tensor().map(str::len), Some(64));
+    assert!(e.detail().contains("a name of 64 bytes"), "{e}");
+    assert!(!e.to_string().contains('\x1b'), "{e}");
+    assert!(e.to_string().contains("tensor '\\x1b[2J\\x1b[2J"), "{e}");
+    let mut r = Raw::header(3, 1, 0);
+    r.tensor(&"n".repeat(1 << 20), &[8], 0, 0);
+    let e = rejects(&r.data(64), 4 << 20);
+    assert!(e.to_string().len() < 400, "{e}");
+    assert!(e.to_string().contains("… (1048576 bytes)"), "{e}");
     let e = case("w", &[8], 0, 0, 31); // truncated data
     assert_eq!(e.tensor(), Some("w"));
+
+    // Names ggml reads: 63 bytes, empty, with a NUL (ggml cuts it there; ours reads it whole).
+    for name in ["n".repeat(63), String::new(), "a\0b".to_string()] {
+        let mut r = Raw::header(3, 1, 0);
+        r.tensor(&name, &[8], 0, 0);
+        let bytes = r.data(64);
+        let file = GgufFile::parse(&bytes).unwrap();
+        assert_eq!(file.tensors()[0].name, name);
+    }
 
     // Duplicate names, overlapping data.
     let mut r = Raw::header(3, 2, 0);

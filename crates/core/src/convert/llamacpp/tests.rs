@@ -896,3 +896,28 @@ fn a_released_tensor_leaves_the_process_rss() {
     let v = file.view("a").unwrap();
     assert_eq!(&v.data[4 * 12345..4 * 12346], &12345f32.to_le_bytes());
 }
+
+#[test]
+fn every_exported_name_is_one_ggml_reads_whole() {
+    // The writer refuses names ggml would not read back (64 bytes or more, a NUL): every
+    // name of every table, with the longest layer number a name can carry, stays within.
+    use crate::format::gguf::{GgmlType, GgufTensorSpec, MAX_TENSOR_NAME_BYTES};
+    let mut longest = 0;
+    for rules in [
+        bert::TENSORS,
+        llama::TENSORS,
+        qwen2::TENSORS,
+        qwen3::TENSORS,
+    ] {
+        for rule in rules {
+            let name = rule.gguf.replace("{bid}", &usize::MAX.to_string()) + ".weight";
+            longest = longest.max(name.len());
+            let spec = GgufTensorSpec::new(&name, vec![32], GgmlType::F32);
+            assert!(spec.byte_len().is_ok(), "{name}");
+        }
+    }
+    assert!(
+        longest <= MAX_TENSOR_NAME_BYTES && longest > 40,
+        "{longest}"
+    );
+}

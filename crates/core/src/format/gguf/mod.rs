@@ -30,7 +30,7 @@ pub use crate::codecs::{
     Q8_0_BLOCK_BYTES, QK,
 };
 pub use export::{plan_export, plan_preset, ExportTensor};
-pub use read::{decode_f32, parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
+pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
@@ -49,6 +49,8 @@ pub const MAX_ALIGNMENT: usize = 1 << 20;
 pub const MAX_STRING_BYTES: u64 = 64 * 1024 * 1024;
 /// ggml's `GGUF_MAX_ARRAY_ELEMENTS`.
 pub const MAX_ARRAY_ELEMENTS: u64 = 64 * 1024 * 1024;
+/// The longest tensor name ggml reads: its `GGML_MAX_NAME` (64) counts the terminating NUL.
+pub const MAX_TENSOR_NAME_BYTES: usize = 63;
 /// ggml's `GGML_MAX_DIMS`.
 pub const MAX_DIMS: usize = 4;
 /// Value of `general.quantization_version` for the block layouts written here (ggml's

@@ -4,26 +4,21 @@
 //! bytes that remain before anything is allocated for it, every offset and size with checked
 //! arithmetic. Any violation is ERR_INVALID_GGUF, naming the tensor where there is one.
 //! Beyond the spec, the limits of ggml's own reader apply (strings of at most 64 MiB, arrays
-//! of at most 64 Mi elements, alignment at most 1 MiB, `general.alignment` typed UINT32, at
-//! most 4 dimensions, rows a whole number of blocks), so whatever opens here opens there.
+//! of at most 64 Mi elements and never of arrays, alignment at most 1 MiB, `general.alignment`
+//! typed UINT32, tensor names shorter than 64 bytes, at most 4 dimensions, rows a whole number
+//! of blocks), so whatever opens here opens there.
 
 use super::value::{GgufArray, GgufValue, GgufValueType};
-use super::MAX_DIMS;
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ALIGNMENT, MAX_ARRAY_ELEMENTS,
-    MAX_STRING_BYTES,
+    MAX_DIMS, MAX_STRING_BYTES, MAX_TENSOR_NAME_BYTES,
 };
 use crate::codecs;
 use crate::dtype::DType;
-use crate::error::{CoreError, Result};
+use crate::error::{printable, CoreError, Result};
 use crate::tensor::TensorView;
 use std::collections::{HashMap, HashSet};
 
-/// Arrays of arrays nest at most this deep; the limit keeps recursion off a hostile file's
-/// control (ggml's reader accepts no nesting at all).
-const MAX_ARRAY_DEPTH: usize = 8;
-/// The spec's limit on tensor names.
-pub(crate) const MAX_TENSOR_NAME_BYTES: usize = 64;
 /// The fewest bytes a key-value pair can take: key length, one key byte, type, one byte.
 const MIN_KV_BYTES: u64 = 8 + 1 + 4 + 1;
 /// The fewest bytes a tensor info can take: name length, one name byte, n_dims, type, offset.
@@ -167,7 +162,7 @@ impl<'a> Cursor<'a> {
         GgufValueType::from_id(id).ok_or_else(|| invalid(format!("{what} {id} is not a GGUF type")))
     }
 
-    fn value(&mut self, ty: GgufValueType, depth: usize) -> Result<GgufValue> {
+    fn value(&mut self, ty: GgufValueType) -> Result<GgufValue> {
         macro_rules! scalar {
             ($t:ty, $variant:ident) => {
                 GgufValue::$variant(<$t>::from_le_bytes(self.array("value")?))
@@ -187,16 +182,11 @@ impl<'a> Cursor<'a> {
             GgufValueType::U64 => scalar!(u64, U64),
             GgufValueType::I64 => scalar!(i64, I64),
             GgufValueType::F64 => scalar!(f64, F64),
-            GgufValueType::Array => GgufValue::Array(self.array_value(depth + 1)?),
+            GgufValueType::Array => GgufValue::Array(self.array_value()?),
         })
     }
 
-    fn array_value(&mut self, depth: usize) -> Result<GgufArray> {
-        if depth > MAX_ARRAY_DEPTH {
-            return Err(invalid(format!(
-                "arrays nest deeper than {MAX_ARRAY_DEPTH} levels"
-            )));
-        }
+    fn array_value(&mut self) -> Result<GgufArray> {
         let item = self.value_type("array element type")?;
         let n = self.count("array length", item.min_encoded_size(), MAX_ARRAY_ELEMENTS)?;
         macro_rules! fixed {
@@ -240,11 +230,9 @@ impl<'a> Cursor<'a> {
                 GgufArray::String(items)
             }
             GgufValueType::Array => {
-                let mut items = Vec::with_capacity(n.min(INITIAL_CAPACITY));
-                for _ in 0..n {
-                    items.push(self.array_value(depth + 1)?);
-                }
-                GgufArray::Array(items)
+                return Err(invalid(
+                    "an array of arrays, which ggml's reader refuses (and so does this one)",
+                ))
             }
         })
     }
@@ -328,16 +316,17 @@ fn parse_parts(c: &mut Cursor<'_>) -> Result<(GgufParts, HashMap<String, usize>)
     let mut seen_keys = HashSet::new();
     for i in 0..n_kv {
         let key = c.name("metadata key")?;
-        let in_key = |e: CoreError| invalid(format!("metadata '{key}': {}", e.detail()));
+        let shown = printable(&key);
+        let in_key = |e: CoreError| invalid(format!("metadata '{shown}': {}", e.detail()));
         if key.is_empty() {
             return Err(invalid(format!("metadata key {i} is empty")));
         }
         if !seen_keys.insert(key.clone()) {
-            return Err(invalid(format!("duplicate metadata key '{key}'")));
+            return Err(invalid(format!("duplicate metadata key '{shown}'")));
         }
         let value = c
             .value_type("value type")
-            .and_then(|ty| c.value(ty, 0))
+            .and_then(|ty| c.value(ty))
             .map_err(in_key)?;
         metadata.push((key, value));
     }
@@ -369,7 +358,7 @@ fn parse_parts(c: &mut Cursor<'_>) -> Result<(GgufParts, HashMap<String, usize>)
         let name = c.name("tensor name")?;
         if name.len() > MAX_TENSOR_NAME_BYTES {
             return Err(invalid(format!(
-                "tensor name of {} bytes exceeds {MAX_TENSOR_NAME_BYTES}",
+                "a name of {} bytes; ggml reads names of at most {MAX_TENSOR_NAME_BYTES}",
                 name.len()
             ))
             .with_tensor(name));
@@ -419,7 +408,7 @@ fn parse_parts(c: &mut Cursor<'_>) -> Result<(GgufParts, HashMap<String, usize>)
                 "data [{}, {}) overlaps tensor '{}' at [{}, {})",
                 b.offset,
                 b.offset + b.byte_len as u64,
-                a.name,
+                printable(&a.name),
                 a.offset,
                 a.offset + a.byte_len as u64
             ))
@@ -560,12 +549,6 @@ pub struct GgufParts {
     pub data_offset: usize,
     pub metadata: Vec<(String, GgufValue)>,
     pub tensors: Vec<GgufTensorInfo>,
-}
-
-/// `numel` values of a type with a decoder (see [`crate::codecs`]) decoded to little-endian
-/// F32 bytes; other types are ERR_UNSUPPORTED_DTYPE.
-pub fn decode_f32(ggml_type: GgmlType, raw: &[u8], numel: usize) -> Result<Vec<u8>> {
-    crate::buffer::f32_bytes(numel, &|out| codecs::decode(ggml_type, raw, out))
 }
 
 fn read_tensor_info(c: &mut Cursor<'_>, name: &str, alignment: usize) -> Result<GgufTensorInfo> {

@@ -12,7 +12,7 @@ use crate::error::{CoreError, Result};
 #[cfg(feature = "fs")]
 use crate::format::OpenOptions;
 use crate::format::{detect, Registration};
-use crate::memory::{Memory, TensorBytes};
+use crate::memory::{Block, Memory, TensorBytes};
 use crate::source::{
     self, F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
@@ -209,6 +209,10 @@ pub enum Served {
 fn decoder(ty: GgmlType, stored: TensorBytes<'_>) -> F32Decoder<'_> {
     F32Decoder {
         stored,
+        block: Block {
+            bytes: ty.type_size(),
+            values: ty.block_size(),
+        },
         decode: Box::new(move |src, dst| crate::codecs::decode(ty, src, dst)),
     }
 }
@@ -229,7 +233,8 @@ impl TensorSource for GgufSource {
         if served_as_stored(info.ggml_type) {
             return Ok(raw);
         }
-        super::decode_f32(info.ggml_type, raw.as_slice(), info.numel())
+        decoder(info.ggml_type, raw)
+            .decode_to_bytes(info.numel())
             .map(TensorBytes::Owned)
             .map_err(|e| self.context(e.with_tensor(name)))
     }

@@ -107,7 +107,9 @@ pub enum GgufValue {
 
 /// A homogeneous array value. Elements are stored in typed vectors (not one `GgufValue`
 /// each) so that a large array, say a 150k-token vocabulary, costs what its elements cost,
-/// and an empty array still knows its element type.
+/// and an empty array still knows its element type. Arrays of arrays, which the spec allows,
+/// have no variant: ggml's reader refuses them, and so does ours (each inner array would
+/// cost far more than its 12 bytes in the file once handed to JavaScript).
 #[derive(Debug, Clone, PartialEq)]
 pub enum GgufArray {
     U8(Vec<u8>),
@@ -122,9 +124,6 @@ pub enum GgufArray {
     U64(Vec<u64>),
     I64(Vec<i64>),
     F64(Vec<f64>),
-    /// Arrays of arrays: allowed by the spec and read, but ggml's own reader rejects them, so
-    /// the writer refuses to produce them.
-    Array(Vec<GgufArray>),
 }
 
 impl GgufValue {
@@ -262,7 +261,6 @@ impl GgufArray {
             GgufArray::U64(_) => GgufValueType::U64,
             GgufArray::I64(_) => GgufValueType::I64,
             GgufArray::F64(_) => GgufValueType::F64,
-            GgufArray::Array(_) => GgufValueType::Array,
         }
     }
 
@@ -280,17 +278,11 @@ impl GgufArray {
             GgufArray::U64(v) => v.len(),
             GgufArray::I64(v) => v.len(),
             GgufArray::F64(v) => v.len(),
-            GgufArray::Array(v) => v.len(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Whether the elements are themselves arrays.
-    pub fn is_nested(&self) -> bool {
-        matches!(self, GgufArray::Array(_))
     }
 
     pub fn to_json(&self) -> Json {
@@ -310,24 +302,14 @@ impl GgufArray {
             GgufArray::U64(v) => all(v, Json::from),
             GgufArray::I64(v) => all(v, Json::from),
             GgufArray::F64(v) => all(v, float_json),
-            GgufArray::Array(v) => Json::Array(v.iter().map(GgufArray::to_json).collect()),
         }
     }
 
-    /// Bytes of the strings it holds (nested arrays included).
+    /// Bytes of the strings it holds.
     fn string_bytes(&self) -> usize {
         match self {
             GgufArray::String(v) => v.iter().map(String::len).sum(),
-            GgufArray::Array(v) => v.iter().map(GgufArray::string_bytes).sum(),
             _ => 0,
-        }
-    }
-
-    /// Elements, counting those of nested arrays too.
-    fn deep_len(&self) -> usize {
-        match self {
-            GgufArray::Array(v) => v.len() + v.iter().map(GgufArray::deep_len).sum::<usize>(),
-            other => other.len(),
         }
     }
 
@@ -336,7 +318,7 @@ impl GgufArray {
     /// times the bytes it had in the file (a boolean, 1 byte there, is 32 bytes as a JSON
     /// value and 8 in a JavaScript array), so reports list arrays within a budget.
     pub fn to_json_within(&self, budget: &mut JsonBudget) -> Json {
-        let (items, bytes) = (self.deep_len(), self.string_bytes());
+        let (items, bytes) = (self.len(), self.string_bytes());
         if items <= budget.items && bytes <= budget.string_bytes {
             budget.items -= items;
             budget.string_bytes -= bytes;
@@ -368,7 +350,6 @@ impl GgufArray {
             GgufArray::U64(v) => each(v, out, u64::to_le_bytes),
             GgufArray::I64(v) => each(v, out, i64::to_le_bytes),
             GgufArray::F64(v) => each(v, out, f64::to_le_bytes),
-            GgufArray::Array(v) => v.iter().for_each(|a| a.encode_payload(out)),
         }
     }
 }

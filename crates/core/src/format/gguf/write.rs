@@ -7,7 +7,8 @@
 //! never needs to be in memory twice.
 //!
 //! Files follow the rules of ggml's own reader (`gguf.cpp`) so llama.cpp tools accept them:
-//! version 3, tensor names shorter than 64 bytes, at most 4 dimensions, none of them empty,
+//! version 3, unique tensor names of 1 to 63 bytes without NUL (ggml cuts a name at its first
+//! NUL: two names would read back as one), at most 4 dimensions, none of them empty,
 //! rows a whole number of blocks, every offset a multiple of `general.alignment` (32 unless
 //! given), tensors laid out in order with zero padding to the alignment after each one, the
 //! last included, strings and arrays within ggml's limits, no arrays of arrays.
@@ -16,12 +17,12 @@ use super::export;
 use super::value::{encode_string, GgufArray, GgufValue};
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT,
-    MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, QUANTIZATION_VERSION,
+    MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, MAX_TENSOR_NAME_BYTES, QUANTIZATION_VERSION,
 };
 use crate::cast;
 use crate::codecs::presets::{self, Preset};
 use crate::dtype::DType;
-use crate::error::{CoreError, ErrorKind, Result};
+use crate::error::{printable, CoreError, ErrorKind, Result};
 #[cfg(feature = "fs")]
 use crate::fsutil;
 use crate::tensor::{checked_numel, TensorView};
@@ -38,8 +39,6 @@ use std::path::Path;
 const PIECE_ELEMENTS: usize = 1 << 19;
 /// Pieces that may be encoded ahead of the one being written.
 const PIECE_WINDOW: usize = 8;
-/// ggml's `GGML_MAX_NAME` counts the terminating NUL: names must be shorter.
-const MAX_WRITTEN_NAME_BYTES: usize = 63;
 /// The spec's limit on key length.
 const MAX_KEY_BYTES: usize = u16::MAX as usize;
 
@@ -94,11 +93,18 @@ impl GgufTensorSpec {
                 writable_names().join(", ")
             ));
         }
-        if self.name.is_empty() || self.name.len() > MAX_WRITTEN_NAME_BYTES {
+        if self.name.is_empty() || self.name.len() > MAX_TENSOR_NAME_BYTES {
             return fail(format!(
-                "GGUF tensor names must have 1 to {MAX_WRITTEN_NAME_BYTES} bytes, this one has {}",
+                "GGUF tensor names must have 1 to {MAX_TENSOR_NAME_BYTES} bytes (ggml's limit), \
+                 this one has {}",
                 self.name.len()
             ));
+        }
+        if self.name.contains('\0') {
+            return fail(
+                "GGUF tensor names cannot hold a NUL byte: ggml's reader cuts the name there"
+                    .to_string(),
+            );
         }
         if self.shape.len() > MAX_DIMS {
             return fail(format!(
@@ -168,7 +174,8 @@ fn check_metadata(metadata: &[(String, GgufValue)]) -> Result<usize> {
     for (key, value) in metadata {
         let fail = |msg: String| {
             Err(CoreError::invalid_argument(format!(
-                "metadata '{key}': {msg}"
+                "metadata '{}': {msg}",
+                printable(key)
             )))
         };
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
@@ -178,9 +185,6 @@ fn check_metadata(metadata: &[(String, GgufValue)]) -> Result<usize> {
             return fail("duplicate key".to_string());
         }
         match value {
-            GgufValue::Array(a) if a.is_nested() => {
-                return fail("arrays of arrays are not accepted by ggml's reader".to_string());
-            }
             GgufValue::Array(a) if a.len() as u64 > MAX_ARRAY_ELEMENTS => {
                 return fail(format!("arrays hold at most {MAX_ARRAY_ELEMENTS} elements"));
             }

@@ -128,16 +128,25 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
     };
     let (dtype, big_endian) = parse_descr(&descr)?;
     let es = dtype.size().unwrap_or(1);
+    let data_offset = start + header_len;
+    // The data's end, not only its length, must be representable: an end that wrapped around
+    // would make a shape far too large for any file look like a file with bytes to spare.
     let data_len = crate::tensor::checked_numel(&shape)
         .and_then(|n| n.checked_mul(es))
-        .ok_or_else(|| CoreError::size_mismatch(format!("npy: shape {shape:?} overflows")))?;
+        .filter(|&n| n.checked_add(data_offset).is_some())
+        .ok_or_else(|| {
+            CoreError::size_mismatch(format!(
+                "npy: shape {shape:?} overflows: its {es}-byte elements after the \
+                 {data_offset}-byte header are too large for any file"
+            ))
+        })?;
     Ok(NpyHeader {
         dtype,
         descr,
         big_endian,
         fortran_order,
         shape,
-        data_offset: start + header_len,
+        data_offset,
         data_len,
     })
 }

@@ -173,6 +173,13 @@ fn data_must_fill_the_file_exactly() {
         open(npy(1, h, &[0; 9])).err().unwrap().code(),
         "ERR_INCOMPLETE_FILE"
     );
+    // A shape whose bytes fit in usize but whose end (after the 64-byte header) wraps past
+    // 2^64: too large for any file, not "bytes after the array's data".
+    let n = (usize::MAX - 63) / 8;
+    let h = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n},), }}");
+    let e = open(npy(1, &h, &[0; 10])).err().unwrap();
+    assert_eq!(e.code(), "ERR_SIZE_MISMATCH");
+    assert!(e.to_string().contains("are too large for any file"), "{e}");
 }
 
 #[test]
