@@ -156,50 +156,10 @@ impl fmt::Display for CoreError {
             write!(f, "{path}: ")?;
         }
         if let Some(tensor) = &self.tensor {
-            write!(f, "tensor '{}': ", printable(tensor))?;
+            write!(f, "tensor '{}': ", crate::names::printable(tensor))?;
         }
         f.write_str(&self.message)
     }
-}
-
-/// Characters of a name from a file that [`printable`] shows before cutting it.
-const PRINTABLE_CHARS: usize = 200;
-
-/// Whether `c` would act on a terminal rather than show: C0 and C1 controls, DEL, the
-/// Unicode bidirectional controls and marks (which reorder the text around them) and the
-/// line and paragraph separators.
-pub fn is_unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// A name or text from a file as a message may show it: every [`is_unprintable`] character
-/// escaped (`\n`, `\r`, `\t`, else `\xNN` below U+0100 and `\u{NNNN}` above; the command
-/// line's `printable`, bin/lib/ui.js, escapes the same way) and, past 200 characters, cut
-/// with an ellipsis and its length in bytes noted. A name that needs neither is returned as
-/// it is, so that no byte of a file printed with a message can act on a terminal.
-pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    use std::fmt::Write;
-    let long = s.len() > PRINTABLE_CHARS && s.chars().nth(PRINTABLE_CHARS).is_some();
-    if !long && !s.chars().any(is_unprintable) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::new();
-    for c in s.chars().take(PRINTABLE_CHARS) {
-        let n = c as u32;
-        let _ = match c {
-            c if !is_unprintable(c) => write!(out, "{c}"),
-            '\n' => write!(out, "\\n"),
-            '\r' => write!(out, "\\r"),
-            '\t' => write!(out, "\\t"),
-            _ if n < 0x100 => write!(out, "\\x{n:02x}"),
-            _ => write!(out, "\\u{{{n:04x}}}"),
-        };
-    }
-    if long {
-        let _ = write!(out, "… ({} bytes)", s.len());
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 impl std::error::Error for CoreError {}
@@ -252,6 +212,7 @@ kind_ctor! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::printable;
 
     #[cfg(feature = "fs")]
     #[test]

@@ -1,5 +1,5 @@
-//! Names read from inside a file (a shard in a sharded index, an array in an `.npz`): what
-//! text they may be, and how a message shows them.
+//! Names read from inside a file (a shard in a sharded index, a zip member, an array in an
+//! `.npz`, a tensor, a GGUF key): what text they may be, and how a message shows them.
 //!
 //! Such a name is the file's author's, not the caller's, and it travels: into a file path, a
 //! URL (whose parser deletes TAB, LF and CR anywhere and strips C0 controls and spaces at
@@ -18,18 +18,44 @@ pub fn unprintable(name: &str) -> Option<&'static str> {
     }
 }
 
-/// `name` for a message: control characters escaped (`\t`, `\n`, `\u{1b}`), the rest as
-/// written, so a hostile name cannot rewrite the terminal or the log line it lands in.
-pub fn shown(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+/// Characters of a name from a file that [`printable`] shows before cutting it.
+const PRINTABLE_CHARS: usize = 200;
+
+/// Whether `c` would act on a terminal rather than show: C0 and C1 controls, DEL, the
+/// Unicode bidirectional controls and marks (which reorder the text around them) and the
+/// line and paragraph separators.
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A name or text from a file as a message may show it: every [`is_unprintable`] character
+/// escaped (`\n`, `\r`, `\t`, else `\xNN` below U+0100 and `\u{NNNN}` above; the command
+/// line's `printable`, bin/lib/ui.js, escapes the same way) and, past 200 characters, cut
+/// with an ellipsis and its length in bytes noted. A name that needs neither is returned as
+/// it is, so that no byte of a file printed with a message can act on a terminal.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write;
+    let long = s.len() > PRINTABLE_CHARS && s.chars().nth(PRINTABLE_CHARS).is_some();
+    if !long && !s.chars().any(is_unprintable) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::new();
+    for c in s.chars().take(PRINTABLE_CHARS) {
+        let n = c as u32;
+        let _ = match c {
+            c if !is_unprintable(c) => write!(out, "{c}"),
+            '\n' => write!(out, "\\n"),
+            '\r' => write!(out, "\\r"),
+            '\t' => write!(out, "\\t"),
+            _ if n < 0x100 => write!(out, "\\x{n:02x}"),
+            _ => write!(out, "\\u{{{n:04x}}}"),
+        };
+    }
+    if long {
+        let _ = write!(out, "… ({} bytes)", s.len());
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -63,8 +89,13 @@ mod tests {
             );
         }
         assert_eq!(
-            shown("a\t\n\r\u{1b}[2J\u{7f}b é"),
-            "a\\t\\n\\r\\u{1b}[2J\\u{7f}b é"
+            printable("a\t\n\r\u{1b}[2J\u{7f}b é\u{202e}"),
+            "a\\t\\n\\r\\x1b[2J\\x7fb é\\u{202e}"
+        );
+        let long = "x".repeat(300);
+        assert_eq!(
+            printable(&long),
+            format!("{}… (300 bytes)", "x".repeat(200))
         );
     }
 }

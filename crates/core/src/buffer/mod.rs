@@ -146,18 +146,10 @@ fn map_anonymous(map_len: usize, bytes: usize) -> Result<*mut libc::c_void> {
     Ok(ptr)
 }
 
-/// `len` zero bytes in a `Vec`, or ERR_IO ("cannot allocate … for `what`") where the
-/// allocator refuses them, never an abort.
+/// [`zeroed`] bytes, the error naming `what` they are for.
 pub fn zeroed_vec(len: usize, what: &dyn std::fmt::Display) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| {
-        CoreError::new(
-            crate::error::ErrorKind::Io,
-            format!("cannot allocate {len} bytes for {what}"),
-        )
-    })?;
-    out.resize(len, 0);
-    Ok(out)
+    zeroed::<u8>(len)
+        .map_err(|e| CoreError::new(e.kind(), format!("cannot allocate {len} bytes for {what}")))
 }
 
 /// Whether `len` bytes can be allocated at all: an allocator that aborts the process on

@@ -226,8 +226,8 @@ fn read_directory(bytes: &[u8]) -> Result<Directory> {
 }
 
 /// Refuse names that could mean anything but a plain relative path inside the archive, and
-/// names that would print as another (control characters, parts padded with whitespace).
-/// The message shows the name escaped (`{:?}`: control characters as `\u{..}`).
+/// names that would print as another ([`crate::names::unprintable`], part by part). The
+/// message shows the name escaped ([`crate::names::printable`]).
 fn check_name(name: &str) -> Result<()> {
     let unsafe_name = name.is_empty()
         || name.starts_with('/')
@@ -236,15 +236,14 @@ fn check_name(name: &str) -> Result<()> {
         || name.split('/').any(|c| c == ".." || c == ".");
     let why = if unsafe_name {
         "is not a plain path inside the archive"
-    } else if name.chars().any(char::is_control) {
-        "holds a control character"
-    } else if name.split('/').any(|c| c.trim() != c) {
-        "has a part that starts or ends with whitespace"
+    } else if let Some(why) = name.split('/').find_map(crate::names::unprintable) {
+        why
     } else {
         return Ok(());
     };
     Err(CoreError::unsafe_path(format!(
-        "zip: member name {name:?} {why}"
+        "zip: member name '{}' is refused: {why}",
+        crate::names::printable(name)
     )))
 }
 

@@ -158,7 +158,7 @@ pub fn check_shard_name(name: &str) -> Result<()> {
     if bad {
         return Err(CoreError::unsafe_path(format!(
             "'{}' is not a plain relative path inside the model directory",
-            names::shown(name)
+            names::printable(name)
         )));
     }
     Ok(())
@@ -346,9 +346,9 @@ mod tests {
             ),
             (".\t./x.safetensors", ".\\t./x.safetensors"),
             ("a/.\n./.\r./x", "a/.\\n./.\\r./x"),
-            ("x.safetensors\u{7f}", "x.safetensors\\u{7f}"),
-            ("x\u{1b}[2J", "x\\u{1b}[2J"),
-            ("a\0b", "a\\u{0}b"),
+            ("x.safetensors\u{7f}", "x.safetensors\\x7f"),
+            ("x\u{1b}[2J", "x\\x1b[2J"),
+            ("a\0b", "a\\x00b"),
             (" x.safetensors", " x.safetensors"),
             ("x.safetensors ", "x.safetensors "),
             ("a /x.safetensors", "a /x.safetensors"),

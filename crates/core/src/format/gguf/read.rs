@@ -15,7 +15,8 @@ use super::{
 };
 use crate::codecs;
 use crate::dtype::DType;
-use crate::error::{printable, CoreError, Result};
+use crate::error::{CoreError, Result};
+use crate::names::printable;
 use crate::tensor::TensorView;
 use std::collections::{HashMap, HashSet};
 

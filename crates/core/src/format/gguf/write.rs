@@ -22,9 +22,10 @@ use super::{
 use crate::cast;
 use crate::codecs::presets::{self, Preset};
 use crate::dtype::DType;
-use crate::error::{printable, CoreError, ErrorKind, Result};
+use crate::error::{CoreError, ErrorKind, Result};
 #[cfg(feature = "fs")]
 use crate::fsutil;
+use crate::names::printable;
 use crate::tensor::{checked_numel, TensorView};
 use std::collections::HashSet;
 use std::io::Write;

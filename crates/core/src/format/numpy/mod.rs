@@ -427,7 +427,7 @@ impl NumpyFile {
             if let Some(why) = crate::names::unprintable(name) {
                 return Err(bad(format!(
                     "the .npz array name '{}' is refused: {why}",
-                    crate::names::shown(name)
+                    crate::names::printable(name)
                 )));
             }
             let named = |e: CoreError| e.with_tensor(name);
