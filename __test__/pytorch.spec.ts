@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
@@ -366,6 +366,9 @@ describe("convert to SafeTensors as Hugging Face's convert.py does", () => {
     symlinkSync('/proc/self/environ', join(model, 'generation_config.json'))
     symlinkSync('/proc/self/pagemap', join(model, 'tokenizer_config.json'))
     symlinkSync('/dev/zero', join(model, 'merges.txt'))
+    // Sparse: 5 GiB that take no disk, more than a companion file may have.
+    writeFileSync(join(model, 'notes.txt'), '')
+    truncateSync(join(model, 'notes.txt'), 5 * 2 ** 30)
     const mkfifo = ['/usr/bin/mkfifo', '/bin/mkfifo'].find((p) => existsSync(p))
     if (mkfifo) expect(spawnSync(mkfifo, [join(model, 'added_tokens.json')]).status).toBe(0)
     const out = join(dir, 'companions-out')
@@ -378,6 +381,7 @@ describe("convert to SafeTensors as Hugging Face's convert.py does", () => {
     const warnings = [
       skipped('generation_config.json', 'resolves to /proc/'),
       skipped('merges.txt', 'resolves to /dev/zero'),
+      expect.stringMatching(/\/notes\.txt: 5368709120 bytes, more than the 4294967296 a file copied beside the weights may have: not copied$/),
       skipped('special_tokens_map.json', 'outside the model directory'),
       skipped('tokenizer_config.json', 'resolves to /proc/'),
     ]

@@ -132,7 +132,9 @@ pub(crate) fn read_json(files: &ModelFiles, name: &str, need: Need) -> Result<Op
         .transpose()
 }
 
-/// `vocab_size`, refused above what a GGUF token list can hold.
+/// `vocab_size`, refused above what a GGUF token list can hold. The token lists are sized by
+/// it: every architecture calls the vocabulary functions after `names::map_tensors` has
+/// checked it against the embedding's rows, which the weight files hold.
 fn vocab_size(hparams: &Hparams, fallback: usize) -> Result<usize> {
     let n = hparams.count(&["vocab_size"])?.unwrap_or(fallback);
     if n > MAX_TOKENS {
