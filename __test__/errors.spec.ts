@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { totalmem } from 'node:os'
 import { join } from 'node:path'
 import * as lib from '../index.js'
 import { GgufFile, LinearRegression, LogisticRegression, Model, SafeTensorsFile, loadFileAsync, serialize } from '../index.js'
@@ -96,6 +97,60 @@ describe('other failures', () => {
     }
     await expect(Model.loadPretrained(model)).rejects.toMatchObject({ ...refused, path: join(model, 'config.json') })
   }, 10_000)
+
+  // backend 'read' (the README's advice for network file systems) holds a GGUF, PyTorch or
+  // NumPy file whole in memory, and reads a SafeTensors tensor whole: one larger than memory
+  // is ERR_IO, not an abort of the process. Sparse files take no disk; a child process runs
+  // them, since an abort would take the test runner down with it.
+  it('backend read of a file or tensor larger than memory is ERR_IO, not an abort', () => {
+    const dir = tempDir()
+    const size = Math.max(2 ** 40, 2 * totalmem())
+    const sparse = (name: string, head: Buffer, at = 0) => {
+      const path = join(dir, name)
+      writeFileSync(path, head)
+      truncateSync(path, size + at)
+      return path
+    }
+    const gguf = Buffer.alloc(24)
+    gguf.write('GGUF', 'latin1')
+    gguf.writeUInt32LE(3, 4)
+    const npy = `{'descr': '|u1', 'fortran_order': False, 'shape': (${size},), }`.padEnd(117) + '\n'
+    // A legacy torch.save file starts with pickle protocol 2 and torch's magic number.
+    const pickle = Buffer.from([0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19])
+    const header = JSON.stringify({ t: { dtype: 'U8', shape: [size], data_offsets: [0, size] } })
+    const files = {
+      gguf: sparse('big.gguf', gguf),
+      numpy: sparse('big.npy', Buffer.concat([Buffer.from('\x93NUMPY\x01\x00\x75\x00', 'latin1'), Buffer.from(npy)])),
+      pytorch: sparse('pytorch_model.bin', pickle),
+      safetensors: sparse('big.safetensors', rawFile(header), 8 + header.length),
+    }
+    const script = `
+      const lib = require(${j(join(__dirname, '..', 'index.js'))})
+      const files = ${j(files)}
+      const calls = {
+        gguf: () => lib.GgufFile.open(files.gguf, { backend: 'read' }),
+        ggufWeights: () => lib.openWeightsSync(files.gguf, { backend: 'read' }),
+        numpy: () => lib.openWeightsSync(files.numpy, { backend: 'read' }),
+        pytorch: () => lib.openWeightsSync(files.pytorch, { backend: 'read' }),
+        safetensors: () => lib.SafeTensorsFile.open(files.safetensors, { backend: 'read' }).getTensor('t', { as: 'raw' }),
+      }
+      const out = {}
+      for (const [name, call] of Object.entries(calls)) {
+        try { call(); out[name] = 'read' } catch (e) { out[name] = { code: e.code, message: e.message } }
+      }
+      lib.GgufFile.openAsync(files.gguf, { backend: 'read' }).then(() => 'read', (e) => ({ code: e.code, message: e.message })).then((a) => {
+        out.async = a
+        console.log(JSON.stringify(out))
+      })`
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 })
+    expect(r.signal, r.stderr).toBeNull()
+    expect(r.status, r.stderr).toBe(0)
+    const out = JSON.parse(r.stdout)
+    for (const name of ['gguf', 'ggufWeights', 'numpy', 'pytorch', 'safetensors', 'async']) {
+      expect(out[name], name).toEqual({ code: 'ERR_IO', message: expect.stringContaining(`cannot hold ${size} bytes in memory`) })
+    }
+    expect(out.gguf.message).toContain("backend 'mmap' maps it instead")
+  }, 150_000)
 
   // A writer renames a new file into place, which would replace whatever the path names:
   // as root, saveFile('/dev/null', …) would swap the device for a regular file.

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
-import { existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { join, relative } from 'node:path'
-import { Model, inspect, saveFile, serialize, validate, type TensorInput } from '../index.js'
+import { GgufFile, Model, convert, inspect, saveFile, serialize, validate, type TensorInput } from '../index.js'
 import { tempDir } from './helpers'
 
 /**
@@ -147,22 +147,241 @@ describe('config.json and other JSON of a directory', () => {
     expect(config.big[999_999]).toBe(999_999 % 7)
   })
 
-  it('config.json or an index larger than its cap, or endless (/proc/self/pagemap), is ERR_INVALID_MODEL at the cap', async () => {
+  it('config.json or an index larger than its cap is ERR_INVALID_MODEL at the cap; /proc/self/pagemap is never read as config.json', async () => {
     const dir = dirWithConfig(`{"pad":"${'x'.repeat(16 * MiB)}"}`)
     await expect(Model.loadPretrained(dir)).rejects.toMatchObject({ code: 'ERR_INVALID_MODEL', message: expect.stringContaining('config.json is larger than 16 MiB') })
     if (existsSync('/proc/self/pagemap')) {
       const proc = tempDir('proc-')
       symlinkSync('/proc/self/pagemap', join(proc, 'config.json'))
       saveFile(join(proc, 'weights.safetensors'), { w: { shape: [1], data: new Float32Array([1]) } })
-      // It says "regular file, 0 bytes" and reads without end: read to the cap, then refused.
+      // It says "regular file, 0 bytes" and reads without end; it resolves outside the directory.
       expect(statSync(join(proc, 'config.json')).isFile()).toBe(true)
-      await expect(Model.loadPretrained(proc)).rejects.toMatchObject({ code: 'ERR_INVALID_MODEL', message: expect.stringContaining('larger than 16 MiB') })
+      await expect(Model.loadPretrained(proc)).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH', message: expect.stringContaining('resolves to /proc/') })
+      // An index is a weight file, read to its cap.
       const idx = tempDir('proc-')
       writeFileSync(join(idx, 'config.json'), '{}')
       symlinkSync('/proc/self/pagemap', join(idx, 'model.safetensors.index.json'))
       await expect(Model.loadPretrained(idx)).rejects.toMatchObject({ code: 'ERR_INVALID_MODEL', message: expect.stringContaining('larger than 64 MiB') })
     }
   })
+})
+
+/**
+ * A tiny Qwen2 directory the llama.cpp export recognises (hidden size 4, one layer, `vocab`
+ * tokens): config.json, model.safetensors, a byte-level BPE tokenizer.json and a
+ * tokenizer_config.json.
+ */
+function tinyQwen2(dir: string, config: Record<string, unknown> = {}, vocab = 4): string {
+  mkdirSync(dir, { recursive: true })
+  const [E, F] = [4, 8]
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', hidden_size: E, intermediate_size: F, num_attention_heads: 2, num_key_value_heads: 2, num_hidden_layers: 1, vocab_size: vocab, ...config }))
+  const zeros = (...shape: number[]): TensorInput => ({ dtype: 'F16', shape, data: new Uint16Array(shape.reduce((a, b) => a * b, 1)) })
+  const tensors: Record<string, TensorInput> = { 'model.embed_tokens.weight': zeros(vocab, E), 'model.norm.weight': zeros(E) }
+  const layer: [string, number[]][] = [['input_layernorm', [E]], ['post_attention_layernorm', [E]], ['self_attn.q_proj', [E, E]], ['self_attn.k_proj', [E, E]], ['self_attn.v_proj', [E, E]], ['self_attn.o_proj', [E, E]], ['mlp.gate_proj', [F, E]], ['mlp.up_proj', [F, E]], ['mlp.down_proj', [E, F]]]
+  for (const [name, shape] of layer) tensors[`model.layers.0.${name}.weight`] = zeros(...shape)
+  saveFile(join(dir, 'model.safetensors'), tensors)
+  const words = Object.fromEntries(Array.from({ length: vocab - 1 }, (_, i) => [`t${i}`, i]))
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify({ added_tokens: [{ id: vocab - 1, content: '<|endoftext|>', special: true }], pre_tokenizer: { type: 'ByteLevel' }, model: { type: 'BPE', vocab: words, merges: ['t 0'] } }))
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ eos_token: '<|endoftext|>' }))
+  return dir
+}
+
+/**
+ * Run `code` (which prints one JSON line) in a child Node, where `lib` is the package and
+ * `peak()` its peak RSS in bytes: a crash or a runaway allocation cannot take the runner
+ * down. `peak()` reads VmHWM, the child's own high-water mark: getrusage's maxRSS starts at
+ * the parent's (Linux carries it across fork and exec), and the runner may be large.
+ */
+function inChild(code: string, timeout = 120_000): any {
+  const prelude = `const lib = require(${JSON.stringify(join(__dirname, '..', 'index.js'))})
+    const peak = () => {
+      const status = require('fs').existsSync('/proc/self/status') ? require('fs').readFileSync('/proc/self/status', 'utf8') : ''
+      const hwm = /VmHWM:[ \\t]*([0-9]+)/.exec(status)
+      return hwm ? Number(hwm[1]) * 1024 : process.resourceUsage().maxRSS * 1024
+    }\n`
+  const r = spawnSync(process.execPath, ['-e', prelude + code], { encoding: 'utf8', timeout, maxBuffer: 16 * MiB })
+  expect(r.signal, r.stderr).toBeNull()
+  expect(r.status, r.stderr).toBe(0)
+  return JSON.parse(r.stdout)
+}
+
+/** A conversion in a child process: its report or error, and its peak RSS in bytes. */
+function convertInChild(input: string, output: string, to: string): { report?: any; error?: { code: string; message: string }; rss: number } {
+  return inChild(`lib.convert(${JSON.stringify(input)}, ${JSON.stringify(output)}, { to: ${JSON.stringify(to)} })
+    .then((report) => ({ report }), (e) => ({ error: { code: e.code, message: e.message } }))
+    .then((r) => console.log(JSON.stringify({ ...r, rss: peak() })))`)
+}
+
+describe('files beside the weights: read only where they resolve inside the directory', () => {
+  const root = tempDir('beside-')
+  const secret = join(root, 'credentials.json')
+  writeFileSync(secret, JSON.stringify({ chat_template: 'AWS_SECRET_ACCESS_KEY=hunter2', model_type: 'x' }))
+  const MKFIFO = ['/usr/bin/mkfifo', '/bin/mkfifo'].find((p) => existsSync(p))
+  /** What the GGUF holds that came from outside: the secret, or this process's environment. */
+  const leaks = (gguf: string) => {
+    const text = JSON.stringify(GgufFile.open(gguf).metadata)
+    return ['hunter2', `PATH=${process.env.PATH}`].filter((s) => text.includes(s))
+  }
+
+  it('config.json resolving outside the directory is ERR_UNSAFE_PATH from every reader', async () => {
+    const dir = join(root, 'config-outside')
+    mkdirSync(dir)
+    saveFile(join(dir, 'weights.safetensors'), { w: { shape: [1], data: new Float32Array([1]) } })
+    symlinkSync(secret, join(dir, 'config.json'))
+    const refused = { code: 'ERR_UNSAFE_PATH', path: join(dir, 'config.json'), message: expect.stringContaining('outside the model directory') }
+    await expect(Model.loadPretrained(dir)).rejects.toMatchObject(refused)
+    expect(() => Model.loadPretrainedSync(dir)).toThrow(expect.objectContaining(refused))
+    await expect(inspect(dir)).rejects.toMatchObject(refused)
+    await expect(convert(dir, join(root, 'config-outside.safetensors'), { to: 'safetensors' })).rejects.toMatchObject(refused)
+    expect((await validate(dir)).errors).toEqual([expect.objectContaining({ code: 'ERR_UNSAFE_PATH' })])
+  })
+
+  it('to GGUF: chat templates, tokenizer_config.json and pooling resolving outside, into /proc, or FIFOs are left out with a warning; nothing of them reaches the file', async () => {
+    const dir = tinyQwen2(join(root, 'templates'))
+    writeFileSync(join(dir, 'chat_template.jinja'), '{{ messages }}')
+    mkdirSync(join(dir, 'additional_chat_templates'))
+    symlinkSync(secret, join(dir, 'additional_chat_templates', 'tool_use.jinja'))
+    symlinkSync('/proc/self/environ', join(dir, 'additional_chat_templates', 'env.jinja'))
+    symlinkSync('/proc/self/pagemap', join(dir, 'modules.json'))
+    const out = join(root, 'templates.gguf')
+    const report = await convert(dir, out, { to: 'gguf' })
+    expect(report.architecture).toBe('qwen2')
+    const skipped = (name: string, why: string) => expect.stringMatching(new RegExp(`${name}: .*${why}.*: skipped$`))
+    expect(report.warnings).toEqual(expect.arrayContaining([skipped('tool_use.jinja', 'outside the model directory'), skipped('env.jinja', 'resolves to /proc/'), skipped('modules.json', 'resolves to /proc/')]))
+    const metadata = GgufFile.open(out).metadata
+    expect(metadata['tokenizer.chat_template']).toBe('{{ messages }}')
+    expect(Object.keys(metadata).filter((k) => k.startsWith('tokenizer.chat_template.'))).toEqual([])
+    expect(leaks(out)).toEqual([])
+
+    // A template that is a FIFO (never opened for reading: it would block), then the other
+    // template file, linked to this process's environment.
+    rmSync(join(dir, 'chat_template.jinja'))
+    if (MKFIFO) expect(spawnSync(MKFIFO, [join(dir, 'chat_template.jinja')]).status).toBe(0)
+    symlinkSync('/proc/self/environ', join(dir, 'chat_template.json'))
+    const again = await convert(dir, out, { to: 'gguf' })
+    expect(again.warnings).toEqual(expect.arrayContaining([skipped('chat_template.json', 'resolves to /proc/')]))
+    if (MKFIFO) expect(again.warnings).toEqual(expect.arrayContaining([skipped('chat_template.jinja', 'is not a regular file')]))
+    expect(GgufFile.open(out).metadata['tokenizer.chat_template']).toBeUndefined()
+    expect(leaks(out)).toEqual([])
+
+    // tokenizer_config.json itself (its chat_template would be embedded verbatim).
+    rmSync(join(dir, 'tokenizer_config.json'))
+    symlinkSync(secret, join(dir, 'tokenizer_config.json'))
+    const third = await convert(dir, out, { to: 'gguf' })
+    expect(third.warnings).toEqual(expect.arrayContaining([skipped('tokenizer_config.json', 'outside the model directory')]))
+    expect(GgufFile.open(out).metadata['tokenizer.chat_template']).toBeUndefined()
+    expect(leaks(out)).toEqual([])
+  })
+
+  it('tokenizer.json linked to /dev/zero is ERR_UNSAFE_PATH saying where it leads, not "missing"', async () => {
+    const dir = tinyQwen2(join(root, 'zero'))
+    rmSync(join(dir, 'tokenizer.json'))
+    symlinkSync('/dev/zero', join(dir, 'tokenizer.json'))
+    await expect(convert(dir, join(root, 'zero.gguf'), { to: 'gguf' })).rejects.toMatchObject({
+      code: 'ERR_UNSAFE_PATH',
+      path: join(dir, 'tokenizer.json'),
+      message: expect.stringContaining('resolves to /dev/zero'),
+    })
+    if (MKFIFO) {
+      rmSync(join(dir, 'tokenizer.json'))
+      expect(spawnSync(MKFIFO, [join(dir, 'tokenizer.json')]).status).toBe(0)
+      await expect(convert(dir, join(root, 'zero.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('is not a regular file') })
+    }
+  })
+
+  it('a Hugging Face cache snapshot, every file a symlink into ../../blobs/, converts whole (templates included)', async () => {
+    const staging = tinyQwen2(join(root, 'staging'))
+    writeFileSync(join(staging, 'chat_template.jinja'), '{{ messages }}')
+    const repo = join(root, 'hub', 'models--org--tiny-qwen2')
+    const snapshot = join(repo, 'snapshots', createHash('sha1').update('tiny').digest('hex'))
+    mkdirSync(snapshot, { recursive: true })
+    mkdirSync(join(repo, 'blobs'))
+    for (const name of readdirSync(staging)) {
+      const bytes = readFileSync(join(staging, name))
+      const blob = join(repo, 'blobs', createHash('sha256').update(bytes).digest('hex'))
+      writeFileSync(blob, bytes)
+      symlinkSync(relative(snapshot, blob), join(snapshot, name))
+    }
+    const out = join(root, 'hub.gguf')
+    const report = await convert(snapshot, out, { to: 'gguf' })
+    expect(report.warnings ?? []).toEqual([])
+    expect(GgufFile.open(out).metadata['tokenizer.chat_template']).toBe('{{ messages }}')
+    expect((await Model.loadPretrained(snapshot)).config).toMatchObject({ model_type: 'qwen2' })
+  })
+})
+
+describe('counts from config.json size nothing before the tensors confirm them', () => {
+  it('num_hidden_layers of 4294967295 or 1e9 (also under text_config) is ERR_INVALID_MODEL naming the count, in little memory', () => {
+    const root = tempDir('layers-')
+    const dirs = [
+      tinyQwen2(join(root, 'u32max'), { num_hidden_layers: 4294967295 }),
+      tinyQwen2(join(root, 'billion'), { num_hidden_layers: 1e9 }),
+      tinyQwen2(join(root, 'text'), { num_hidden_layers: undefined, text_config: { num_hidden_layers: 4294967295 } }),
+    ]
+    const out = inChild(`Promise.all(${JSON.stringify(dirs)}.map((d) => lib.convert(d, d + '.gguf', { to: 'gguf' }).then(() => 'written', (e) => ({ code: e.code, message: e.message }))))
+      .then((results) => console.log(JSON.stringify({ results, rss: peak() })))`)
+    const layers = ['4294967295', '1000000000', '4294967295']
+    out.results.forEach((r: any, i: number) => {
+      expect(r, dirs[i]).toEqual({ code: 'ERR_INVALID_MODEL', message: expect.stringContaining(`config.json has num_hidden_layers = ${layers[i]}, the tensors hold 1 layer`) })
+    })
+    expect(out.rss).toBeLessThan(300 * MiB)
+  })
+})
+
+describe('a tokenizer.json of ~100 MiB converts to GGUF within 200 MiB + 3 × its size', () => {
+  /** tinyQwen2 with a tokenizer.json written piece by piece by `write`. */
+  function withTokenizer(dir: string, vocab: number, write: (put: (s: string) => void) => void): number {
+    tinyQwen2(dir, {}, vocab)
+    const path = join(dir, 'tokenizer.json')
+    const fd = openSync(path, 'w')
+    write((s) => writeSync(fd, s))
+    closeSync(fd)
+    return statSync(path).size
+  }
+  /** `count` pieces made by `piece`, comma-separated, in batches. */
+  const list = (put: (s: string) => void, count: number, piece: (i: number) => string) => {
+    for (let start = 0; start < count; start += 100_000) {
+      const batch = Array.from({ length: Math.min(100_000, count - start) }, (_, k) => piece(start + k))
+      put((start ? ',' : '') + batch.join(','))
+    }
+  }
+  const head = '{"version":"1.0","added_tokens":[{"id":0,"content":"<|endoftext|>","special":true}],"pre_tokenizer":{"type":"ByteLevel"},'
+
+  it('2.5 million tokens and merges (a JSON tree of it took 1.25 GB); the GGUF lists them all', () => {
+    const root = tempDir('bigtok-')
+    const n = 2_500_000
+    const size = withTokenizer(join(root, 'model'), n, (put) => {
+      put(head + '"model":{"type":"BPE","vocab":{"<|endoftext|>":0,')
+      list(put, n - 1, (i) => `"t${i + 1}":${i + 1}`)
+      put('},"merges":[')
+      list(put, n - 2, (i) => `["t${i + 1}","t${i + 2}"]`)
+      put(']}}')
+    })
+    expect(size).toBeGreaterThan(90 * MiB)
+    const out = convertInChild(join(root, 'model'), join(root, 'model.gguf'), 'gguf')
+    expect(out.error).toBeUndefined()
+    expect(out.rss, `peak ${(out.rss / MiB).toFixed(0)} MiB for ${(size / MiB).toFixed(0)} MiB`).toBeLessThan(200 * MiB + 3 * size)
+    const gguf = GgufFile.open(join(root, 'model.gguf'))
+    const kinds = gguf.metadataTypes
+    expect([kinds['tokenizer.ggml.tokens'], kinds['tokenizer.ggml.merges']]).toEqual(['ARRAY[STRING]', 'ARRAY[STRING]'])
+    const metadata = gguf.metadata as Record<string, any>
+    expect(metadata['tokenizer.ggml.tokens'].length).toBe(n)
+    expect(metadata['tokenizer.ggml.tokens'][n - 1]).toBe(`t${n - 1}`)
+    expect(metadata['tokenizer.ggml.merges'][n - 3]).toBe(`t${n - 2} t${n - 1}`)
+  }, 120_000)
+
+  it('100 MiB under a key the export does not read costs nothing', () => {
+    const root = tempDir('bigtok-')
+    const size = withTokenizer(join(root, 'model'), 4, (put) => {
+      put(head + '"decoder":{"type":"ByteLevel","junk":[')
+      list(put, 50_000_000, (i) => String(i & 7))
+      put(']},"model":{"type":"BPE","vocab":{"<|endoftext|>":0,"a":1,"b":2},"merges":["a b"]}}')
+    })
+    expect(size).toBeGreaterThan(90 * MiB)
+    const out = convertInChild(join(root, 'model'), join(root, 'model.gguf'), 'gguf')
+    expect(out.error).toBeUndefined()
+    expect(out.rss).toBeLessThan(200 * MiB)
+  }, 120_000)
 })
 
 describe('reports of any size', () => {
@@ -227,12 +446,19 @@ describe('GGUF metadata arrays', () => {
     const dir = tempDir('gguf-')
     const path = join(dir, 'bools.gguf')
     const size = ggufWithArray(path, 'test.bools', 'bool', 16_000_000)
-    const script = `require(${JSON.stringify(join(__dirname, '..', 'index.js'))}).inspect(${JSON.stringify(path)}).then((r) => console.log(JSON.stringify({ meta: r.metadata, rss: process.resourceUsage().maxRSS })))`
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' })
-    expect(r.status, r.stderr).toBe(0)
-    const out = JSON.parse(r.stdout)
+    const out = inChild(`lib.inspect(${JSON.stringify(path)}).then((r) => console.log(JSON.stringify({ meta: r.metadata, rss: peak() })))`)
     expect(out.meta).toEqual({ 'test.bools': { arrayOf: 'BOOL', length: 16_000_000 } })
-    expect(out.rss * 1024).toBeLessThan(200 * MiB + 2 * size)
+    expect(out.rss).toBeLessThan(200 * MiB + 2 * size)
+  })
+
+  it('to SafeTensors, 25 million booleans (140 MB as text) are refused at the header limit, within 200 MiB + 3 × the file size', () => {
+    const dir = tempDir('gguf-')
+    const path = join(dir, 'bools.gguf')
+    const size = ggufWithArray(path, 'test.bools', 'bool', 25_000_000)
+    const out = convertInChild(path, join(dir, 'bools.safetensors'), 'safetensors')
+    expect(out.error).toEqual({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining("more than 100000000 bytes, the most a SafeTensors header holds ('test.bools' passes the limit)") })
+    expect(out.rss).toBeLessThan(200 * MiB + 3 * size)
+    expect(existsSync(join(dir, 'bools.safetensors'))).toBe(false)
   })
 
   it('a vocabulary-sized array (200,000 strings) is listed whole', async () => {

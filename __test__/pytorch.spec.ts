@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
@@ -559,6 +559,44 @@ describe("convert to SafeTensors as Hugging Face's convert.py does", () => {
     const single = join(dir, 'hf_bin.safetensors')
     await convert(join(SHARED, 'hf_bin'), single, { to: 'safetensors' })
     expectSameSafetensors(single, join(CONVERTED, 'hf_bin', 'model.safetensors'), 'hf_bin single')
+  })
+
+  // The converted directory is the one people upload: a companion file that resolves outside
+  // the model directory (a secret, /proc/self/environ), never ends (/proc/self/pagemap) or
+  // is not a regular file is not copied; the report says which and why.
+  it("a directory's companion files are copied only where they resolve inside it; the others are left out with a warning", async () => {
+    const model = join(dir, 'companions')
+    cpSync(join(SHARED, 'hf_bin'), model, { recursive: true })
+    const outside = tempDir('outside-')
+    writeFileSync(join(outside, 'credentials.json'), '{"token": "hf_SECRET"}')
+    writeFileSync(join(model, 'tokenizer.json'), '{"model": {}}')
+    symlinkSync('tokenizer.json', join(model, 'vocab.json'))
+    mkdirSync(join(model, '1_Pooling'))
+    symlinkSync(join(outside, 'credentials.json'), join(model, 'special_tokens_map.json'))
+    symlinkSync('/proc/self/environ', join(model, 'generation_config.json'))
+    symlinkSync('/proc/self/pagemap', join(model, 'tokenizer_config.json'))
+    symlinkSync('/dev/zero', join(model, 'merges.txt'))
+    // Sparse: 5 GiB that take no disk, more than a companion file may have.
+    writeFileSync(join(model, 'notes.txt'), '')
+    truncateSync(join(model, 'notes.txt'), 5 * 2 ** 30)
+    const mkfifo = ['/usr/bin/mkfifo', '/bin/mkfifo'].find((p) => existsSync(p))
+    if (mkfifo) expect(spawnSync(mkfifo, [join(model, 'added_tokens.json')]).status).toBe(0)
+    const out = join(dir, 'companions-out')
+    const result = await convert(model, out, { to: 'safetensors' })
+    const copied = ['config.json', 'tokenizer.json', 'vocab.json']
+    expect(result.files).toEqual(['model.safetensors', ...copied])
+    expect(readdirSync(out).sort()).toEqual(['model.safetensors', ...copied].sort())
+    expect(readFileSync(join(out, 'vocab.json'), 'utf8')).toBe('{"model": {}}')
+    const skipped = (name: string, why: string) => expect.stringMatching(new RegExp(`/${name}: .*${why}.*: skipped$`))
+    const warnings = [
+      skipped('generation_config.json', 'resolves to /proc/'),
+      skipped('merges.txt', 'resolves to /dev/zero'),
+      expect.stringMatching(/\/notes\.txt: 5368709120 bytes, more than the 4294967296 a file copied beside the weights may have: not copied$/),
+      skipped('special_tokens_map.json', 'outside the model directory'),
+      skipped('tokenizer_config.json', 'resolves to /proc/'),
+    ]
+    if (mkfifo) warnings.unshift(skipped('added_tokens.json', 'is not a regular file'))
+    expect(result.warnings).toEqual(warnings)
   })
 
   it('a sharded directory: model-0000i-of-0000N.safetensors as convert.py names and writes them, the index rewritten', async () => {

@@ -61,7 +61,7 @@ export interface ConvertReport {
   quantization?: string
   /** The llama.cpp architecture a GGUF was written for (`bert`, `llama`, `qwen2`, `qwen3`), when the input was a model directory of one we know. */
   architecture?: string
-  /** What you should know about the output, e.g. a model directory of an architecture llama.cpp export does not know (its GGUF holds the tensors under their Hugging Face names). Absent when there is nothing to say. */
+  /** What you should know about the output, e.g. a model directory of an architecture llama.cpp export does not know (its GGUF holds the tensors under their Hugging Face names), or a file of the directory left out because it may not be read (it resolves outside the directory, or is not a regular file). Absent when there is nothing to say. */
   warnings?: string[]
   /** Tensors not written because another name holds the same bytes (a PyTorch checkpoint's tied weights, written once as Hugging Face's convert.py does; each is named in the file's `__metadata__` as `name: keptAs`). Absent when none. */
   dropped?: { name: string; keptAs: string }[]
@@ -132,7 +132,7 @@ export type WeightsFormat = 'safetensors' | 'sharded-safetensors' | 'gguf' | 'py
 export interface OpenWeightsOptions {
   /** Read the input as this format instead of recognising it by its bytes. */
   format?: WeightsFormat
-  /** 'mmap' (default) or 'read': plain reads (SafeTensors: per tensor; GGUF: the whole file, once). */
+  /** 'mmap' (default) or 'read': plain reads (SafeTensors: per tensor; GGUF, PyTorch, NumPy: the whole file, once; larger than memory: ERR_IO). */
   backend?: 'mmap' | 'read'
 }
 

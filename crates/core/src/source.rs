@@ -202,13 +202,19 @@ impl Metadata<'_> {
     }
 
     /// The pairs as a SafeTensors `__metadata__` (string → string) keeps them: string pairs
-    /// as they are, GGUF's as `gguf.<key>` → its value as text; none for other forms.
-    pub fn as_safetensors_metadata(&self) -> Option<BTreeMap<String, String>> {
-        match self {
+    /// as they are, GGUF's as `gguf.<key>` → its value as text, refused past `max_bytes` of
+    /// text ([`crate::format::gguf::export::metadata_as_strings`]); none for other forms.
+    pub fn as_safetensors_metadata(
+        &self,
+        max_bytes: usize,
+    ) -> crate::error::Result<Option<BTreeMap<String, String>>> {
+        Ok(match self {
             Metadata::Strings(m) => Some((*m).clone()),
-            Metadata::Gguf(pairs) => Some(crate::format::gguf::export::metadata_as_strings(pairs)),
+            Metadata::Gguf(pairs) => Some(crate::format::gguf::export::metadata_as_strings(
+                pairs, max_bytes,
+            )?),
             Metadata::None | Metadata::Json(_) => None,
-        }
+        })
     }
 
     /// The string value of `key`, in whatever form the pairs come.

@@ -377,7 +377,7 @@ pub fn convert(
             warnings = written.warnings;
         }
         Target::SafeTensors => {
-            let kept = metadata.as_safetensors_metadata();
+            let kept = metadata.as_safetensors_metadata(st::MAX_HEADER_SIZE)?;
             let mut behind = ReleaseBehind::new(s);
             st::save_streaming(
                 output,

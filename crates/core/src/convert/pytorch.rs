@@ -408,7 +408,9 @@ fn copy_companions(
     names.sort();
     let mut copied = Vec::with_capacity(names.len());
     for name in names {
-        let Some(mut from) = files.open_optional(&name, "a model file")? else {
+        let opened = files.open_optional(&name, "a model file")?;
+        warnings.extend(files.take_warnings());
+        let Some(mut from) = opened else {
             continue;
         };
         if from.len > MAX_COMPANION_BYTES {
@@ -436,7 +438,6 @@ fn copy_companions(
         })?;
         copied.push(name);
     }
-    warnings.extend(files.take_warnings());
     Ok(copied)
 }
 

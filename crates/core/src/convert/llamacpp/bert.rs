@@ -132,8 +132,8 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
         md.set(k("pooling_type"), GgufValue::U32(p));
     }
     md.set("general.quantization_version", GgufValue::U32(2));
-    vocab.write(&mut md);
     let mut warnings = vocab.warnings();
+    vocab.write(&mut md);
     if pooling.is_none() {
         warnings.push(
             "no sentence-transformers pooling (modules.json): llama.cpp will use its default pooling for embeddings".into(),

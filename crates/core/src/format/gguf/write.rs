@@ -279,31 +279,25 @@ where
         sizes.push(spec.byte_len()?);
     }
 
-    let mut header = Vec::new();
-    header.extend_from_slice(&GGUF_MAGIC);
-    header.extend_from_slice(&GGUF_VERSION.to_le_bytes());
-    header.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    header.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
-    for (key, value) in metadata {
-        encode_string(key, &mut header);
-        header.extend_from_slice(&value.value_type().id().to_le_bytes());
-        value.encode_payload(&mut header);
-    }
+    // The tensor infos first (their checks fail before a byte is written); the key/values
+    // then go out one at a time, so that the header is never held whole beside them (a
+    // vocabulary's tokens and merges are the largest values of a file).
+    let mut infos = Vec::new();
     let mut offset = 0u64;
     for (spec, &size) in tensors.iter().zip(&sizes) {
-        encode_string(&spec.name, &mut header);
+        encode_string(&spec.name, &mut infos);
         // A scalar is written as one dimension of 1, as ggml itself represents it.
         let ne: Vec<u64> = if spec.shape.is_empty() {
             vec![1]
         } else {
             spec.shape.iter().rev().map(|&d| d as u64).collect()
         };
-        header.extend_from_slice(&(ne.len() as u32).to_le_bytes());
+        infos.extend_from_slice(&(ne.len() as u32).to_le_bytes());
         for d in ne {
-            header.extend_from_slice(&d.to_le_bytes());
+            infos.extend_from_slice(&d.to_le_bytes());
         }
-        header.extend_from_slice(&spec.ggml_type.id().to_le_bytes());
-        header.extend_from_slice(&offset.to_le_bytes());
+        infos.extend_from_slice(&spec.ggml_type.id().to_le_bytes());
+        infos.extend_from_slice(&offset.to_le_bytes());
         offset = (size as u64)
             .checked_add(offset)
             .and_then(|end| align_up(end, alignment as u64))
@@ -311,7 +305,22 @@ where
     }
 
     let mut out = Counting { out, written: 0 };
+    let mut header = Vec::new();
+    header.extend_from_slice(&GGUF_MAGIC);
+    header.extend_from_slice(&GGUF_VERSION.to_le_bytes());
+    header.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    header.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
     out.write(&header)?;
+    for (key, value) in metadata {
+        header.clear();
+        encode_string(key, &mut header);
+        header.extend_from_slice(&value.value_type().id().to_le_bytes());
+        value.encode_payload(&mut header);
+        out.write(&header)?;
+    }
+    drop(header);
+    out.write(&infos)?;
+    drop(infos);
     out.pad_to(alignment as u64)?;
     for (i, (spec, &size)) in tensors.iter().zip(&sizes).enumerate() {
         let view = load(i, spec).map_err(|e| e.with_tensor(&spec.name))?;

@@ -264,7 +264,7 @@ impl SafeTensors {
             Storage::Memory(memory) => TensorBytes::shared(memory, start, len),
             #[cfg(feature = "fs")]
             Storage::File(file) => {
-                let mut buf = crate::memory::reserve(len as u64, "the tensor")
+                let mut buf = crate::memory::reserve(len as u64, "the tensor is read whole")
                     .map_err(|e| self.context(e))?;
                 buf.resize(len, 0);
                 file.read_exact_at(&mut buf, start as u64).map_err(|e| {

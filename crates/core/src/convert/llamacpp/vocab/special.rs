@@ -7,6 +7,7 @@
 //! file we write carries the same special tokens as one llama.cpp's converter writes.
 
 use super::super::Metadata;
+use super::tokenizer_json::{AddedToken, TokenizerJson};
 use super::{read_json, read_text, Need};
 use crate::error::{CoreError, Result};
 use crate::format::gguf::{GgufArray, GgufValue};
@@ -58,11 +59,12 @@ fn is(v: Option<&Json>, s: &str) -> bool {
 }
 
 impl SpecialVocab {
-    /// Read the special vocabulary of `dir`. `tokenizer_json` is the parsed
-    /// `tokenizer.json` if the directory has one; `n_vocab` bounds the accepted ids.
+    /// Read the special vocabulary of the directory. `tokenizer_json` is the parsed
+    /// `tokenizer.json` if the directory has one (its merges are taken out of it);
+    /// `n_vocab` bounds the accepted ids.
     pub fn load(
         files: &ModelFiles,
-        tokenizer_json: Option<&Json>,
+        tokenizer_json: Option<&mut TokenizerJson>,
         config: &Json,
         load_merges: bool,
         n_vocab: Option<usize>,
@@ -146,24 +148,26 @@ impl SpecialVocab {
     fn read_tokenizer_files(
         &mut self,
         files: &ModelFiles,
-        tokenizer: Option<&Json>,
+        mut tokenizer: Option<&mut TokenizerJson>,
         load_merges: bool,
     ) -> Result<()> {
-        let empty = Vec::new();
-        let mut added_tokens: &Vec<Json> = &empty;
-        if let Some(tok) = tokenizer {
+        if let Some(tok) = tokenizer.as_deref_mut() {
             if load_merges {
-                if let Some(merges) = tok.get("model").and_then(|m| m.get("merges")) {
-                    self.merges = parse_merges(merges)?;
+                if let Some(merges) = tok.model.as_mut().and_then(|m| m.merges.take()) {
+                    self.merges = merges.map_err(|()| {
+                        CoreError::invalid_model(
+                            "tokenizer.json: 'model.merges' is neither a list of strings nor a \
+                             list of pairs",
+                        )
+                    })?;
                 }
             }
-            if let Some(n) = tok.get("normalizer").filter(|n| truthy(Some(n))) {
+            if let Some(n) = tok.normalizer.as_ref().filter(|n| truthy(Some(n))) {
                 self.parse_normalizer(n);
             }
-            if let Some(Json::Array(a)) = tok.get("added_tokens") {
-                added_tokens = a;
-            }
         }
+        let tokenizer = tokenizer.map(|t| &*t);
+        let added_tokens: &[AddedToken] = tokenizer.map_or(&[], |t| t.added());
         let mut tc: Option<Map<String, Json>> =
             match read_json(files, "tokenizer_config.json", Need::Extra)? {
                 None => None,
@@ -200,7 +204,7 @@ impl SpecialVocab {
                     )
                 });
             }
-            if let Some(pp) = tok.get("post_processor").filter(|p| truthy(Some(p))) {
+            if let Some(pp) = tok.post_processor.as_ref().filter(|p| truthy(Some(p))) {
                 let processors: Vec<&Json> = match pp.get("processors").and_then(Json::as_array) {
                     Some(list) => list.iter().collect(),
                     None => vec![pp],
@@ -434,9 +438,10 @@ impl SpecialVocab {
             };
             let id = added_tokens
                 .iter()
-                .find(|a| a.get("content").and_then(Json::as_str) == Some(content.as_str()))
-                .and_then(|a| a.get("id"));
-            self.set_id(&typ, id)?;
+                .find(|a| a.content.as_deref() == Some(content.as_str()))
+                .and_then(|a| a.id)
+                .map(Json::from);
+            self.set_id(&typ, id.as_ref())?;
         }
         Ok(())
     }
@@ -470,13 +475,10 @@ impl SpecialVocab {
         Ok(())
     }
 
-    /// The key/values gguf-py's `add_to_gguf` writes.
-    pub fn write(&self, md: &mut Metadata) {
+    /// The key/values gguf-py's `add_to_gguf` writes (the merges moved, not copied).
+    pub fn write(self, md: &mut Metadata) {
         if !self.merges.is_empty() {
-            md.set(
-                "tokenizer.ggml.merges",
-                GgufArray::String(self.merges.clone()),
-            );
+            md.set("tokenizer.ggml.merges", GgufArray::String(self.merges));
         }
         for (typ, id) in &self.ids {
             let key = match typ.as_str() {
@@ -540,36 +542,6 @@ impl SpecialVocab {
             );
         }
     }
-}
-
-/// `model.merges` of tokenizer.json: `"a b"` strings, or `["a", "b"]` pairs (transformers
-/// ≥ 4.45), whose spaces gguf-py encodes as U+0120 + 256 (`Ġ` shifted) to keep `a b` parseable.
-pub fn parse_merges(merges: &Json) -> Result<Vec<String>> {
-    let bad = || {
-        CoreError::invalid_model(
-            "tokenizer.json: 'model.merges' is neither a list of strings nor a list of pairs",
-        )
-    };
-    let Json::Array(list) = merges else {
-        return Err(bad());
-    };
-    let mut out = Vec::with_capacity(list.len());
-    for m in list {
-        match m {
-            Json::String(s) => out.push(s.clone()),
-            Json::Array(pair) if pair.len() == 2 => {
-                let part = |v: &Json| -> Result<String> {
-                    let s = v.as_str().ok_or_else(bad)?;
-                    Ok(s.chars()
-                        .map(|c| if c == ' ' { '\u{120}' } else { c })
-                        .collect())
-                };
-                out.push(format!("{} {}", part(&pair[0])?, part(&pair[1])?));
-            }
-            _ => return Err(bad()),
-        }
-    }
-    Ok(out)
 }
 
 /// The template of `chat_template.jinja` (with `additional_chat_templates/*.jinja` as named

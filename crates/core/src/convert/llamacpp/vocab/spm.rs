@@ -152,10 +152,10 @@ pub fn vocab(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Voc
     }
     // A tokenizer.json beside tokenizer.model still supplies the added tokens' ids and the
     // post-processor (as it does for the converter).
-    let tokenizer_json = read_json(files, "tokenizer.json", Need::Vocabulary)?;
+    let mut tokenizer_json = super::load_tokenizer_json(files)?.map(|(json, _)| json);
     let special = SpecialVocab::load(
         files,
-        tokenizer_json.as_ref(),
+        tokenizer_json.as_mut(),
         config,
         false,
         Some(tokens.len()),

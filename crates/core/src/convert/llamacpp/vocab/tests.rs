@@ -2,10 +2,14 @@
 //! are what gguf-py 0.3.36's SpecialVocab gives for the same files), and the pre-tokenizer
 //! table.
 
-use super::special::{parse_merges, ChatTemplate, SpecialVocab};
+use super::special::{ChatTemplate, SpecialVocab};
 use super::*;
 use serde_json::json;
 use std::fs;
+
+fn tok(json: &Json) -> TokenizerJson {
+    TokenizerJson::from_value(json).unwrap()
+}
 
 fn model_files(dir: &tempfile::TempDir) -> ModelFiles {
     ModelFiles::new(dir.path()).unwrap()
@@ -25,7 +29,7 @@ fn load(
     }
     SpecialVocab::load(
         &model_files(&dir),
-        tokenizer.as_ref(),
+        tokenizer.map(|j| tok(&j)).as_mut(),
         &config,
         merges,
         None,
@@ -186,14 +190,14 @@ fn special_token_ids_out_of_range_are_skipped_and_negative_ones_refused() {
 
 #[test]
 fn merges_in_either_format_and_nothing_else() {
-    assert_eq!(
-        parse_merges(&json!(["a b", "c d"])).unwrap(),
-        ["a b", "c d"]
-    );
-    assert_eq!(
-        parse_merges(&json!([["a", "b c"]])).unwrap(),
-        ["a b\u{120}c"]
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let merges = |m: Json| {
+        let mut t = tok(&json!({"model": {"type": "BPE", "vocab": {}, "merges": m}}));
+        SpecialVocab::load(&model_files(&dir), Some(&mut t), &json!({}), true, None)
+            .map(|sv| sv.merges)
+    };
+    assert_eq!(merges(json!(["a b", "c d"])).unwrap(), ["a b", "c d"]);
+    assert_eq!(merges(json!([["a", "b c"]])).unwrap(), ["a b\u{120}c"]);
     for bad in [
         json!("a b"),
         json!([1, 2]),
@@ -201,7 +205,7 @@ fn merges_in_either_format_and_nothing_else() {
         json!([["a", 1]]),
     ] {
         assert_eq!(
-            parse_merges(&bad).unwrap_err().code(),
+            merges(bad.clone()).unwrap_err().code(),
             "ERR_INVALID_MODEL",
             "{bad}"
         );
@@ -216,18 +220,18 @@ fn pre_tokenizers_by_split_pattern() {
             {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}})
     };
     for (pattern, name) in PRE_TOKENIZERS {
-        assert_eq!(bpe_pre_tokenizer(&split(pattern)), Ok(*name));
+        assert_eq!(bpe_pre_tokenizer(&tok(&split(pattern))), Ok(*name));
     }
     assert_eq!(
-        bpe_pre_tokenizer(
+        bpe_pre_tokenizer(&tok(
             &json!({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}})
-        ),
+        )),
         Ok("gpt-2")
     );
-    assert!(bpe_pre_tokenizer(&split(r"\p{N}+"))
+    assert!(bpe_pre_tokenizer(&tok(&split(r"\p{N}+")))
         .unwrap_err()
         .contains("default"));
-    assert!(bpe_pre_tokenizer(&json!({"pre_tokenizer": null})).is_err());
+    assert!(bpe_pre_tokenizer(&tok(&json!({"pre_tokenizer": null}))).is_err());
 }
 
 #[test]
@@ -244,4 +248,46 @@ fn looks_special_as_gguf_py() {
     for t in ["<s>", "|>", "<|", "hello", "<unused"] {
         assert!(!looks_special(t), "{t}");
     }
+}
+
+/// The vocabulary as gguf-py lists it from the JSON object Python reads: a token listed
+/// twice keeps its last id, tokens sharing an id leave the last in key order, added tokens
+/// take their ids, gaps and the rest up to vocab_size are `[PAD{i}]`.
+#[test]
+fn vocabulary_entries_as_a_json_object_holds_them() {
+    let text = r#"{"model": {"type": "BPE", "vocab": {"a": 9, "b": 1, "y": 3, "x": 3, "a": 0}},
+        "added_tokens": [{"id": 1, "content": "<|b|>", "special": true},
+                         {"id": 4, "content": "\u2581user", "special": false}]}"#;
+    let vocab = |text: &str, size: usize| {
+        let mut t = TokenizerJson::parse(text.as_bytes()).unwrap().unwrap();
+        let h = Hparams::new(&json!({ "vocab_size": size })).unwrap();
+        hf_vocab(&mut t, &h, Path::new("tokenizer.json")).unwrap()
+    };
+    let (tokens, types) = vocab(text, 6);
+    assert_eq!(tokens, ["a", "<|b|>", "[PAD2]", "y", " user", "[PAD5]"]);
+    use token_type::*;
+    assert_eq!(
+        types,
+        [NORMAL, CONTROL, UNUSED, NORMAL, USER_DEFINED, UNUSED]
+    );
+    // Without a gap (the entries' allocation is reused), the same rules.
+    let text = r#"{"model": {"vocab": {"c": 2, "a": 0, "b": 1, "<s>": 3}},
+        "added_tokens": [{"id": 3, "content": "<s>"}, {"id": 5, "content": "<|end|>"}]}"#;
+    let (tokens, types) = vocab(text, 7);
+    assert_eq!(
+        tokens,
+        ["a", "b", "c", "<s>", "[PAD4]", "<|end|>", "[PAD6]"]
+    );
+    assert_eq!(
+        types,
+        [
+            NORMAL,
+            NORMAL,
+            NORMAL,
+            USER_DEFINED,
+            UNUSED,
+            CONTROL,
+            UNUSED
+        ]
+    );
 }
