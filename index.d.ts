@@ -16,6 +16,7 @@ import type {
   OpenOptions,
   OpenWeightsOptions,
   SaveOptions,
+  SaveReport,
   TensorInfo,
   TensorInput,
   TypedArray,
@@ -40,6 +41,7 @@ export type {
   OpenWeightsOptions,
   SafeTensorsError,
   SaveOptions,
+  SaveReport,
   TensorInfo,
   TensorInput,
   TypedArray,
@@ -178,7 +180,7 @@ export declare class Model {
    * Write the model to `dir` in transformers' layout: config.json and `model.safetensors`, or
    * shards with `model.safetensors.index.json` when `maxShardBytes` asks for them.
    */
-  save(dir: string, options?: ModelSaveOptions | null): Promise<void>
+  save(dir: string, options?: ModelSaveOptions | null): Promise<SaveReport>
   /**
    * Predictions of a directory saved by `LinearRegression`/`LogisticRegression.save`
    * (config.json `model_type`), as that class's `predict` gives them: linear → one value per
