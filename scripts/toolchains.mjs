@@ -39,7 +39,7 @@ export function cacheRoot() {
 }
 
 /** `dir` filled by `install(tmp)` once; later calls only look. */
-function installOnce(name, install) {
+export function installOnce(name, install) {
   const dir = join(cacheRoot(), name)
   if (existsSync(join(dir, '.complete'))) return dir
   const tmp = `${dir}.partial-${process.pid}`

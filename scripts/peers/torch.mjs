@@ -6,43 +6,25 @@
 //
 //   ~/.cache/safetensors-node/torch-<torch>-transformers-<transformers>-peft-<peft>/
 //
-// An interrupted install leaves only a `.partial-*` directory. STN_CACHE_DIR moves the cache.
 // `node scripts/peers/torch.mjs` installs it and prints its python; import `torchPython()`.
 import { execFileSync } from 'node:child_process'
-import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { installOnce } from '../toolchains.mjs'
 
 /** transformers as llama.cpp's converter pins it (4.57.x). */
 export const VERSIONS = { torch: '2.15.0', transformers: '4.57.6', peft: '0.17.1' }
 
-function cacheDir() {
-  const cache = process.env.STN_CACHE_DIR ?? join(homedir(), '.cache', 'safetensors-node')
-  const { torch, transformers, peft } = VERSIONS
-  return join(cache, `torch-${torch}-transformers-${transformers}-peft-${peft}`)
-}
-
 /** The environment's python, installed first if missing. */
 export function torchPython() {
-  const dir = cacheDir()
-  const python = join(dir, 'bin', 'python')
-  if (existsSync(join(dir, '.complete'))) return python
-  const tmp = `${dir}.partial-${process.pid}`
-  rmSync(tmp, { recursive: true, force: true })
-  try {
-    console.error(`torch peer: installing torch ${VERSIONS.torch}, transformers ${VERSIONS.transformers}, peft ${VERSIONS.peft} (~5 GB, once)`)
+  const { torch, transformers, peft } = VERSIONS
+  const dir = installOnce(`torch-${torch}-transformers-${transformers}-peft-${peft}`, (tmp) => {
+    console.error(`torch peer: installing torch ${torch}, transformers ${transformers}, peft ${peft} (~5 GB, once)`)
     execFileSync('python3', ['-m', 'venv', tmp], { stdio: 'inherit' })
     const pkgs = Object.entries(VERSIONS).map(([k, v]) => `${k}==${v}`)
     execFileSync(join(tmp, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-cache-dir', ...pkgs, 'safetensors', 'sentencepiece'], { stdio: 'inherit' })
-    writeFileSync(join(tmp, '.complete'), '')
-    rmSync(dir, { recursive: true, force: true })
-    renameSync(tmp, dir)
-  } catch (e) {
-    rmSync(tmp, { recursive: true, force: true })
-    throw e
-  }
-  return python
+  })
+  return join(dir, 'bin', 'python')
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) console.log(torchPython())
