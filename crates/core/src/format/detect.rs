@@ -83,9 +83,17 @@ pub enum Detected {
     Foreign(&'static str),
 }
 
-/// Recognise a file by its first bytes (see the module documentation).
+/// Recognise a file by its first bytes (see the module documentation): the formats with a
+/// magic number first, then SafeTensors, which has none and claims what is plausible (a GGUF
+/// file cut after its magic is a damaged GGUF file, not a short SafeTensors one).
 pub fn sniff(head: &Head) -> Detected {
-    if let Some(r) = crate::format::FORMATS.iter().find(|r| (r.sniff)(head)) {
+    let safetensors = |r: &&crate::format::Registration| r.format == WeightsFormat::SafeTensors;
+    let formats = crate::format::FORMATS.iter();
+    let by_magic = formats.clone().filter(|r| !safetensors(r));
+    if let Some(r) = by_magic
+        .chain(formats.filter(safetensors))
+        .find(|r| (r.sniff)(head))
+    {
         return Detected::Format(r.format);
     }
     Detected::Foreign(foreign(head).unwrap_or_else(|| unclaimed(head)))

@@ -271,6 +271,11 @@ fn damaged_safetensors_are_claimed_so_their_own_errors_stand() {
         .err()
         .unwrap();
     assert_eq!(e.code(), "ERR_HEADER_TOO_LARGE");
+    // A file with another format's magic is that format's, however short.
+    let gguf = Detected::Format(WeightsFormat::Gguf);
+    for bytes in [&b"GGUF"[..], b"GGUF\x03\0\0\0", b"GGUF\x03\0\0\0\x01"] {
+        assert_eq!(sniff_bytes(bytes), gguf, "{bytes:?}");
+    }
 }
 
 #[test]
