@@ -63,7 +63,10 @@ fuzz_target!(|bytes: &[u8]| {
                     let mut reference = vec![0f32; info.numel()];
                     stcore::codecs::decode_ref(ty, raw, &mut reference).expect("reference decode");
                     let bits: Vec<u8> = reference.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    assert!(view.data.as_ref() == bits.as_slice(), "{ty}: fast and reference differ");
+                    assert!(
+                        view.data.as_ref() == bits.as_slice(),
+                        "{ty}: fast and reference differ"
+                    );
                 }
             }
             // Reported: a zero-size tensor whose dims overflow outermost-first is listed

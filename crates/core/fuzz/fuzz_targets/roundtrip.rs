@@ -162,7 +162,9 @@ fn check_gguf(views: &[TensorView<'static>]) {
     let chosen: Vec<&TensorView> = views
         .iter()
         .filter(|v| v.dtype == DType::F32)
-        .filter(|v| (1..=63).contains(&v.name.len()) && v.shape.len() <= 4)
+        // The names ggml reads back whole: 1 to 63 bytes, no NUL (the writer refuses others).
+        .filter(|v| (1..=63).contains(&v.name.len()) && !v.name.contains('\0'))
+        .filter(|v| v.shape.len() <= 4)
         .filter(|v| !v.shape.contains(&0))
         .filter(|v| seen.insert(v.name.clone()))
         .collect();

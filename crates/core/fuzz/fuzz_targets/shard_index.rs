@@ -79,7 +79,11 @@ fn check_join(fx: &Fixture, name: &str) {
         rel.components().all(|c| matches!(c, Component::Normal(_))),
         "{name:?} joined to {path:?}"
     );
-    assert_eq!(rel.components().count(), name.split('/').count(), "{name:?}");
+    assert_eq!(
+        rel.components().count(),
+        name.split('/').count(),
+        "{name:?}"
+    );
     if let Ok(real) = path.canonicalize() {
         assert!(
             real.starts_with(&fx.model_real) || name == "outside" || name.starts_with("outside/"),
@@ -130,7 +134,11 @@ fn check_url(name: &str, local: bool) {
         let parsed = url::Url::parse(&url).unwrap_or_else(|e| panic!("{name:?} → {url}: {e}"));
         let dir = url::Url::parse(base).unwrap();
         assert_eq!(parsed.origin(), dir.origin(), "{name:?} → {url}");
-        assert_eq!((parsed.query(), parsed.fragment()), (None, None), "{name:?} → {url}");
+        assert_eq!(
+            (parsed.query(), parsed.fragment()),
+            (None, None),
+            "{name:?} → {url}"
+        );
         let rest = parsed
             .path()
             .strip_prefix(dir.path())
