@@ -19,7 +19,7 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import { join } from 'node:path'
 import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
-import { holdHostMemory, pageReporting } from './lib/host-memory.mjs'
+import { pageReporting } from './lib/host-memory.mjs'
 import { ensureLlamaCpp, ensureLlamaCppSources, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
 
 const require = createRequire(import.meta.url)
@@ -33,12 +33,11 @@ const die = (msg) => {
   process.exit(2)
 }
 const argv = process.argv.slice(2)
-const opt = { quick: false, only: null, reps: null, rounds: null, updateDocs: false, noPageReporting: false }
+const opt = { quick: false, only: null, reps: null, rounds: null, updateDocs: false }
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i]
   if (a === '--quick') opt.quick = true
   else if (a === '--update-docs') opt.updateDocs = true
-  else if (a === '--no-page-reporting') opt.noPageReporting = true
   else if (a === '--only') opt.only = argv[++i]
   else if (a.startsWith('--only=')) opt.only = a.slice(7)
   else if (a === '--reps') opt.reps = Number(argv[++i])
@@ -46,13 +45,10 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--rounds') opt.rounds = Number(argv[++i])
   else if (a.startsWith('--rounds=')) opt.rounds = Number(a.slice(9))
   else if (a === '--help' || a === '-h') {
-    console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--no-page-reporting] [--update-docs]')
+    console.log('usage: npm run bench -- [--quick] [--only ROW[,ROW]] [--reps N] [--rounds R] [--update-docs]')
     console.log('  --reps N     timed repetitions in each child process (default 5; 3 with --quick)')
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md (the run and its goals)')
-    console.log('  --no-page-reporting  (root, on a VM with free page reporting) turn it off for the run and have the')
-    console.log('               host back the free memory first, so fresh memory costs the same in every repetition')
-    console.log('               (benches/lib/host-memory.mjs)')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
     console.log('  rows 8 (hf-gguf) and 10 (pytorch) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
     process.exit(0)
@@ -74,7 +70,7 @@ const SIZE = opt.quick
 // Calls per repetition of the "sync loop" / "async" lines (the time shown is per call).
 const LOOP = 10
 // Repetitions of row 9 (a whole checkpoint each) in every child process.
-const CHECKPOINT_REPS = Math.min(3, opt.reps ?? 3)
+const CHECKPOINT_REPS = opt.reps ?? (opt.quick ? 2 : 5)
 
 const log = (...a) => console.error(...a)
 
@@ -381,8 +377,18 @@ function runChild(impl) {
   if (!node && !PY.python) return { skipped: `Python peers unavailable (${PY.error ?? 'setup failed'})` }
   if (impl.requires === 'mlx' && !PY.mlx.ok) return { skipped: PY.mlx.reason }
   if (impl.requires === 'torch' && !TORCH.python) return { skipped: TORCH.error }
-  const cmd = node ? process.execPath : impl.requires === 'torch' ? TORCH.python : PY.python
   const n = impl.reps ?? reps
+  // A fresh process per repetition: n children, each timing its one run (no warm-up).
+  if (impl.fresh) {
+    let all = null
+    for (let i = 0; i < n; i++) {
+      const r = runChild({ ...impl, fresh: false, reps: 0 })
+      if (r.error || r.skipped) return r
+      all = merge(all, r)
+    }
+    return { ...all, rounds: undefined, warmups_ms: undefined, fresh: n }
+  }
+  const cmd = node ? process.execPath : impl.requires === 'torch' ? TORCH.python : PY.python
   const args = node
     ? ['--expose-gc', join(ROOT, 'benches', 'lib', 'child.mjs'), impl.case, String(n), JSON.stringify(impl.params)]
     : [join(ROOT, 'benches', impl.script ?? 'peers.py'), impl.case, String(n), JSON.stringify(impl.params)]
@@ -620,7 +626,8 @@ function groups(f, ggml, ckpt, pt, npz) {
         // A loader cannot convert bytes it has not read: the bound plus reading the stored
         // bytes from the page cache (what ours does with positioned reads), on two threads.
         { key: 'fresh-read', label: 'bound: fresh memory (huge pages) + copy, then reading the stored bytes (page cache, `preadv`), 2 threads', lang: 'py', case: 'fresh-copy', params: { sizes, huge: true, read: stored(dir) }, reps: r, ...skip },
-      ],
+        // As users meet it: every repetition of every implementation in a process of its own.
+      ].map((i) => ({ ...i, fresh: true })),
     }
   }
   // Row 10: a PyTorch checkpoint → SafeTensors, what Hugging Face's convert.py does.
@@ -868,15 +875,13 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
     ? blas.map((b) => `${b.internal_api} ${b.version} (${b.architecture} kernel, ${b.num_threads} threads)`).join(', ')
     : 'n/a'
   const lines = []
-  lines.push(`Run: ${m.date} — \`npm run bench${opt.quick ? ' -- --quick' : ''}${opt.only ? ` -- --only ${opt.only}` : ''}\`, ${rounds > 1 ? `${rounds} interleaved child processes × ` : ''}${reps} timed repetitions per implementation (median of all ${rounds * reps}; each process does one untimed warm-up first), warm page cache, ${minutes.toFixed(1)} min in all.`)
+  lines.push(`Run: ${m.date} — \`npm run bench${opt.quick ? ' -- --quick' : ''}${opt.only ? ` -- --only ${opt.only}` : ''}\`, ${rounds > 1 ? `${rounds} interleaved child processes × ` : ''}${reps} timed repetitions per implementation (median of all ${rounds * reps}; each process does one untimed warm-up first), but row 9 (whole checkpoints), whose every repetition is a fresh process of its own (${rounds} × ${CHECKPOINT_REPS} processes per implementation, timed from the call, imports done), warm page cache, ${minutes.toFixed(1)} min in all.`)
   lines.push('')
   lines.push(`- **Machine**: ${m.cpu}, ${m.cores} logical cores (${m.simd.join(', ')}), ${m.ramGiB.toFixed(1)} GiB RAM, ${m.kernel}, transparent huge pages: ${m.thp ?? 'n/a'}, bench-data on ${m.fs ?? '?'}`)
   const busy = loadStart[0] > m.cores * 0.5 || loadEnd[0] > m.cores * 0.5 || busyStart?.length || busyEnd?.length
   const rep = reportingStart.order == null
     ? 'none on this machine'
-    : hostMemory?.changed
-      ? hostMemory.text
-      : `on (page_reporting_order ${reportingStart.order}): memory freed is handed back to the host, and fresh memory then costs host page faults in some repetitions and not others (benches/lib/host-memory.mjs; \`--no-page-reporting\` turns it off)`
+    : `on (page_reporting_order ${reportingStart.order}): memory freed is handed back to the host, and fresh memory then costs host page faults in some repetitions and not others (benches/lib/host-memory.mjs); the bench leaves it as it is, as users have it`
   const reported = reportingEnd.reportedKiB != null && reportingStart.reportedKiB != null ? `; ${((reportingEnd.reportedKiB - reportingStart.reportedKiB) / 1024).toFixed(0)} MiB reported to the host during the run` : ''
   lines.push(`- **Free page reporting** (VM balloon): ${rep}${reported}`)
   lines.push(`- **Load average** (1/5/15 min) at start: ${la(loadStart)}; at end: ${la(loadEnd)}. Other processes using ≥ 10 % of a core at start: ${fmtBusy(busyStart)}; at end: ${fmtBusy(busyEnd)}${busy ? ' — **the machine was busy with other work during this run; absolute times are noisy**' : ''}`)
@@ -981,7 +986,6 @@ const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const ptBin = only.has('pytorch') ? makePytorchBin() : null
 const npzFiles = only.has('npz') ? makeNpz(files) : null
 const reportingStart = pageReporting()
-const hostMemory = opt.noPageReporting ? holdHostMemory(log) : null
 const m = machine()
 const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
@@ -1015,7 +1019,7 @@ const busyEnd = busyProcesses()
 const reportingEnd = pageReporting()
 const { full: md, summary } = report(m, pyInfo, gs, loadEnd, (Date.now() - started) / 60000)
 console.log(`\n${md}\n`)
-const json = { options: { ...opt, reps, rounds }, machine: m, pageReporting: { start: reportingStart, end: reportingEnd, held: hostMemory }, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
+const json = { options: { ...opt, reps, rounds }, machine: m, pageReporting: { start: reportingStart, end: reportingEnd }, python: pyInfo, loadStart, loadEnd, busyStart, busyEnd, groups: gs, goals: GOALS }
 writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.json`), JSON.stringify(json, null, 2))
 writeFileSync(join(DATA, `results${opt.quick ? '-quick' : ''}.md`), `${md}\n`)
 log(`results written to bench-data/results${opt.quick ? '-quick' : ''}.{md,json}`)

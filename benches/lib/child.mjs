@@ -516,14 +516,16 @@ const ctx = await spec.setup()
 const times = []
 let warmupMs = null
 let last = null
+// reps 0: this process is fresh for its one timed run (no warm-up, nothing before it).
+const fresh = reps === 0
 for (let i = 0; i <= reps; i++) {
-  if (spec.before) await spec.before(ctx)
-  await collect()
+  if (spec.before && !fresh) await spec.before(ctx)
+  if (!fresh) await collect()
   const t0 = performance.now()
   let r = spec.run(ctx)
   if (r && typeof r.then === 'function') r = await r
   const ms = (performance.now() - t0) / loopCalls
-  if (i === 0) warmupMs = ms
+  if (i === 0 && !fresh) warmupMs = ms
   else times.push(ms)
   if (i === reps) last = r
   r = null
