@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createServer, type Server } from 'node:http'
 import { execFile } from 'node:child_process'
-import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
 import { convert, inspect, saveFile, validate, type TensorInput } from '../index.js'
-import { rawFile, tempDir } from './helpers'
+import { minilmDir, rawFile, tempDir } from './helpers'
 
 /**
  * URLs where a path is taken (issue 19 point 8): inspect, validate, convert's input and the
@@ -162,6 +162,19 @@ describe('convert(url, …)', () => {
     expect(ourTemps()).toBe(temps)
     await expect(convert(`${base}/ok/nothing.safetensors`, join(out, 'x.gguf'), { to: 'gguf' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
   })
+
+  // A conversion for llama.cpp reads the tokenizer and the files beside it, which the copy of
+  // a remote directory fetches too.
+  it('a Hugging Face model directory by URL to a llama.cpp GGUF: the same file as from the directory on disk', async () => {
+    cpSync(minilmDir(), join(root, 'minilm'), { recursive: true })
+    const fromUrl = join(out, 'minilm-url.gguf')
+    const fromDir = join(out, 'minilm-dir.gguf')
+    const a = await convert(`${base}/ok/minilm/`, fromUrl, { to: 'gguf' })
+    const b = await convert(join(root, 'minilm'), fromDir, { to: 'gguf' })
+    expect(a.architecture).toBe('bert')
+    expect({ ...a, input: '', output: '' }).toEqual({ ...b, input: '', output: '' })
+    expect(readFileSync(fromUrl).equals(readFileSync(fromDir))).toBe(true)
+  }, 120_000)
 })
 
 describe('the CLI takes URLs', () => {

@@ -710,7 +710,7 @@ async function copyFile(url, dest, data, opts, stats, limit = Infinity) {
  * A local copy of what `url` names in `root`: a file, or (a URL ending in `/`, or one whose
  * file is not found but whose `config.json` is) a model directory: config.json, the weight
  * files of the discovery order that exist, an index and its shards (names checked by the
- * core first). Files the server lacks are left out, so the native call reports them as it
+ * core first), and, when `data` is wanted (a conversion), the companion files beside them. Files the server lacks are left out, so the native call reports them as it
  * would locally. Resolves to the local path standing for `url`.
  */
 async function copyTarget(url, root, data, opts, stats) {
@@ -757,6 +757,10 @@ async function copyTarget(url, root, data, opts, stats) {
       for (const shard of shards) await tryCopy(shardUrl(base, shard, base + name), path.join(dir, ...shard.split('/')))
     }
     break
+  }
+  // A conversion reads the tokenizer and the files beside it as well (those the server has).
+  if (data) {
+    for (const name of layout.companionFiles) await tryCopy(shardUrl(base, name, base), path.join(dir, ...name.split('/')), layout.companionMaxBytes)
   }
   return dir
 }

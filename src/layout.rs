@@ -26,6 +26,11 @@ pub struct ModelLayout {
     pub config_max_bytes: f64,
     /// The most of a sharded index read.
     pub index_max_bytes: f64,
+    /// The files beside config and weights that say how to use the model (tokenizers,
+    /// templates, generation settings), relative to the directory.
+    pub companion_files: Vec<String>,
+    /// The most of one companion file copied.
+    pub companion_max_bytes: f64,
 }
 
 /// The files of a model directory and their discovery order.
@@ -43,6 +48,8 @@ pub fn model_layout(env: Env) -> napi::Result<ModelLayout> {
                 .collect(),
             config_max_bytes: layout::CONFIG_MAX_BYTES as f64,
             index_max_bytes: layout::INDEX_MAX_BYTES as f64,
+            companion_files: layout::COMPANION_FILES.iter().map(|f| f.to_string()).collect(),
+            companion_max_bytes: layout::COMPANION_MAX_BYTES as f64,
         })
     })
 }

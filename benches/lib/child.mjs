@@ -133,11 +133,13 @@ const loaded = (record) => {
   const all = Object.values(record).map((t) => t.data)
   return { n: count(all), sum: P.touch ? sumAll(all) : null, all }
 }
+// `P.copy`: false for zero-copy views of the mapping; unset for the default, copies.
+const loadOptions = () => (P.copy === false ? { copy: false } : {})
 cases['load-ours-loadfile'] = {
   setup: () => ({}),
-  run: () => loaded(st.loadFile(P.path)),
-  call: () => loaded(st.loadFile(P.path)),
-  callAsync: async () => loaded(await st.loadFileAsync(P.path)),
+  run: () => loaded(st.loadFile(P.path, loadOptions())),
+  call: () => loaded(st.loadFile(P.path, loadOptions())),
+  callAsync: async () => loaded(await st.loadFileAsync(P.path, loadOptions())),
   check: loadCheck,
 }
 cases['load-ours-open-get'] = {

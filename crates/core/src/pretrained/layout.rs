@@ -24,6 +24,34 @@ pub const CONFIG_MAX_BYTES: u64 = 16 << 20;
 /// (~90,000 tensors) are under 10 MiB.
 pub const INDEX_MAX_BYTES: u64 = 64 << 20;
 
+/// The files of a model directory besides its config and weights that say how to use it:
+/// tokenizers, chat templates, generation and processor settings, sentence-transformers'
+/// modules and pooling. A save copies them from the model's own directory; a copy of a remote
+/// directory (what `convert` of a URL or a model id reads) fetches them.
+pub const COMPANION_FILES: [&str; 17] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "modules.json",
+    "1_Pooling/config.json",
+];
+
+/// The most of one companion file copied (the largest tokenizers are ~35 MB; no reader of
+/// them reads more than 128 MiB).
+pub const COMPANION_MAX_BYTES: u64 = 512 << 20;
+
 /// How a candidate weight file holds the weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {

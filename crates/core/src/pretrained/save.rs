@@ -26,7 +26,7 @@
 //! there leaves it under `.NAME.<id>.replaced`.
 
 use super::companion::ModelFiles;
-use super::layout::{CONFIG_FILE, INDEX_FILE};
+use super::layout::{COMPANION_FILES, COMPANION_MAX_BYTES, CONFIG_FILE, INDEX_FILE};
 use super::{MLX_FILE, SINGLE_FILES};
 use crate::error::{CoreError, Result};
 use crate::format::{mlx, safetensors as st};
@@ -34,30 +34,6 @@ use crate::fsutil;
 use crate::tensor::TensorView;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The files of a model directory besides its config and weights that a save carries over
-/// from the model's own directory: tokenizers, chat templates, generation and processor
-/// settings.
-pub const COMPANION_FILES: [&str; 15] = [
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "tokenizer.model",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "chat_template.jinja",
-    "chat_template.json",
-    "generation_config.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-];
-
-/// The most of one companion file a save copies (the largest tokenizers are ~35 MB).
-const COMPANION_MAX_BYTES: u64 = 512 << 20;
 
 /// How [`save_model_dir`] lays out the weights.
 #[derive(Debug, Clone, Default)]
@@ -362,6 +338,9 @@ fn copy_companions(
             .with_path(&path)
         })?;
         let out = dir.join(name);
+        if let Some(parent) = out.parent().filter(|p| *p != dir) {
+            std::fs::create_dir_all(parent).map_err(|e| CoreError::io(e, parent))?;
+        }
         fsutil::write_atomic(&out, options.durability, |w| {
             fsutil::write_all(w, &bytes, &out)
         })?;
