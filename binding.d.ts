@@ -574,6 +574,13 @@ export interface ModelLayout {
   configMaxBytes: number
   /** The most of a sharded index read. */
   indexMaxBytes: number
+  /**
+   * The files beside config and weights that say how to use the model (tokenizers,
+   * templates, generation settings), relative to the directory.
+   */
+  companionFiles: Array<string>
+  /** The most of one companion file copied. */
+  companionMaxBytes: number
 }
 
 export interface ModelSaveOptions {

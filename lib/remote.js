@@ -711,7 +711,8 @@ async function copyFile(url, dest, data, opts, stats, limit = Infinity) {
  * file is not found but whose `config.json` is) a model directory: config.json, the weight
  * files of the discovery order that exist, an index and its shards (names checked by the
  * core first), and, when `data` is wanted (a conversion), the companion files beside them. Files the server lacks are left out, so the native call reports them as it
- * would locally. Resolves to the local path standing for `url`.
+ * would locally. Resolves to `{ local, dir }`: the local path standing for `url`, and whether
+ * it is a directory.
  */
 async function copyTarget(url, root, data, opts, stats) {
   const path = require('node:path')
@@ -725,15 +726,18 @@ async function copyTarget(url, root, data, opts, stats) {
     }
   }
   const layout = binding.modelLayout()
+  // The copy keeps the URL's last name where it is a plain one (reports name the URL anyway;
+  // a GGUF's general.name is the directory's name, as locally).
+  const plainName = (u, fallback) => {
+    const last = new URL(u).pathname.split('/').filter(Boolean).pop() ?? ''
+    return /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$/.test(last) ? last : fallback
+  }
   let base = url
   if (!url.endsWith('/')) {
-    // The copy keeps the URL's file name where it is a plain one (reports name the URL anyway).
-    const last = new URL(url).pathname.split('/').pop() ?? ''
-    const name = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$/.test(last) ? last : 'file'
-    const dest = path.join(root, name)
+    const dest = path.join(root, plainName(url, 'file'))
     try {
       await copyFile(url, dest, data, opts, stats)
-      return dest
+      return { local: dest, dir: false }
     } catch (e) {
       if (e.code !== 'ERR_NOT_FOUND') throw e
       // Perhaps a directory written without its trailing slash.
@@ -742,8 +746,8 @@ async function copyTarget(url, root, data, opts, stats) {
       base = `${url}/`
     }
   }
-  const dir = path.join(root, 'model')
-  fs().mkdirSync(dir)
+  const dir = path.join(root, 'dir', plainName(base, 'model'))
+  fs().mkdirSync(dir, { recursive: true })
   // A model id without config.json is a model the endpoint does not have (its error says so).
   const configDest = path.join(dir, layout.configFile)
   const commit = opts.hub ? await copyFile(base + layout.configFile, configDest, data, opts, stats, layout.configMaxBytes) : await tryCopy(base + layout.configFile, configDest, layout.configMaxBytes)
@@ -762,7 +766,7 @@ async function copyTarget(url, root, data, opts, stats) {
   if (data) {
     for (const name of layout.companionFiles) await tryCopy(shardUrl(base, name, base), path.join(dir, ...name.split('/')), layout.companionMaxBytes)
   }
-  return dir
+  return { local: dir, dir: true }
 }
 
 /** `value` with every string's `from` replaced by `to` (reports, errors). */
@@ -783,14 +787,16 @@ async function withLocalCopy(url, data, options, fn, onCopyError) {
   const opts = settings(httpOptionsOf(options), url)
   const root = fs().mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'safetensors-node-url-'))
   let local
+  let shown
   try {
     try {
-      local = await copyTarget(url, root, data, opts, { bytesFetched: 0 })
+      const copy = await copyTarget(url, root, data, opts, { bytesFetched: 0 })
+      local = copy.local
+      shown = redactUrl(copy.dir ? url.replace(/\/?$/, '') : url)
     } catch (e) {
       if (onCopyError && isCoded(e) && e.code !== 'ERR_INVALID_ARGUMENT') return onCopyError(e)
       throw e
     }
-    const shown = redactUrl(local.endsWith(`${require('node:path').sep}model`) ? url.replace(/\/?$/, '') : url)
     try {
       return relabel(await fn(local), local, shown)
     } catch (e) {

@@ -48,7 +48,10 @@ pub fn model_layout(env: Env) -> napi::Result<ModelLayout> {
                 .collect(),
             config_max_bytes: layout::CONFIG_MAX_BYTES as f64,
             index_max_bytes: layout::INDEX_MAX_BYTES as f64,
-            companion_files: layout::COMPANION_FILES.iter().map(|f| f.to_string()).collect(),
+            companion_files: layout::COMPANION_FILES
+                .iter()
+                .map(|f| f.to_string())
+                .collect(),
             companion_max_bytes: layout::COMPANION_MAX_BYTES as f64,
         })
     })
