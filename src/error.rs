@@ -1,6 +1,6 @@
 //! The one place where core errors become JavaScript errors.
 //!
-//! Every failure reaches JS as a real `Error` whose `code` is the stable code of API.md,
+//! Every failure reaches JS as a real `Error` whose `code` is the stable code of docs/api.md,
 //! with `path` and `tensor` properties where the core knows them — for sync throws and
 //! async rejections alike (tasks keep the `CoreError` and call [`to_js`] in `reject`).
 

@@ -1,5 +1,5 @@
 //! The one error type of the core. Every failure carries a [`ErrorKind`] whose
-//! [`ErrorKind::code`] is the stable `code` JavaScript users see (see API.md),
+//! [`ErrorKind::code`] is the stable `code` JavaScript users see (docs/api.md, Errors),
 //! plus the file and tensor it concerns, so messages can name both.
 
 use std::fmt;
@@ -37,7 +37,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// The `code` of the JavaScript error (API.md, section Errors).
+    /// The `code` of the JavaScript error (docs/api.md, Errors).
     pub fn code(self) -> &'static str {
         match self {
             ErrorKind::NotFound => "ERR_NOT_FOUND",

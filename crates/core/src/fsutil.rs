@@ -181,8 +181,8 @@ pub fn read_capped(
 /// Every write is atomic either way (temporary file, then rename): a crashed or killed
 /// process leaves the complete old file or the complete new one, never a torn one. The
 /// default does not `fsync`, like `fs.writeFileSync`, Python's `safetensors` `save_file`,
-/// `torch.save` and `numpy.save`: `fsync` costs what the disk costs (docs/benchmarks.md)
-/// and most checkpoints can be written again.
+/// `torch.save` and `numpy.save`: `fsync` costs what the disk costs (often more than the
+/// write) and most checkpoints can be written again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Rename without `fsync`. After a power cut or an OS crash the file system may hold the

@@ -8,8 +8,7 @@
 //!   each taken by whichever thread is free.
 //! - [`encode_ordered`]: the pieces of a stream encoded on every core and handed to a sink
 //!   in order, on the calling thread, while later pieces are still being encoded — how a
-//!   conversion overlaps its compute with its writes (docs/benchmarks.md tells why it
-//!   replaced split-join-write).
+//!   conversion overlaps its compute with its writes.
 
 use crate::error::{CoreError, Result};
 use std::cell::Cell;

@@ -65,13 +65,8 @@ pub fn copy_of<T: Element>(bytes: &[u8]) -> Result<Vec<T>> {
 /// in by whoever writes them first (the conversion's threads, each in its own chunk, each huge
 /// page zeroed while it is about to be written), as numpy's outputs are.
 ///
-/// Faulting everything in ahead (`MADV_POPULATE_WRITE`), which this did until 2026-11-23, cost
-/// more: the memory was written twice, and on this VM huge pages that the hypervisor must back
-/// afresh are slow at first (4–8 ms each), which made a heuristic fall back to 4 KiB pages —
-/// for good, as the fallback kept the process from ever reusing warm huge pages. Measured on a
-/// 64M-element BF16 → F32 `getTensor` loop (256 MiB outputs, docs/benchmarks.md): faulted in
-/// ahead 120–200 ms per call; lazily, after the first few calls, 29–64 ms (numpy: 45–59 ms).
-/// Below [`LARGE_BUFFER_BYTES`] it does nothing. Advisory: errors are ignored, and the contents
+/// The pages are not faulted in ahead (`MADV_POPULATE_WRITE`): that writes the memory twice,
+/// and huge pages a hypervisor must back afresh are slow at first. Below [`LARGE_BUFFER_BYTES`] it does nothing. Advisory: errors are ignored, and the contents
 /// are unchanged.
 pub fn prepare_output(ptr: *mut u8, len: usize) {
     if len < LARGE_BUFFER_BYTES {

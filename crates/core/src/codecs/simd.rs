@@ -155,8 +155,7 @@ pub(super) mod avx2 {
     //!
     //! The quantizers are written in intrinsics: LLVM kept the portable kernels' maximum
     //! (`f32::max`, whose NaN rule is not `maxps`'s) and the Q4_0 first-index search scalar,
-    //! one element at a time, and that loop, not memory, set the speed (docs/benchmarks.md,
-    //! "history"). Each step below computes exactly what the reference computes, so the
+    //! one element at a time, and that loop, not memory, set the speed. Each step below computes exactly what the reference computes, so the
     //! bytes stay identical:
     //!
     //! * `maxps(a, b)` returns `b` when either is NaN, so `maxps(|x|, acc)` with a NaN-free
@@ -318,8 +317,7 @@ pub(super) mod avx2 {
 
     /// How far ahead (in f32 elements, 2 KiB) the quantizers prefetch their input. The
     /// hardware prefetchers stop at 4 KiB page boundaries, and a file mapping is made of
-    /// 4 KiB pages: every page started cold. 16 blocks ahead measured best (docs/benchmarks.md,
-    /// "history"). A prefetch is a hint: an address past the end of the input is never read
+    /// 4 KiB pages: every page starts cold. 16 blocks ahead measured best. A prefetch is a hint: an address past the end of the input is never read
     /// and cannot fault.
     const PF: usize = 512;
     macro_rules! quant_loop {

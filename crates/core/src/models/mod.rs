@@ -290,15 +290,15 @@ pub(crate) use avx2_twin;
 
 /// How far ahead of the element being read `dot_avx2` prefetches. The hardware prefetchers
 /// stop at 4 KiB page boundaries, and a JS typed array's memory is made of 4 KiB pages:
-/// without the hint each page of the input starts cold (docs/benchmarks.md, "history"). A
+/// without the hint each page of the input starts cold. A
 /// prefetch is only a hint: an address past the input is never read.
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_BYTES: usize = 2048;
 
 /// [`dot`] with AVX2 intrinsics, for the row loops' AVX2 copies: the same eight lanes (two
 /// vectors of four), the same separately rounded multiply and add per lane, the same final
-/// combination — so bit-identical to `dot`, on any input. (Auto-vectorisation of `dot` was
-/// tried first and proved unstable from build to build: docs/benchmarks.md, "history".)
+/// combination — so bit-identical to `dot`, on any input (auto-vectorisation of `dot` is not
+/// stable from build to build).
 ///
 /// # Safety
 /// The CPU must support AVX2.

@@ -461,7 +461,7 @@ fn encode_piece(
 ) -> Result<()> {
     let (bytes, src) = (piece.bytes, piece.src);
     // Map the piece's pages of the input in one call rather than one fault per 16 pages as
-    // the kernels walk it (docs/benchmarks.md, "history").
+    // the kernels walk it.
     crate::buffer::populate_read(bytes);
     if src == DType::F64 && matches!(ty, GgmlType::F16 | GgmlType::BF16) {
         // Straight from f64, avoiding a double rounding through f32.
