@@ -120,7 +120,7 @@ beforeAll(async () => {
   if (gen.status !== 0) throw new Error(`gen_hostile.py failed (${gen.status}): ${gen.stderr}`)
   manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'))
   runs = await runAll(manifest)
-  // Figures for the README: the largest peaks.
+  // Figures for docs/reliability.md: the largest peaks.
   const peaks = runs
     .filter((r) => r.report)
     .sort((a, b) => b.report!.maxRSSKiB - a.report!.maxRSSKiB)

@@ -10,8 +10,8 @@ import { RUNTIMES, type Runtime, median, runtimeCommand, tempDir } from './helpe
 
 /**
  * Leaks and load: many open/read/drop cycles (RSS and mappings must stay flat), thousands of
- * concurrent async calls, and worker threads sharing one file. Figures are printed for the
- * README.
+ * concurrent async calls, and worker threads sharing one file. Figures are printed for
+ * docs/reliability.md.
  */
 
 const CYCLES_CHILD = join(__dirname, 'child/load_cycles.cjs')

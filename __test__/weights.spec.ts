@@ -71,8 +71,8 @@ describe('openWeights: every format through one interface', () => {
       expect(upcast.length).toBe(f16.length)
       expect(Array.from(file.getTensor('f16', { as: 'F32' }).data as Float32Array)).toEqual(Array.from(upcast))
     }
-    // Zero-copy (copy: false; a file under 16 MiB gives copies by default): two reads of an
-    // F32 tensor share memory (a view of the private mapping).
+    // Zero-copy (copy: false; the default is a copy): two reads of an F32 tensor share memory
+    // (a view of the private mapping).
     const file = openWeightsSync(path)
     const a = file.getTensor('f32', { copy: false }).data as Float32Array
     const b = file.getTensor('f32', { copy: false }).data as Float32Array

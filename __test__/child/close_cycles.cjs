@@ -5,9 +5,8 @@
 //   node close_cycles.cjs PATH CYCLES MODE
 //
 // MODE: `close` — read the BF16 tensor (an upcast copy) and the F32 one with default
-//       options (a file under 16 MiB: its tensors are copies), then close(); `dispose` — the
-//       same with `using`-style disposal ([Symbol.dispose]); `drop` — the same reads, no
-//       close (what a loop did before close() existed); `views` — read the F32 tensor as a
+//       options (copies), then close(); `dispose` — the same with `using`-style disposal
+//       ([Symbol.dispose]); `drop` — the same reads, no close; `views` — read the F32 tensor as a
 //       view of the mapping (`copy: false`), then close(); `control` — no addon: the file
 //       read whole and two arrays of the same size made, as a plain JavaScript loop would.
 // Prints one JSON line: { samples: [{ cycle, rssMiB, maps }], final: { rssMiB, maps }, ms }.

@@ -1,4 +1,4 @@
-// The README's first line, as an ES module: named imports, the default export and the
+// The import forms of docs/api.md, as an ES module: named imports, the default export and the
 // namespace must be the same objects. Prints checks.cjs's result as JSON.
 import * as ns from 'safetensors-node'
 import sn, { SafeTensorsFile, LinearRegression, Model, convert } from 'safetensors-node'
