@@ -93,7 +93,7 @@ export interface ValidationReport {
   omittedErrors: number
 }
 
-/** The stable `code` of every error this package throws or rejects with (README, "Errors"). */
+/** The stable `code` of every error this package throws or rejects with (docs/api.md, "Errors"). */
 export type ErrorCode =
   | 'ERR_NOT_FOUND'
   | 'ERR_IO'
@@ -125,7 +125,7 @@ export interface SafeTensorsError extends Error {
   tensor?: string
 }
 
-/** The formats `openWeights` reads (or recognises: 'pytorch' and 'numpy' are ERR_UNKNOWN_FORMAT until their readers land). */
+/** The formats `openWeights` reads. */
 export type WeightsFormat = 'safetensors' | 'sharded-safetensors' | 'gguf' | 'pytorch' | 'numpy' | 'mlx'
 
 /** Options of `openWeights` / `openWeightsSync`. */
