@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
-BPE tokenizer, qwen2, qwen3) for __test__/llama.spec.ts.
+BPE tokenizer, mistral, qwen2, qwen3, and the mixtures of experts mixtral, qwen2_moe,
+qwen3_moe) for __test__/llama.spec.ts.
 
     decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
         Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
@@ -139,6 +140,100 @@ MODELS = {
         'tokenizer_config': {
             'tokenizer_class': 'Qwen2Tokenizer', 'bos_token': None, 'eos_token': '<|im_end|>',
             'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 131072,
+            'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
+        },
+    },
+    # The mixtures and Mistral are written as transformers 4.57 writes them (rope_theta at the
+    # top level), the version the torch peer has (scripts/peers/torch.mjs).
+    'mistral': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'dtype': 'bfloat16', 'tied': False,
+        'config': {
+            'architectures': ['MistralForCausalLM'], 'model_type': 'mistral', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'max_position_embeddings': 32768,
+            'rms_norm_eps': 1e-05, 'rope_theta': 1000000.0, 'sliding_window': None,
+            'vocab_size': 32000, 'bos_token_id': 1, 'eos_token_id': 2, 'hidden_act': 'silu',
+            'attention_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': False, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'LlamaTokenizer', 'bos_token': '<s>', 'eos_token': '</s>',
+            'unk_token': '<unk>', 'pad_token': None, 'add_bos_token': True, 'add_eos_token': False,
+            'legacy': False, 'model_max_length': 32768, 'clean_up_tokenization_spaces': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '</s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+        },
+        'template': 'mistralai-Mistral-Nemo-Instruct-2407.jinja',
+    },
+    'mixtral': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'dtype': 'bfloat16', 'tied': False,
+        'config': {
+            'architectures': ['MixtralForCausalLM'], 'model_type': 'mixtral', 'hidden_size': 64,
+            'intermediate_size': 96, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'max_position_embeddings': 32768,
+            'rms_norm_eps': 1e-05, 'rope_theta': 1000000.0, 'sliding_window': None,
+            'num_local_experts': 4, 'num_experts_per_tok': 2, 'router_aux_loss_coef': 0.02,
+            'router_jitter_noise': 0.0, 'output_router_logits': False,
+            'vocab_size': 32000, 'bos_token_id': 1, 'eos_token_id': 2, 'hidden_act': 'silu',
+            'attention_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': False, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'LlamaTokenizer', 'bos_token': '<s>', 'eos_token': '</s>',
+            'unk_token': '<unk>', 'pad_token': None, 'add_bos_token': True, 'add_eos_token': False,
+            'legacy': False, 'model_max_length': 32768, 'clean_up_tokenization_spaces': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '</s>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+        },
+    },
+    'qwen2_moe': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'bfloat16', 'tied': False,
+        'template': 'Qwen-Qwen2.5-7B-Instruct.jinja',
+        'config': {
+            'architectures': ['Qwen2MoeForCausalLM'], 'model_type': 'qwen2_moe', 'hidden_size': 64,
+            'intermediate_size': 160, 'moe_intermediate_size': 48, 'shared_expert_intermediate_size': 80,
+            'num_experts': 4, 'num_experts_per_tok': 2, 'norm_topk_prob': False, 'decoder_sparse_step': 1,
+            'mlp_only_layers': [], 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 32768, 'rms_norm_eps': 1e-06,
+            'rope_theta': 1000000.0, 'vocab_size': 151936, 'bos_token_id': 151643,
+            'eos_token_id': 151645, 'hidden_act': 'silu', 'attention_dropout': 0.0,
+            'initializer_range': 0.02, 'use_cache': True, 'use_sliding_window': False,
+            'sliding_window': None, 'max_window_layers': 28, 'router_aux_loss_coef': 0.001,
+            'output_router_logits': False, 'tie_word_embeddings': False, 'torch_dtype': 'bfloat16',
+            'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'Qwen2Tokenizer', 'bos_token': None, 'eos_token': '<|im_end|>',
+            'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 32768,
+            'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
+        },
+    },
+    'qwen3_moe': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'bfloat16', 'tied': False,
+        'template_file': 'Qwen-Qwen3-0.6B.jinja',
+        'config': {
+            'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 64,
+            'intermediate_size': 160, 'moe_intermediate_size': 48, 'num_experts': 4,
+            'num_experts_per_tok': 2, 'norm_topk_prob': True, 'decoder_sparse_step': 1,
+            'mlp_only_layers': [], 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 32, 'max_position_embeddings': 40960,
+            'rms_norm_eps': 1e-06, 'rope_theta': 1000000.0, 'rope_scaling': None,
+            'vocab_size': 151936, 'bos_token_id': 151643, 'eos_token_id': 151645,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0,
+            'initializer_range': 0.02, 'use_cache': True, 'use_sliding_window': False,
+            'sliding_window': None, 'max_window_layers': 28, 'router_aux_loss_coef': 0.001,
+            'output_router_logits': False, 'tie_word_embeddings': False, 'torch_dtype': 'bfloat16',
+            'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'Qwen2Tokenizer', 'bos_token': None, 'eos_token': '<|im_end|>',
+            'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 40960,
             'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
         },
     },
@@ -287,8 +382,10 @@ def weights(cfg, seed, tied):
     e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
     h, kv = cfg['num_attention_heads'], cfg['num_key_value_heads']
     d = cfg.get('head_dim') or e // h
-    qwen2 = cfg['model_type'] == 'qwen2'
-    qwen3 = cfg['model_type'] == 'qwen3'
+    qwen2 = cfg['model_type'] in ('qwen2', 'qwen2_moe')
+    qwen3 = cfg['model_type'] in ('qwen3', 'qwen3_moe')
+    n_exp = cfg.get('num_local_experts') or cfg.get('num_experts') or 0
+    moe_f = cfg.get('moe_intermediate_size') or f
 
     def normal(*shape, std=0.05):
         return (rng.standard_normal(shape) * std).astype(np.float32)
@@ -312,9 +409,27 @@ def weights(cfg, seed, tied):
             t[p + 'self_attn.k_norm.weight'] = norm(d)
         t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
         t[p + 'post_attention_layernorm.weight'] = norm(e)
-        t[p + 'mlp.gate_proj.weight'] = normal(f, e, std=0.1)
-        t[p + 'mlp.up_proj.weight'] = normal(f, e, std=0.1)
-        t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
+        if cfg['model_type'] == 'mixtral':
+            t[p + 'block_sparse_moe.gate.weight'] = normal(n_exp, e, std=0.3)
+            for x in range(n_exp):
+                t[p + f'block_sparse_moe.experts.{x}.w1.weight'] = normal(moe_f, e, std=0.1)
+                t[p + f'block_sparse_moe.experts.{x}.w2.weight'] = normal(e, moe_f, std=0.1)
+                t[p + f'block_sparse_moe.experts.{x}.w3.weight'] = normal(moe_f, e, std=0.1)
+        elif n_exp:
+            t[p + 'mlp.gate.weight'] = normal(n_exp, e, std=0.3)
+            for x in range(n_exp):
+                t[p + f'mlp.experts.{x}.gate_proj.weight'] = normal(moe_f, e, std=0.1)
+                t[p + f'mlp.experts.{x}.up_proj.weight'] = normal(moe_f, e, std=0.1)
+                t[p + f'mlp.experts.{x}.down_proj.weight'] = normal(e, moe_f, std=0.1)
+            if sf := cfg.get('shared_expert_intermediate_size'):
+                t[p + 'mlp.shared_expert.gate_proj.weight'] = normal(sf, e, std=0.1)
+                t[p + 'mlp.shared_expert.up_proj.weight'] = normal(sf, e, std=0.1)
+                t[p + 'mlp.shared_expert.down_proj.weight'] = normal(e, sf, std=0.1)
+                t[p + 'mlp.shared_expert_gate.weight'] = normal(1, e, std=0.3)
+        else:
+            t[p + 'mlp.gate_proj.weight'] = normal(f, e, std=0.1)
+            t[p + 'mlp.up_proj.weight'] = normal(f, e, std=0.1)
+            t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
     t['model.norm.weight'] = norm(e)
     if not tied:
         t['lm_head.weight'] = normal(cfg['vocab_size'], e, std=0.2)

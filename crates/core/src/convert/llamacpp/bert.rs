@@ -3,13 +3,13 @@
 //! LayerNorm with biases, a WordPiece tokenizer, and the pooling of a sentence-transformers
 //! directory (`modules.json` → `1_Pooling/config.json`).
 
-use super::decoder::{model_name, parameter_count, pooling_type};
+use super::decoder::{model_name, pooling_type, size_label_of};
 use super::hparams::field_error;
 use super::names::{self, rule, Dim::*, Dims, NamePolicy, Need::*, TensorRule};
 use super::vocab;
 use super::{
-    output_type, size_label, source_dtype, Architecture, ExportTensor, LlamaExport, Metadata,
-    ModelInput, Origin, Transform,
+    output_type, source_dtype, Architecture, ExportTensor, LlamaExport, Metadata, ModelInput,
+    Origin, Transform,
 };
 use crate::error::Result;
 use crate::format::gguf::GgufValue;
@@ -88,6 +88,7 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
         head_dim: embd / n_head,
         ctx,
         token_types,
+        ..Dims::default()
     };
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     let tensors: Vec<ExportTensor> = mapped
@@ -112,7 +113,7 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
     md.set("general.architecture", "bert");
     md.set("general.type", "model");
     md.set("general.name", model_name(input.files.dir(), h));
-    md.set("general.size_label", size_label(parameter_count(&tensors)));
+    md.set("general.size_label", size_label_of(&tensors));
     md.set(k("block_count"), GgufValue::U32(block_count as u32));
     md.set(k("context_length"), GgufValue::U32(ctx as u32));
     md.set(k("embedding_length"), GgufValue::U32(embd as u32));

@@ -38,6 +38,9 @@ pub struct DecoderSpec {
     pub default_context: usize,
     pub default_rms_eps: f64,
     pub default_rope_theta: f64,
+    /// `{arch}.expert_feed_forward_length` and `expert_shared_feed_forward_length` from
+    /// `moe_intermediate_size` and `shared_expert_intermediate_size` (the Qwen mixtures).
+    pub expert_ff_keys: bool,
 }
 
 /// Tensors every decoder has that llama.cpp does not load, dropped as its converter drops them.
@@ -71,6 +74,20 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
             ))
         }
     };
+    let n_expert = h.count(&["num_local_experts", "num_experts", "n_routed_experts"])?;
+    let n_expert_used = h.count(&[
+        "num_experts_per_tok",
+        "num_experts_per_token",
+        "top_k_experts",
+    ])?;
+    if let (Some(n), Some(used)) = (n_expert, n_expert_used) {
+        if used > n {
+            return Err(field_error(
+                "num_experts_per_tok",
+                &format!("({used}) exceeds the number of experts ({n})"),
+            ));
+        }
+    }
     if !n_head.is_multiple_of(n_head_kv) {
         return Err(field_error(
             "num_key_value_heads",
@@ -102,6 +119,9 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         head_dim,
         ctx,
         token_types: 0,
+        n_expert: n_expert.unwrap_or(0),
+        expert_ff: h.count(&["moe_intermediate_size"])?.unwrap_or(ff),
+        shared_ff: h.count(&["shared_expert_intermediate_size"])?.unwrap_or(0),
     };
     let mapped = names::map_tensors(input.tensors, spec.tensors, &spec.names, &dims, block_count)?;
     let rope = h.rope()?;
@@ -132,9 +152,13 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
             ggml_type: output_type(&m.gguf, &m.shape, source_dtype(input.tensors, &m.source))?,
             name: m.gguf.clone(),
             shape: m.shape.clone(),
-            origin: Origin::Source {
-                name: m.source.clone(),
-                transform,
+            origin: if m.experts.is_empty() {
+                Origin::Source {
+                    name: m.source.clone(),
+                    transform,
+                }
+            } else {
+                Origin::Stack(m.experts.clone())
             },
         });
     }
@@ -149,7 +173,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     md.set("general.architecture", arch);
     md.set("general.type", "model");
     md.set("general.name", model_name(input.files.dir(), h));
-    md.set("general.size_label", size_label(parameter_count(&tensors)));
+    md.set("general.size_label", size_label_of(&tensors));
     md.set(k("block_count"), GgufValue::U32(block_count as u32));
     md.set(k("context_length"), GgufValue::U32(ctx as u32));
     md.set(k("embedding_length"), GgufValue::U32(embd as u32));
@@ -203,6 +227,12 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         k("attention.layer_norm_rms_epsilon"),
         GgufValue::F32(eps as f32),
     );
+    if let Some(n) = n_expert {
+        md.set(k("expert_count"), GgufValue::U32(n as u32));
+    }
+    if let Some(n) = n_expert_used {
+        md.set(k("expert_used_count"), GgufValue::U32(n as u32));
+    }
     if h.count(&["head_dim"])?.is_some() || spec.config_has_head_dim {
         md.set(k("attention.key_length"), GgufValue::U32(head_dim as u32));
         md.set(k("attention.value_length"), GgufValue::U32(head_dim as u32));
@@ -219,6 +249,17 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     if spec.pooling_from_modules {
         if let Some(p) = pooling_type(input.files)? {
             md.set(k("pooling_type"), GgufValue::U32(p));
+        }
+    }
+    if spec.expert_ff_keys {
+        if let Some(n) = h.count(&["moe_intermediate_size"])? {
+            md.set(k("expert_feed_forward_length"), GgufValue::U32(n as u32));
+        }
+        if let Some(n) = h.count(&["shared_expert_intermediate_size"])? {
+            md.set(
+                k("expert_shared_feed_forward_length"),
+                GgufValue::U32(n as u32),
+            );
         }
     }
     md.set("general.quantization_version", GgufValue::U32(2));
@@ -243,12 +284,25 @@ pub fn model_name(dir: &Path, _h: &Hparams) -> String {
         .unwrap_or_else(|| "model".to_string())
 }
 
-/// Parameters of the output, for `general.size_label`.
-pub fn parameter_count(tensors: &[ExportTensor]) -> u64 {
-    tensors
-        .iter()
-        .map(|t| checked_numel(&t.shape).unwrap_or(0) as u64)
-        .sum()
+/// `general.size_label` as gguf-py's writer derives it: the parameter count, or for a
+/// mixture `{experts}x{one expert's share}` (the shared parameters plus one expert's).
+pub fn size_label_of(tensors: &[ExportTensor]) -> String {
+    let (mut shared, mut per_expert, mut expert_sum, mut expert_tensors) = (0u64, 0u64, 0u64, 0u64);
+    for t in tensors {
+        let size = checked_numel(&t.shape).unwrap_or(0) as u64;
+        match t.shape.len().checked_sub(3).map(|i| t.shape[i] as u64) {
+            Some(experts) if t.name.contains("_exps.") && experts > 0 => {
+                per_expert += size / experts;
+                expert_sum += experts;
+                expert_tensors += 1;
+            }
+            _ => shared += size,
+        }
+    }
+    match expert_sum.checked_div(expert_tensors) {
+        Some(experts) if experts > 0 => format!("{experts}x{}", size_label(shared + per_expert)),
+        _ => size_label(shared),
+    }
 }
 
 /// llama.cpp's pooling type from a sentence-transformers directory: `modules.json` names a

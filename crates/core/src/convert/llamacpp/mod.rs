@@ -8,7 +8,8 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture, each a table: `bert`, `llama`, `qwen2`, `qwen3`. What they
+//! One module per architecture family, each a table: `bert`, `llama`, `mistral` (Mistral and
+//! Mixtral), `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE). What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
 //! the tests run). Everything is checked before a byte is written: a config whose numbers
@@ -20,9 +21,11 @@ mod bert;
 mod decoder;
 mod hparams;
 mod llama;
+mod mistral;
 mod names;
 mod qwen2;
 mod qwen3;
+mod qwen_moe;
 pub(crate) mod vocab;
 
 use crate::dtype::DType;
@@ -82,6 +85,9 @@ pub enum Origin {
     Source { name: String, transform: Transform },
     /// F32 values computed from the config (llama 3's rope frequency factors).
     Generated(Vec<f32>),
+    /// Tensors of the input of one shape and dtype, stacked along a new outermost axis in
+    /// this order (a layer's experts).
+    Stack(Vec<String>),
 }
 
 /// A layout change between the Hugging Face tensor and llama.cpp's.
@@ -119,12 +125,13 @@ impl LlamaExport {
     pub fn load<'a>(
         &self,
         tensor: &ExportTensor,
-        fetch: impl FnOnce(&str) -> Result<TensorView<'a>>,
+        mut fetch: impl FnMut(&str) -> Result<TensorView<'a>>,
     ) -> Result<TensorView<'a>> {
         match &tensor.origin {
             Origin::Generated(values) => {
                 TensorView::from_f32(&tensor.name, tensor.shape.clone(), values)
             }
+            Origin::Stack(names) => stack(tensor, names, fetch),
             Origin::Source { name, transform } => {
                 let view = fetch(name)?;
                 if view.shape != tensor.shape {
@@ -152,6 +159,52 @@ impl LlamaExport {
             }
         }
     }
+}
+
+/// [`Origin::Stack`]: fetch each part in turn and append its bytes, so one part at a time is
+/// held beside the output (the output is `tensor.shape`, checked against every part).
+fn stack<'a>(
+    tensor: &ExportTensor,
+    names: &[String],
+    mut fetch: impl FnMut(&str) -> Result<TensorView<'a>>,
+) -> Result<TensorView<'a>> {
+    let part_shape = tensor.shape.get(1..).unwrap_or_default();
+    if tensor.shape.first() != Some(&names.len()) {
+        return Err(CoreError::invalid_model(format!(
+            "{} parts cannot stack into shape {:?}",
+            names.len(),
+            tensor.shape
+        ))
+        .with_tensor(&tensor.name));
+    }
+    let mut data: Vec<u8> = Vec::new();
+    let mut dtype = None;
+    for name in names {
+        let view = fetch(name)?;
+        if view.shape != part_shape || dtype.is_some_and(|d| d != view.dtype) {
+            return Err(CoreError::invalid_model(format!(
+                "{} {:?} cannot stack with the other parts of {} ({} {part_shape:?})",
+                view.dtype,
+                view.shape,
+                tensor.name,
+                dtype.unwrap_or(view.dtype)
+            ))
+            .with_tensor(name));
+        }
+        if dtype.is_none() {
+            let len = (view.data.len() as u64).saturating_mul(names.len() as u64);
+            data = crate::memory::reserve(len, "stacked experts")
+                .map_err(|e| e.with_tensor(&tensor.name))?;
+        }
+        dtype = Some(view.dtype);
+        data.extend_from_slice(&view.data);
+    }
+    Ok(TensorView {
+        name: tensor.name.clone(),
+        dtype: dtype.unwrap_or(DType::F32),
+        shape: tensor.shape.clone(),
+        data: Cow::Owned(data),
+    })
 }
 
 /// Apply [`Transform::RopeInterleave`] to row-major bytes (any dtype: rows move whole).
@@ -205,7 +258,16 @@ pub(crate) struct Architecture {
 }
 
 /// Every architecture we export, one line each.
-const ARCHITECTURES: &[&Architecture] = &[&bert::ARCH, &llama::ARCH, &qwen2::ARCH, &qwen3::ARCH];
+const ARCHITECTURES: &[&Architecture] = &[
+    &bert::ARCH,
+    &llama::ARCH,
+    &mistral::ARCH,
+    &mistral::MIXTRAL,
+    &qwen2::ARCH,
+    &qwen3::ARCH,
+    &qwen_moe::QWEN2_MOE,
+    &qwen_moe::QWEN3_MOE,
+];
 
 /// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its
 /// llama.cpp export: the converter's types, then, with a preset, llama-quantize's.
@@ -304,7 +366,9 @@ pub(crate) fn output_type(name: &str, shape: &[usize], source: DType) -> Result<
         || name.ends_with("_norm.weight")
         || !name.ends_with(".weight")
         || name == "position_embd.weight"
-        || name == "token_types.weight";
+        || name == "token_types.weight"
+        || name.ends_with(".ffn_gate_inp.weight")
+        || name.ends_with(".ffn_gate_inp_shexp.weight");
     let base = gguf::export::base_type(source).map_err(|e| e.with_tensor(name))?;
     let float = !matches!(
         base,

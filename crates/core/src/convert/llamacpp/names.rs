@@ -4,7 +4,12 @@
 
 use super::TensorListing;
 use crate::error::{CoreError, Result};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// The layer of a llama.cpp name (`blk.N.…`).
+fn layer_of(gguf: &str) -> Option<usize> {
+    gguf.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
 
 /// A dimension of an expected shape, resolved from the config by [`Dims`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +30,14 @@ pub enum Dim {
     Ctx,
     /// `type_vocab_size`
     TokenTypes,
+    /// `num_local_experts` / `num_experts`
+    Experts,
+    /// `moe_intermediate_size` (an expert's feed-forward width)
+    ExpertFf,
+    /// `shared_expert_intermediate_size`
+    SharedFf,
+    /// 1
+    One,
 }
 
 /// The numbers [`Dim`]s stand for, with the config fields they come from (for messages).
@@ -38,6 +51,10 @@ pub struct Dims {
     pub head_dim: usize,
     pub ctx: usize,
     pub token_types: usize,
+    /// Experts of a mixture-of-experts layer (0 for a dense model).
+    pub n_expert: usize,
+    pub expert_ff: usize,
+    pub shared_ff: usize,
 }
 
 impl Dims {
@@ -51,6 +68,10 @@ impl Dims {
             Dim::Head => self.head_dim,
             Dim::Ctx => self.ctx,
             Dim::TokenTypes => self.token_types,
+            Dim::Experts => self.n_expert,
+            Dim::ExpertFf => self.expert_ff,
+            Dim::SharedFf => self.shared_ff,
+            Dim::One => 1,
         }
     }
 
@@ -64,6 +85,10 @@ impl Dims {
             Dim::Head => "head_dim",
             Dim::Ctx => "max_position_embeddings",
             Dim::TokenTypes => "type_vocab_size",
+            Dim::Experts => "num_experts",
+            Dim::ExpertFf => "moe_intermediate_size",
+            Dim::SharedFf => "shared_expert_intermediate_size",
+            Dim::One => "1",
         }
     }
 }
@@ -79,7 +104,9 @@ pub enum Need {
 
 /// One row of a name table. `hf` and `gguf` omit the `.weight` / `.bias` suffix, and
 /// `{bid}` stands for the layer number. `shape` is the weight's (outermost first); a bias
-/// has the weight's first dimension.
+/// has the weight's first dimension. An `hf` name with `{xid}` (after `{bid}`) is one expert
+/// of a mixture: llama.cpp stores a layer's experts stacked in one tensor, so the rule's
+/// output is `[num_experts, ..shape]`, expert `xid` at index `xid`.
 #[derive(Debug, Clone, Copy)]
 pub struct TensorRule {
     pub hf: &'static str,
@@ -106,21 +133,44 @@ pub const fn rule(
     }
 }
 
+/// The numbers in a matched name: the layer (`{bid}`) and the expert (`{xid}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Placed {
+    layer: Option<usize>,
+    expert: Option<usize>,
+}
+
 impl TensorRule {
-    /// `Some(layer)` when `base` (a name without suffix) matches `hf`; the layer is `None`
-    /// for a tensor outside the layers.
-    fn matches(&self, base: &str) -> Option<Option<usize>> {
-        match self.hf.split_once("{bid}") {
-            None => (base == self.hf).then_some(None),
-            Some((prefix, rest)) => {
-                let tail = base.strip_prefix(prefix)?;
-                let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-                if digits == 0 || (digits > 1 && tail.starts_with('0')) {
-                    return None;
-                }
-                let (number, after) = tail.split_at(digits);
-                (after == rest).then(|| number.parse().ok().map(Some))?
+    /// Where `base` (a name without suffix) sits when it matches `hf`: its layer (`None`
+    /// outside the layers) and expert (`None` outside a mixture).
+    fn matches(&self, base: &str) -> Option<Placed> {
+        let mut placed = Placed {
+            layer: None,
+            expert: None,
+        };
+        let mut pattern = self.hf;
+        let mut name = base;
+        loop {
+            let next = ["{bid}", "{xid}"]
+                .iter()
+                .filter_map(|p| pattern.find(p).map(|at| (at, *p)))
+                .min();
+            let Some((at, placeholder)) = next else {
+                return (name == pattern).then_some(placed);
+            };
+            name = name.strip_prefix(&pattern[..at])?;
+            let digits = name.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || (digits > 1 && name.starts_with('0')) {
+                return None;
             }
+            let number = name[..digits].parse().ok()?;
+            if placeholder == "{bid}" {
+                placed.layer = Some(number);
+            } else {
+                placed.expert = Some(number);
+            }
+            name = &name[digits..];
+            pattern = &pattern[at + placeholder.len()..];
         }
     }
 }
@@ -128,8 +178,12 @@ impl TensorRule {
 /// A tensor of the input placed in the output.
 #[derive(Debug, Clone)]
 pub struct Mapped {
+    /// The input tensor (the first expert's, for stacked experts).
     pub source: String,
+    /// Stacked experts: every expert's input tensor, in expert order (empty otherwise).
+    pub experts: Vec<String>,
     pub gguf: String,
+    /// The output's shape (`[num_experts, ..]` for stacked experts).
     pub shape: Vec<usize>,
     pub rule: TensorRule,
 }
@@ -172,6 +226,8 @@ pub fn map_tensors(
 ) -> Result<Vec<Mapped>> {
     let mut out: Vec<Mapped> = Vec::with_capacity(tensors.len());
     let mut seen: HashMap<String, String> = HashMap::new();
+    // Stacked experts: output tensor → (its index in `out`, expert → input tensor).
+    let mut stacks: HashMap<String, (usize, BTreeMap<usize, String>)> = HashMap::new();
     // Layers the tensors name: 0..layers_held.
     let mut layers_held = 0usize;
     for t in tensors {
@@ -198,9 +254,9 @@ pub fn map_tensors(
         } else {
             return fail("llama.cpp has no tensor of this name for this architecture (only .weight and .bias tensors are mapped)".into());
         };
-        let Some((rule, layer)) = rules
+        let Some((rule, Placed { layer, expert })) = rules
             .iter()
-            .find_map(|r| r.matches(base).map(|layer| (*r, layer)))
+            .find_map(|r| r.matches(base).map(|placed| (*r, placed)))
         else {
             return fail(
                 "llama.cpp has no tensor of this name for this architecture, and would refuse a \
@@ -249,15 +305,68 @@ pub fn map_tensors(
             Some(l) => rule.gguf.replace("{bid}", &l.to_string()),
             None => rule.gguf.to_string(),
         } + if is_bias { ".bias" } else { ".weight" };
+        if let Some(x) = expert {
+            if x >= dims.n_expert {
+                return fail(format!(
+                    "is expert {x}, but config.json has num_experts = {}",
+                    dims.n_expert
+                ));
+            }
+            let (_, experts) = stacks.entry(gguf.clone()).or_insert_with(|| {
+                seen.insert(gguf.clone(), t.name.clone());
+                let mut shape = Vec::with_capacity(expected.len() + 1);
+                shape.push(dims.n_expert);
+                shape.extend_from_slice(&expected);
+                out.push(Mapped {
+                    source: t.name.clone(),
+                    experts: Vec::new(),
+                    gguf: gguf.clone(),
+                    shape,
+                    rule,
+                });
+                (out.len() - 1, BTreeMap::new())
+            });
+            if let Some(first) = experts.insert(x, t.name.clone()) {
+                return fail(format!("is expert {x} of {gguf}, as '{first}' already is"));
+            }
+            continue;
+        }
         if let Some(first) = seen.insert(gguf.clone(), t.name.clone()) {
             return fail(format!("maps to {gguf}, as '{first}' already does"));
         }
         out.push(Mapped {
             source: t.name.clone(),
+            experts: Vec::new(),
             gguf,
             shape: t.shape.clone(),
             rule,
         });
+    }
+    // Every expert of every stack, in order (the walk stops at the first gap, so it never
+    // goes past the experts the tensors name, plus one).
+    for (gguf, (at, experts)) in stacks {
+        if let Some(missing) = (0..dims.n_expert).find(|x| !experts.contains_key(x)) {
+            let m = &out[at];
+            let hf = m.rule.hf.replace(
+                "{bid}",
+                &layer_of(&gguf).map_or(String::new(), |l| l.to_string()),
+            );
+            let hf = hf.replace("{xid}", &missing.to_string())
+                + if gguf.ends_with(".bias") {
+                    ".bias"
+                } else {
+                    ".weight"
+                };
+            return Err(CoreError::invalid_model(format!(
+                "tensor '{hf}' is missing: config.json has num_experts = {}, and llama.cpp \
+                 stacks them all in {gguf}",
+                dims.n_expert
+            ))
+            .with_tensor(hf));
+        }
+        let m = &mut out[at];
+        m.experts = experts.into_values().collect();
+        m.source = m.experts[0].clone();
     }
     // Required tensors, layer by layer.
     for rule in rules {
@@ -278,7 +387,9 @@ pub fn map_tensors(
                     let hf = match layer {
                         Some(l) => rule.hf.replace("{bid}", &l.to_string()),
                         None => rule.hf.to_string(),
-                    } + suffix;
+                    }
+                    .replace("{xid}", "0")
+                        + suffix;
                     let layers = match layer {
                         Some(l) if l >= layers_held => format!(
                             "; config.json has num_hidden_layers = {block_count}, the tensors \
@@ -407,6 +518,88 @@ mod tests {
         // Leading zeros are not a layer number.
         let e = run(vec![t("layers.00.q.weight", &[4, 4])], None, 1);
         assert!(e.to_string().contains("no tensor of this name"), "{e}");
+    }
+
+    const MOE: &[TensorRule] = &[
+        TensorRule {
+            hf: "layers.{bid}.gate",
+            gguf: "blk.{bid}.ffn_gate_inp",
+            weight: Need::Required,
+            bias: Need::Absent,
+            shape: &[Dim::Experts, Dim::Embd],
+        },
+        TensorRule {
+            hf: "layers.{bid}.experts.{xid}.up",
+            gguf: "blk.{bid}.ffn_up_exps",
+            weight: Need::Required,
+            bias: Need::Absent,
+            shape: &[Dim::ExpertFf, Dim::Embd],
+        },
+    ];
+
+    fn moe_dims(n_expert: usize) -> Dims {
+        Dims {
+            embd: 4,
+            n_expert,
+            expert_ff: 6,
+            ..Dims::default()
+        }
+    }
+
+    fn moe_layer(layer: usize, experts: &[usize]) -> Vec<TensorListing> {
+        let mut out = vec![t(&format!("layers.{layer}.gate.weight"), &[3, 4])];
+        for x in experts {
+            out.push(t(&format!("layers.{layer}.experts.{x}.up.weight"), &[6, 4]));
+        }
+        out
+    }
+
+    #[test]
+    fn experts_stack_in_expert_order_whatever_the_listing_order() {
+        let mut all = moe_layer(0, &[2, 0, 1]);
+        all.extend(moe_layer(1, &[1, 2, 0]));
+        let out = map_tensors(&all, MOE, &POLICY, &moe_dims(3), 2).unwrap();
+        let ups: Vec<&Mapped> = out
+            .iter()
+            .filter(|m| m.gguf.contains("ffn_up_exps"))
+            .collect();
+        assert_eq!(ups.len(), 2);
+        assert_eq!(ups[0].gguf, "blk.0.ffn_up_exps.weight");
+        assert_eq!(ups[0].shape, [3, 6, 4]);
+        assert_eq!(
+            ups[1].experts,
+            [
+                "layers.1.experts.0.up.weight",
+                "layers.1.experts.1.up.weight",
+                "layers.1.experts.2.up.weight"
+            ]
+        );
+        assert_eq!(ups[1].source, "layers.1.experts.0.up.weight");
+    }
+
+    #[test]
+    fn a_missing_extra_or_repeated_expert_is_named() {
+        let run = |tensors: Vec<TensorListing>, n_expert: usize| {
+            map_tensors(&tensors, MOE, &POLICY, &moe_dims(n_expert), 1).unwrap_err()
+        };
+        let e = run(moe_layer(0, &[0, 2]), 3);
+        assert_eq!(e.tensor(), Some("layers.0.experts.1.up.weight"));
+        assert!(e.to_string().contains("num_experts = 3"), "{e}");
+        // config.json's number is not walked past the experts the tensors hold.
+        let e = run(moe_layer(0, &[0])[1..].to_vec(), u32::MAX as usize);
+        assert_eq!(e.tensor(), Some("layers.0.experts.1.up.weight"));
+        let mut extra = moe_layer(0, &[0, 1, 2, 3]);
+        extra[0].shape = vec![3, 4];
+        let e = run(extra, 3);
+        assert_eq!(e.tensor(), Some("layers.0.experts.3.up.weight"));
+        assert!(e.to_string().contains("is expert 3"), "{e}");
+        let mut twice = moe_layer(0, &[0, 1, 2]);
+        twice.push(t("layers.0.experts.01.up.weight", &[6, 4]));
+        let e = run(twice, 3);
+        assert!(e.to_string().contains("no tensor of this name"), "{e}");
+        let e = run(moe_layer(0, &[]), 3);
+        assert_eq!(e.tensor(), Some("layers.0.experts.0.up.weight"));
+        assert!(e.to_string().contains("missing"), "{e}");
     }
 
     /// config.json's count is a number up to 2^32 - 1: refused at the first layer the

@@ -42,6 +42,7 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     default_context: 32768,
     default_rms_eps: 1e-6,
     default_rope_theta: 10000.0,
+    expert_ff_keys: false,
 };
 
 pub const ARCH: Architecture = Architecture {
