@@ -24,6 +24,7 @@ pub mod error;
 pub mod format;
 #[cfg(feature = "fs")]
 pub mod fsutil;
+pub mod hub;
 pub mod memory;
 pub mod models;
 pub mod names;
