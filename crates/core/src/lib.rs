@@ -34,6 +34,8 @@ pub mod parallel;
 pub mod pretrained;
 pub mod source;
 pub mod tensor;
+#[cfg(feature = "fs")]
+pub mod verify;
 
 pub use dtype::DType;
 pub use error::{CoreError, ErrorKind, Result};
