@@ -19,6 +19,8 @@ pub mod codecs;
 #[cfg(feature = "fs")]
 pub mod convert;
 pub mod cpu;
+#[cfg(feature = "fs")]
+pub mod diff;
 pub mod dtype;
 pub mod error;
 pub mod format;
