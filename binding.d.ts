@@ -93,6 +93,110 @@ export interface ValidationReport {
   omittedErrors: number
 }
 
+/** One file `verify` checked. */
+export interface VerifiedFile {
+  /** Its path in the directory, `/`-separated. */
+  file: string
+  ok: boolean
+  /** The hash that names it (the blob it links to; the Hub's published hash); null when nothing names one. */
+  expected: string | null
+  /** The hash of its bytes; null when it could not be read. */
+  actual: string | null
+  /** SHA-256 (LFS files) or the git blob id (small files); null when nothing names a hash. */
+  algorithm: 'sha256' | 'git-sha1' | null
+  /** Its size (0 when it could not be read). */
+  bytes: number
+  /** Why it could not be checked (`CODE: message`): missing, unreadable, not a link into the cache's `blobs/`. */
+  error?: string
+}
+
+/** What `verify` found: every file, in path order. */
+export interface VerifyReport {
+  dir: string
+  /** Every file matched its hash. */
+  ok: boolean
+  files: VerifiedFile[]
+}
+
+/**
+ * One tensor as `diff` compares it. The figures are over each side's values as F32 (as
+ * `getTensor(name, { as: 'F32' })` reads them), computed in float64; null when the shapes
+ * differ, the pair is one-sided, or the figure is undefined or NaN.
+ */
+export interface TensorDiff {
+  /** Its name in A (in B when only B has it). */
+  name: string
+  /** Its name in B, when the name map pairs it under another name. */
+  nameB?: string
+  status: 'common' | 'only-a' | 'only-b'
+  /** Its name up to the first number (`model.layers.3`, `blk.3`); null outside the layers. */
+  layer: string | null
+  shapeA: number[] | null
+  shapeB: number[] | null
+  /** The stored type (`BF16`, `Q4_K`, …). */
+  dtypeA: string | null
+  dtypeB: string | null
+  shapeChanged: boolean
+  dtypeChanged: boolean
+  /** Every value the same, bit for bit. */
+  identical: boolean | null
+  numel: number | null
+  /** max |a − b| */
+  maxAbs: number | null
+  /** Σ|a − b| / n */
+  meanAbs: number | null
+  /** ‖a − b‖ / ‖a‖ (0 when both are all zeros) */
+  relError: number | null
+  /** a·b / (‖a‖ ‖b‖) */
+  cosine: number | null
+  /** Why a pair of one shape was not compared (`CODE: message`: a type without an F32 form). */
+  error?: string
+}
+
+/** Totals of `diff` over a layer, or over everything. */
+export interface DiffTotals {
+  /** Tensors in both with one shape, compared. */
+  compared: number
+  onlyA: number
+  onlyB: number
+  shapeChanged: number
+  dtypeChanged: number
+  /** Compared tensors that are bit-identical. */
+  identical: number
+  /** Elements compared. */
+  numel: number
+  maxAbs: number | null
+  /** Σ|Δ| / Σn over the compared tensors. */
+  meanAbs: number | null
+  /** sqrt(Σ‖Δ‖²) / sqrt(Σ‖a‖²) over the compared tensors. */
+  relError: number | null
+  /** The lowest cosine similarity of a compared tensor. */
+  minCosine: number | null
+}
+
+/** A layer's totals. */
+export interface LayerDiff extends DiffTotals {
+  /** The name prefix up to the layer number; null for the tensors outside the layers. */
+  layer: string | null
+}
+
+/** What `diff` found. */
+export interface DiffReport {
+  a: string
+  b: string
+  formatA: WeightsFormat
+  formatB: WeightsFormat
+  /** How tensors were paired: by name, or through llama.cpp's converter's name map. */
+  nameMap: 'direct' | 'llama.cpp'
+  /** A's tensors in A's order, then those only in B. */
+  tensors: TensorDiff[]
+  /** In the order of their first tensor; the tensors outside the layers last. */
+  layers: LayerDiff[]
+  summary: DiffTotals
+  /** Things to know (a name map that could not be made, …). */
+  warnings: string[]
+}
+
 /** The stable `code` of every error this package throws or rejects with (docs/api.md, "Errors"). */
 export type ErrorCode =
   | 'ERR_NOT_FOUND'
@@ -115,6 +219,8 @@ export type ErrorCode =
   | 'ERR_UNKNOWN_FORMAT'
   | 'ERR_INTERNAL'
   | 'ERR_CLOSED'
+  | 'ERR_HASH_MISMATCH'
+  | 'ERR_ABORTED'
 
 /** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
 export interface SafeTensorsError extends Error {
@@ -227,6 +333,48 @@ export declare class GgufFile {
   tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
   close(): void
+}
+
+/** A blob being downloaded (see `HubRepo.openBlobAsync`). */
+export declare class HubBlob {
+  /** Instances come from `HubRepo.openBlobAsync`. */
+  constructor()
+  /** Bytes its `.incomplete` file already held: the download goes on from there. */
+  get resumedBytes(): number
+  /** Append `bytes` (copied at once) to the file and the hash, off the event loop. */
+  writeAsync(bytes: Uint8Array): Promise<void>
+  /**
+   * Check the blob against its name and rename it into place: its path. A wrong hash is
+   * ERR_HASH_MISMATCH and nothing lands.
+   */
+  finishAsync(): Promise<string>
+  /** Stop without finishing: the lock goes, the `.incomplete` file stays (to resume). */
+  release(): void
+}
+
+/** One model's folder of the Hugging Face cache, written as huggingface_hub writes it. */
+export declare class HubRepo {
+  /** Instances come from `HubRepo.open`. */
+  constructor()
+  /** Model `id` (checked) in the cache `cacheDir` names, else the one `vars` name. */
+  static open(id: string, cacheDir: string | undefined | null, vars: Record<string, string>): HubRepo
+  /** `<cache>/models--org--name`. */
+  get dir(): string
+  /** Whether blob `etag` is there (of `size` bytes, when known). */
+  hasBlob(etag: string, size?: number | undefined | null): boolean
+  /** Point `snapshots/<commit>/<path>` at blob `etag`; the link's path. */
+  link(commit: string, path: string, etag: string): string
+  /** `refs/<revision>` ← `commit`. */
+  writeRef(revision: string, commit: string): void
+  /** `snapshots/<commit>`. */
+  snapshotDir(commit: string): string
+  /** The commit `revision` names in the cache, when its snapshot directory exists. */
+  cachedCommit(revision: string): string | null
+  /**
+   * Start or resume blob `etag` of `size` bytes (what its `.incomplete` file holds is
+   * hashed again first, off the event loop); null while another download holds its lock.
+   */
+  openBlobAsync(etag: string, size: number): Promise<HubBlob | null>
 }
 
 /** Ordinary least squares (pivoted QR; the minimum-norm solution when columns are dependent). */
@@ -468,6 +616,14 @@ export interface ConvertProgress {
 /** Decode a tensor's stored bytes (fetched separately) into the form `options` asks for. */
 export declare function decodeTensor(name: string, dtype: DType, shape: number[], bytes: Uint8Array, options?: GetOptions): Tensor
 
+/** Compare two weight sources tensor by tensor (`names`: 'auto', 'direct' or 'llama.cpp'). */
+export declare function diffWeights(a: string, b: string, names?: string | undefined | null): Promise<DiffReport>
+
+export interface ExpectedFile {
+  file: string
+  etag?: string
+}
+
 export interface GetOptions {
   as?: 'native' | 'F32' | 'F64' | 'raw'
   copy?: boolean
@@ -521,6 +677,32 @@ export interface GgufTensorInfo {
 
 /** `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js). */
 export declare function ggufTensorRange(file: GgufFile, name: string): [number, number]
+
+/**
+ * An ETag header as the blob name it gives (quotes and `W/` removed), or ERR_IO naming
+ * `what` when it names no blob.
+ */
+export declare function hubEtag(raw: string, what: string): string
+
+export interface HubFile {
+  path: string
+  size?: number
+  etag?: string
+}
+
+/**
+ * The files of a revision a download takes: the Hub API's answer (`bytes`) read and
+ * checked, filtered by the `include` / `exclude` globs.
+ */
+export declare function hubPlan(bytes: Uint8Array, include: string[] | null, exclude: string[]): HubPlan
+
+export interface HubPlan {
+  commit: string
+  /** The files the filter takes. */
+  files: Array<HubFile>
+  /** The files of the revision in all. */
+  listed: number
+}
 
 /**
  * `inspect`'s report as JSON text (index.js parses it: napi's object conversion caps the
@@ -745,6 +927,12 @@ export declare function throwLayoutError(kind: string, path: string, shard?: str
 
 /** Every problem found in a file or directory (not only the first), with codes. */
 export declare function validate(path: string): Promise<ValidationReport>
+
+/** Check each listed file of `dir` against its hash. */
+export declare function verifyFiles(dir: string, files: Array<ExpectedFile>): Promise<VerifyReport>
+
+/** Check every file of a cache snapshot against the blob it links to. */
+export declare function verifySnapshot(dir: string): Promise<VerifyReport>
 
 /**
  * A whole file held in memory (copied), recognised by its bytes or read as

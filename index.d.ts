@@ -6,6 +6,7 @@
 import type {
   ConvertOptions,
   ConvertReport,
+  DiffReport,
   DType,
   FileReport,
   GgufOptions,
@@ -21,6 +22,7 @@ import type {
   TensorInput,
   TypedArray,
   ValidationReport,
+  VerifyReport,
   WeightsFormat,
   WriteOptions,
 } from './binding'
@@ -29,11 +31,14 @@ export type {
   ConvertOptions,
   ConvertProgress,
   ConvertReport,
+  DiffReport,
+  DiffTotals,
   DType,
   ErrorCode,
   FileReport,
   GgufOptions,
   GgufValue,
+  LayerDiff,
   LoadPretrainedOptions,
   Matrix,
   ModelSaveOptions,
@@ -42,10 +47,13 @@ export type {
   SafeTensorsError,
   SaveOptions,
   SaveReport,
+  TensorDiff,
   TensorInfo,
   TensorInput,
   TypedArray,
   ValidationReport,
+  VerifiedFile,
+  VerifyReport,
   WeightsFormat,
   WriteOptions,
 } from './binding'
@@ -509,3 +517,66 @@ export interface RemoteModel {
   close(): void
   [Symbol.dispose](): void
 }
+
+/** How `download` reaches the Hub and what it takes. */
+export interface DownloadOptions extends ModelIdOptions, HttpOptions {
+  /** Only the files matching one of these globs (fnmatch, as huggingface_hub's `allow_patterns`: `*` crosses `/`; a pattern ending in `/` takes the folder). */
+  include?: string | string[]
+  /** None of the files matching one of these globs (`ignore_patterns`). */
+  exclude?: string | string[]
+  /** Files fetched at once (default 4). */
+  concurrency?: number
+  /** Called as bytes land: `loadedBytes` counts files already in the cache and resumed bytes too; `fetchedBytes` what crossed the network. */
+  onProgress?: (p: DownloadProgress) => void
+  /** Cancels the download (ERR_ABORTED); each file fetched so far stays, each file under way keeps its `.incomplete` file, from which the next download resumes. */
+  signal?: AbortSignal
+}
+
+/** What `download` reports as it goes. */
+export interface DownloadProgress {
+  /** The file the bytes are of. */
+  file: string
+  loadedBytes: number
+  /** The revision's bytes to have (null when the API does not list every size). */
+  totalBytes: number | null
+  fetchedBytes: number
+}
+
+/**
+ * Download model `id` at `options.revision` (default 'main') from the Hugging Face Hub
+ * (`options.endpoint`, HF_ENDPOINT, else https://huggingface.co) into the shared cache, laid
+ * out as huggingface_hub lays it out, so that Python, `Model.loadPretrained(id)` and every
+ * other reader of the cache find it; resolves to the snapshot directory.
+ */
+export declare function download(id: string, options?: DownloadOptions): Promise<string>
+
+/** Where `verify` finds the hashes to check against. */
+export interface VerifyOptions extends ModelIdOptions, HttpOptions {
+  /** Check a plain directory against the hashes the endpoint's API publishes for this model id at `revision`. */
+  id?: string
+  /** With `id`: only the files matching one of these globs. */
+  include?: string | string[]
+  /** With `id`: none of the files matching one of these globs. */
+  exclude?: string | string[]
+}
+
+/**
+ * Hash every file (SHA-256 for LFS files, the git blob id for small ones) and compare it with
+ * the hash the Hub names it by: a snapshot directory of the cache or a cached model id (each
+ * file against the blob it links to), or, with `options.id`, a plain directory (against the
+ * endpoint's published hashes). Files are hashed on several threads.
+ */
+export declare function verify(pathOrId: string, options?: VerifyOptions): Promise<VerifyReport>
+
+/** How `diff` pairs tensors, and where it finds a model id. */
+export interface DiffOptions extends CachedModelOptions {
+  /** 'auto' (default): by name, or through llama.cpp's name map when one side is a llama.cpp GGUF of the other; 'direct': by name only; 'llama.cpp': through the map. */
+  names?: 'auto' | 'direct' | 'llama.cpp'
+}
+
+/**
+ * Compare two weight sources of any formats the package reads (files, model directories or
+ * cached model ids), tensor by tensor and per layer. Streams: one pair of tensors is in memory
+ * at a time (small pairs one per thread).
+ */
+export declare function diff(a: string, b: string, options?: DiffOptions): Promise<DiffReport>

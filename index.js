@@ -11,6 +11,7 @@ try {
 }
 const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeights, isUrl, redactUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
 const { RemoteGgufFile } = require('./lib/remote-gguf.js')
+const hub = require('./lib/hub.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
 // our code runs, with its own status as `code`; callers get ERR_INVALID_ARGUMENT, the code
@@ -165,4 +166,11 @@ module.exports = {
   openWeightsSync: withArgumentErrors(function openWeightsSync(path, options) {
     return binding.openWeightsSync(resolveTarget(path, options, 'openWeightsSync').dir, options)
   }, false),
+  /** Download a model from the Hugging Face Hub into the shared cache; resolves to its snapshot directory. */
+  download: hub.download,
+  /** Hash every file of a cache snapshot, a cached model id or (with options.id) a plain directory against the Hub's hashes. */
+  verify: hub.verify,
+  /** Compare two weight sources (paths or cached model ids) tensor by tensor. */
+  diff: async (a, b, options) =>
+    binding.diffWeights(resolveTarget(a, options, 'diff').dir, resolveTarget(b, options, 'diff').dir, options?.names),
 }

@@ -19,5 +19,8 @@ export const {
   validate,
   openWeights,
   openWeightsSync,
+  download,
+  verify,
+  diff,
 } = api
 export default api

@@ -72,9 +72,9 @@ describe('help, version and usage errors', () => {
     const r = cli(['--help'])
     expect(r.status).toBe(0)
     expect(r.stderr).toBe('')
-    for (const c of ['inspect', 'validate', 'convert', 'predict']) expect(r.stdout).toMatch(new RegExp(`^  ${c} `, 'm'))
+    for (const c of ['inspect', 'validate', 'convert', 'predict', 'download', 'verify', 'diff']) expect(r.stdout).toMatch(new RegExp(`^  ${c} `, 'm'))
     expect(cli(['help']).stdout).toBe(r.stdout)
-    for (const c of ['inspect', 'validate', 'convert', 'predict']) {
+    for (const c of ['inspect', 'validate', 'convert', 'predict', 'download', 'verify', 'diff']) {
       const viaHelp = cli(['help', c])
       const viaFlag = cli([c, '--help'])
       expect(viaHelp.status).toBe(0)

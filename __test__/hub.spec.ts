@@ -2,11 +2,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { createHash } from 'node:crypto'
 import { execFile, execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, lstatSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, lstatSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
-import { Model, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
+import { Model, convert, download, inspect, openWeights, openWeightsSync, saveFile, validate, verify, type TensorInput } from '../index.js'
 import { PYTHON, sendRange, tempDir } from './helpers'
 
 /**
@@ -21,6 +21,8 @@ const root = tempDir('hub-')
 const TOKEN = 'hf_secretTokenValue123'
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex')
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex')
+/** git's blob id (`git hash-object`): what the Hub names a small file by (its ETag, the API's blobId). */
+const gitBlobId = (b: Buffer) => createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex')
 const commitOf = (label: string) => sha1(Buffer.from(`commit ${label}`))
 
 type Files = Record<string, Buffer>
@@ -30,6 +32,10 @@ interface Repo {
   private?: boolean
   /** Announce a wrong X-Linked-Size for weight files. */
   lieAboutSize?: boolean
+  /** The API lists file names only (no sizes or hashes), as without `blobs=true`. */
+  namesOnly?: boolean
+  /** The API's answer, instead of the one made from `commits`. */
+  api?: (commit: string) => unknown
 }
 const repos: Record<string, Repo> = {}
 const blobs = new Map<string, Buffer>() // sha256 → bytes (the CDN)
@@ -85,6 +91,35 @@ repos['org/noweights'] = { refs: { main: commitOf('nw') }, commits: { [commitOf(
 // An index whose shard name, once a URL parser deletes its TABs, climbs from
 // /org/escape/resolve/<commit>/ to the private model's file at main.
 const ESCAPE = '.\t./'.repeat(4) + 'org/private/resolve/main/model.safetensors'
+// A model to download: shards of 20 MB (several range requests each) and 3 KB, an index,
+// small files (one in a folder, one empty). The same bytes at a second path (a copy).
+function dlFiles(): Files {
+  const big = join(root, 'dl-big.safetensors')
+  const small = join(root, 'dl-small.safetensors')
+  saveFile(big, { 'big.weight': { shape: [5_000_000], data: f32(5_000_000, 3) } })
+  saveFile(small, { 'small.weight': { shape: [24, 32], data: f32(768, 4) } })
+  return {
+    'config.json': config(11),
+    'model.safetensors.index.json': Buffer.from(JSON.stringify({ metadata: {}, weight_map: { 'big.weight': 'model-00001-of-00002.safetensors', 'small.weight': 'model-00002-of-00002.safetensors' } })),
+    'model-00001-of-00002.safetensors': readFileSync(big),
+    'model-00002-of-00002.safetensors': readFileSync(small),
+    'tokenizer/vocab.txt': Buffer.from('[PAD]\n[UNK]\nhello\n'),
+    'empty.txt': Buffer.alloc(0),
+    'README.md': Buffer.from('# dl\n'),
+    'copy/README.md': Buffer.from('# dl\n'),
+  }
+}
+const DL = commitOf('dl')
+repos['org/dl'] = { refs: { main: DL, v1: DL }, commits: { [DL]: dlFiles() } }
+repos['org/dl-names'] = { refs: { main: commitOf('dl-names') }, commits: { [commitOf('dl-names')]: { 'config.json': config(12), 'model.safetensors': v1.bytes, 'sub/dir/notes.txt': Buffer.from('notes') } }, namesOnly: true }
+repos['org/dl-private'] = { refs: { main: commitOf('dl-private') }, commits: { [commitOf('dl-private')]: { 'config.json': config(13), 'model.safetensors': v2.bytes } }, private: true }
+repos['org/dl-evil'] = {
+  refs: { main: commitOf('dl-evil') },
+  commits: { [commitOf('dl-evil')]: { 'config.json': config(14) } },
+  api: (commit) => ({ sha: commit, siblings: [{ rfilename: 'config.json' }, { rfilename: '../../../../evil.txt' }] }),
+}
+repos['org/dl-badsha'] = { refs: { main: commitOf('dl-badsha') }, commits: { [commitOf('dl-badsha')]: { 'config.json': config(15) } }, api: () => ({ sha: '../main', siblings: [] }) }
+
 repos['org/escape'] = { refs: { main: commitOf('escape') }, commits: { [commitOf('escape')]: { 'config.json': config(10), 'model.safetensors.index.json': Buffer.from(JSON.stringify({ weight_map: { 'layer.weight': ESCAPE, 'layer.bias': ESCAPE } })) } } }
 
 const isLfs = (name: string) => name.endsWith('.safetensors')
@@ -98,10 +133,23 @@ function record(server: Seen['server'], req: IncomingMessage) {
   seen.push({ server, method: req.method!, path: req.url!, auth: req.headers.authorization, range: req.headers.range })
 }
 
+/** The Hub API's answer for a revision (`?blobs=true`: each file's size, git blob id and LFS SHA-256). */
+function apiAnswer(res: import('node:http').ServerResponse, id: string, repo: Repo, commit: string) {
+  const files = repo.commits[commit]
+  const siblings = Object.entries(files).map(([rfilename, body]) =>
+    repo.namesOnly ? { rfilename } : { rfilename, size: body.length, blobId: gitBlobId(body), ...(isLfs(rfilename) ? { lfs: { sha256: sha256(body), size: body.length, pointerSize: 134 } } : {}) },
+  )
+  const answer = repo.api ? repo.api(commit) : { id, modelId: id, sha: commit, private: Boolean(repo.private), siblings }
+  res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer))
+}
+
 function hubHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
   record('hub', req)
+  const pathname = new URL(req.url!, 'http://x').pathname
+  // /api/models/{org}/{name}/revision/{revision}: the revision's commit and files.
+  const api = /^\/api\/models\/([^/]+)\/([^/]+)\/revision\/([^/]+)$/.exec(pathname)
   // /{org}/{name}/resolve/{revision}/{file}: the revision is one path segment (percent-encoded).
-  const m = /^\/([^/]+)\/([^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(new URL(req.url!, 'http://x').pathname)
+  const m = api ?? /^\/([^/]+)\/([^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(pathname)
   if (!m) return res.writeHead(404).end()
   const repo = repos[`${m[1]}/${m[2]}`]
   const auth = req.headers.authorization
@@ -112,6 +160,7 @@ function hubHandler(req: IncomingMessage, res: import('node:http').ServerRespons
   const revision = decodeURIComponent(m[3])
   const commit = repo.refs[revision] ?? (repo.commits[revision] ? revision : undefined)
   if (!commit) return res.writeHead(404, { 'X-Error-Code': 'RevisionNotFound' }).end()
+  if (api) return apiAnswer(res, `${m[1]}/${m[2]}`, repo, commit)
   const file = decodeURIComponent(m[4])
   const body = repo.commits[commit][file]
   if (!body) return res.writeHead(404, { 'X-Error-Code': 'EntryNotFound', 'X-Repo-Commit': commit }).end()
@@ -123,18 +172,37 @@ function hubHandler(req: IncomingMessage, res: import('node:http').ServerRespons
       'X-Repo-Commit': commit,
       'X-Linked-Etag': `"${oid}"`,
       'X-Linked-Size': repo.lieAboutSize ? body.length + 1 : body.length,
-      ETag: `"${sha1(body)}"`,
+      ETag: `"${gitBlobId(body)}"`,
     })
     return res.end()
   }
-  sendRange(req, res, body, { ETag: `"${sha1(body)}"`, 'X-Repo-Commit': commit })
+  sendRange(req, res, body, { ETag: `"${gitBlobId(body)}"`, 'X-Repo-Commit': commit })
 }
+
+/**
+ * What the CDN does wrong next: `drop` sends the headers of a range and `after` bytes of it,
+ * then drops the connection (`times` requests in a row); `corrupt` sends every blob with one
+ * byte changed (the same size).
+ */
+let cdnFault: null | { kind: 'drop'; after: number; times: number } | { kind: 'corrupt' } = null
 
 function cdnHandler(req: IncomingMessage, res: import('node:http').ServerResponse) {
   record('cdn', req)
   const m = /^\/blobs\/([0-9a-f]{64})$/.exec(new URL(req.url!, 'http://x').pathname)
-  const body = m ? blobs.get(m[1]) : undefined
+  let body = m ? blobs.get(m[1]) : undefined
   if (!body) return res.writeHead(404).end()
+  const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '')
+  if (cdnFault?.kind === 'drop' && cdnFault.times > 0 && range) {
+    cdnFault.times--
+    const [start, end] = [Number(range[1]), Math.min(Number(range[2]), body.length - 1)]
+    res.writeHead(206, { 'Content-Length': end - start + 1, 'Content-Range': `bytes ${start}-${end}/${body.length}`, ETag: `"${m![1]}"` })
+    res.write(body.subarray(start, Math.min(end + 1, start + cdnFault.after)), () => res.destroy())
+    return
+  }
+  if (cdnFault?.kind === 'corrupt') {
+    body = Buffer.from(body)
+    body[body.length >> 1] ^= 0x40
+  }
   sendRange(req, res, body, { ETag: `"${m![1]}"` })
 }
 
@@ -444,5 +512,261 @@ describe('a model id over HTTP from an endpoint that behaves like the Hub', () =
     await expect(Model.loadPretrained('org/tiny', { cacheDir: partial })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining(MAIN) })
     const m = await Model.loadPretrained('org/tiny', { cacheDir: partial, endpoint })
     expect(floats(await m.getTensorAsync('layer.weight'))).toEqual(Array.from(v2.w))
+  })
+})
+
+describe('download: into the shared cache, as huggingface_hub lays it out', () => {
+  const dl = repos['org/dl'].commits[DL]
+  const BIG = 'model-00001-of-00002.safetensors'
+  const bigSha = sha256(dl[BIG])
+  const fresh = (name: string) => join(root, `dl-${name}`)
+  /** Every entry of a snapshot, with where its link leads. */
+  function snapshotFiles(snapshot: string, prefix = ''): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const e of readdirSync(join(snapshot, prefix), { withFileTypes: true })) {
+      const rel = prefix ? `${prefix}/${e.name}` : e.name
+      if (e.isDirectory()) Object.assign(out, snapshotFiles(snapshot, rel))
+      else out[rel] = readlinkSync(join(snapshot, rel))
+    }
+    return out
+  }
+  /** huggingface_hub, offline, reading what `download` wrote: the snapshot directory and each file's path. */
+  async function hfLocal(cacheDir: string, id: string, files: string[], revision = 'main') {
+    const script = `
+import sys
+from huggingface_hub import hf_hub_download, snapshot_download
+cache, repo, revision = sys.argv[1:4]
+print(snapshot_download(repo, revision=revision, cache_dir=cache, local_files_only=True))
+for name in sys.argv[4:]:
+    print(hf_hub_download(repo, name, revision=revision, cache_dir=cache, local_files_only=True))
+`
+    const env: NodeJS.ProcessEnv = { ...process.env, HF_HOME: join(root, 'hf-home'), HF_HUB_DISABLE_TELEMETRY: '1', HF_HUB_OFFLINE: '1' }
+    const { stdout } = await promisify(execFile)(PYTHON, ['-c', script, cacheDir, id, revision, ...files], { env })
+    return stdout.trim().split('\n')
+  }
+  const dangling = (snapshot: string) => Object.keys(snapshotFiles(snapshot)).filter((f) => !existsSync(join(snapshot, f)))
+
+  it('writes blobs, relative symlinks and the ref huggingface_hub reads offline; the token reaches the Hub only', async () => {
+    const cacheDir = fresh('full')
+    seen = []
+    const events: Array<{ loadedBytes: number; totalBytes: number | null }> = []
+    const snapshot = await download('org/dl', { cacheDir, endpoint, token: TOKEN, onProgress: (p) => events.push(p) })
+    const repo = join(cacheDir, 'models--org--dl')
+    expect(snapshot).toBe(join(repo, 'snapshots', DL))
+    expect(readFileSync(join(repo, 'refs', 'main'), 'utf8')).toBe(DL)
+    const names = Object.keys(dl).sort()
+    const links = snapshotFiles(snapshot)
+    expect(Object.keys(links).sort()).toEqual(names)
+    for (const name of names) {
+      const depth = name.split('/').length + 1
+      const blob = isLfs(name) ? sha256(dl[name]) : gitBlobId(dl[name])
+      expect(links[name], name).toBe(`${'../'.repeat(depth)}blobs/${blob}`)
+      expect(readFileSync(join(snapshot, name)).equals(dl[name]), name).toBe(true)
+    }
+    // README.md and copy/README.md: one blob.
+    expect(readdirSync(join(repo, 'blobs')).sort()).toEqual([...new Set(names.map((n) => (isLfs(n) ? sha256(dl[n]) : gitBlobId(dl[n]))))].sort())
+    const total = names.reduce((n, f) => n + dl[f].length, 0)
+    expect(events.at(-1)).toMatchObject({ loadedBytes: total, totalBytes: total })
+    // The big shard came in parts (8 MiB each) from the CDN, which never saw the token.
+    const cdnCalls = seen.filter((x) => x.server === 'cdn')
+    expect(cdnCalls.filter((x) => x.path.includes(bigSha)).map((x) => x.range)).toEqual([`bytes=0-${8 * 2 ** 20 - 1}`, `bytes=${8 * 2 ** 20}-${16 * 2 ** 20 - 1}`, `bytes=${16 * 2 ** 20}-${dl[BIG].length - 1}`])
+    expect(cdnCalls.every((x) => x.auth === undefined)).toBe(true)
+    expect(seen.filter((x) => x.server === 'hub').every((x) => x.auth === `Bearer ${TOKEN}`)).toBe(true)
+    expect(seen[0].path).toBe('/api/models/org/dl/revision/main?blobs=true')
+
+    // huggingface_hub finds every file, offline; loadPretrained opens it without a request.
+    const [pySnapshot, ...pyFiles] = await hfLocal(cacheDir, 'org/dl', names)
+    expect(pySnapshot).toBe(snapshot)
+    expect(pyFiles).toEqual(names.map((n) => join(snapshot, n)))
+    seen = []
+    const m = await Model.loadPretrained('org/dl', { cacheDir, endpoint })
+    expect(m).toBeInstanceOf(Model)
+    expect(m.format).toBe('sharded-safetensors')
+    expect(floats(m.getTensor('big.weight')).slice(0, 4)).toEqual(Array.from(f32(4, 3)))
+    expect(seen).toEqual([])
+
+    // Again: only the API is asked; every blob is there.
+    seen = []
+    expect(await download('org/dl', { cacheDir, endpoint })).toBe(snapshot)
+    expect(seen.map((x) => x.path)).toEqual(['/api/models/org/dl/revision/main?blobs=true'])
+    // Another revision of the same commit: its ref, nothing fetched.
+    seen = []
+    await download('org/dl', { cacheDir, endpoint, revision: 'v1' })
+    expect(readFileSync(join(repo, 'refs', 'v1'), 'utf8')).toBe(DL)
+    expect(seen.filter((x) => !x.path.startsWith('/api/'))).toEqual([])
+  }, 60_000)
+
+  it('include / exclude take files by fnmatch globs; the ref is written for what was asked', async () => {
+    const cacheDir = fresh('globs')
+    const snapshot = await download('org/dl', { cacheDir, endpoint, include: ['*.json', 'tokenizer/'], exclude: '*index*' })
+    expect(Object.keys(snapshotFiles(snapshot)).sort()).toEqual(['config.json', 'tokenizer/vocab.txt'])
+    await expect(download('org/dl', { cacheDir, endpoint, include: '*.gguf' })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('options.include') })
+    await expect(download('org/dl', { cacheDir, endpoint, include: 5 as never })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+
+  it('an API without sizes and hashes: each file says what it is (X-Linked-Etag / ETag)', async () => {
+    const cacheDir = fresh('names')
+    const snapshot = await download('org/dl-names', { cacheDir, endpoint })
+    const files = repos['org/dl-names'].commits[commitOf('dl-names')]
+    expect(snapshotFiles(snapshot)).toEqual({
+      'config.json': `../../blobs/${gitBlobId(files['config.json'])}`,
+      'model.safetensors': `../../blobs/${sha256(files['model.safetensors'])}`,
+      'sub/dir/notes.txt': `../../../../blobs/${gitBlobId(files['sub/dir/notes.txt'])}`,
+    })
+    expect((await hfLocal(cacheDir, 'org/dl-names', ['sub/dir/notes.txt']))[1]).toBe(join(snapshot, 'sub/dir/notes.txt'))
+  })
+
+  it('a dropped connection is retried from the range it lost; an interrupted download resumes from its .incomplete file', async () => {
+    const cacheDir = fresh('resume')
+    const repo = join(cacheDir, 'models--org--dl')
+    // Retried in the same call: the range that was cut short is asked again.
+    cdnFault = { kind: 'drop', after: 1000, times: 1 }
+    seen = []
+    await download('org/dl', { cacheDir: fresh('retry'), endpoint, include: BIG, retryDelayMs: 1 })
+    const ranges = seen.filter((x) => x.server === 'cdn').map((x) => x.range)
+    expect(ranges[0]).toBe(ranges[1])
+    // Without retries, the second part of the big shard is cut: the first part stays in the
+    // .incomplete file, no blob and no link for it, no ref.
+    cdnFault = { kind: 'drop', after: 4096, times: 100 }
+    let calls = 0
+    const realFault = cdnFault
+    cdnFault = null
+    seen = []
+    const failed = await download('org/dl', {
+      cacheDir,
+      endpoint,
+      include: BIG,
+      retries: 0,
+      onProgress: () => {
+        if (++calls === 1) cdnFault = realFault
+      },
+    }).catch((e) => e)
+    cdnFault = null
+    expect(failed).toMatchObject({ code: 'ERR_IO' })
+    expect(statSync(join(repo, 'blobs', `${bigSha}.incomplete`)).size).toBe(8 * 2 ** 20)
+    expect(existsSync(join(repo, 'blobs', bigSha))).toBe(false)
+    expect(existsSync(join(repo, 'refs', 'main'))).toBe(false)
+    if (existsSync(join(repo, 'snapshots', DL))) expect(dangling(join(repo, 'snapshots', DL))).toEqual([])
+    // The next download asks only for the rest.
+    seen = []
+    const snapshot = await download('org/dl', { cacheDir, endpoint, include: BIG })
+    expect(seen.filter((x) => x.path.includes(bigSha)).map((x) => x.range)).toEqual([`bytes=${8 * 2 ** 20}-${16 * 2 ** 20 - 1}`, `bytes=${16 * 2 ** 20}-${dl[BIG].length - 1}`])
+    expect(readFileSync(join(snapshot, BIG)).equals(dl[BIG])).toBe(true)
+    expect(readdirSync(join(repo, 'blobs'))).toEqual([bigSha])
+  }, 60_000)
+
+  it('bytes that do not hash to the published SHA-256 are ERR_HASH_MISMATCH: no blob, no .incomplete, no link, no ref', async () => {
+    const cacheDir = fresh('corrupt')
+    const repo = join(cacheDir, 'models--org--dl')
+    cdnFault = { kind: 'corrupt' }
+    const e = await download('org/dl', { cacheDir, endpoint, include: BIG }).catch((x) => x)
+    cdnFault = null
+    expect(e).toMatchObject({ code: 'ERR_HASH_MISMATCH', message: expect.stringContaining('nothing was put in the cache') })
+    expect(e.path).toContain(join(repo, 'blobs'))
+    expect(readdirSync(join(repo, 'blobs')).filter((b) => b.startsWith(bigSha))).toEqual([])
+    expect(existsSync(join(repo, 'snapshots', DL, BIG))).toBe(false)
+    expect(existsSync(join(repo, 'refs', 'main'))).toBe(false)
+    // Once the CDN is right again, the download completes.
+    const snapshot = await download('org/dl', { cacheDir, endpoint, include: BIG })
+    expect(readFileSync(join(snapshot, BIG)).equals(dl[BIG])).toBe(true)
+  })
+
+  it('an AbortSignal cancels it (ERR_ABORTED); what was fetched stays for the next download', async () => {
+    const cacheDir = fresh('abort')
+    const stop = new AbortController()
+    const e = await download('org/dl', { cacheDir, endpoint, include: BIG, signal: stop.signal, onProgress: () => stop.abort() }).catch((x) => x)
+    expect(e).toMatchObject({ code: 'ERR_ABORTED', name: 'AbortError' })
+    const repo = join(cacheDir, 'models--org--dl')
+    expect(statSync(join(repo, 'blobs', `${bigSha}.incomplete`)).size).toBeGreaterThanOrEqual(8 * 2 ** 20)
+    await expect(download('org/dl', { cacheDir, endpoint, signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'ERR_ABORTED' })
+    expect(readFileSync(join(await download('org/dl', { cacheDir, endpoint, include: BIG }), BIG)).equals(dl[BIG])).toBe(true)
+  })
+
+  it('names and commits the Hub never sends are refused before anything is written; private models need the token', async () => {
+    const cacheDir = fresh('evil')
+    await expect(download('org/dl-evil', { cacheDir, endpoint })).rejects.toMatchObject({ code: 'ERR_UNSAFE_PATH' })
+    expect(existsSync(join(root, 'evil.txt'))).toBe(false)
+    expect(existsSync(join(cacheDir, 'models--org--dl-evil', 'snapshots'))).toBe(false)
+    await expect(download('org/dl-badsha', { cacheDir, endpoint })).rejects.toMatchObject({ code: 'ERR_IO', message: expect.stringContaining('not a commit hash') })
+    for (const id of ['org/x--y', '../etc', 'org/a/b']) await expect(download(id, { cacheDir, endpoint }), id).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    await expect(download('org/dl', { cacheDir, endpoint, revision: '../x' })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+    await expect(download('org/dl-private', { cacheDir, endpoint })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('token') })
+    const snapshot = await download('org/dl-private', { cacheDir, endpoint, token: TOKEN })
+    expect(readFileSync(join(snapshot, 'model.safetensors')).equals(v2.bytes)).toBe(true)
+    // HF_HUB_OFFLINE: the cache only.
+    process.env.HF_HUB_OFFLINE = '1'
+    seen = []
+    expect(await download('org/dl-private', { cacheDir, endpoint })).toBe(snapshot)
+    await expect(download('org/dl', { cacheDir: fresh('offline'), endpoint })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringContaining('HF_HUB_OFFLINE') })
+    expect(seen).toEqual([])
+  })
+
+  it('the CLI downloads and prints the snapshot directory', async () => {
+    const cacheDir = fresh('cli')
+    const bin = join(__dirname, '..', 'bin', 'safetensors-node.js')
+    const { stdout } = await promisify(execFile)(process.execPath, [bin, 'download', 'org/dl', '--include', '*.json', '--include', 'README.md', '--cache-dir', cacheDir, '--endpoint', endpoint])
+    const snapshot = join(cacheDir, 'models--org--dl', 'snapshots', DL)
+    expect(stdout.trim()).toBe(snapshot)
+    expect(Object.keys(snapshotFiles(snapshot)).sort()).toEqual(['README.md', 'config.json', 'model.safetensors.index.json'])
+  })
+})
+
+describe('verify: every file against the hash the Hub names it by', () => {
+  const dl = repos['org/dl'].commits[DL]
+  const BIG = 'model-00001-of-00002.safetensors'
+  let cacheDir: string
+  let snapshot: string
+  beforeAll(async () => {
+    cacheDir = join(root, 'verify-cache')
+    snapshot = await download('org/dl', { cacheDir, endpoint })
+  }, 60_000)
+
+  it('a snapshot, or a cached id: ok, each file with its algorithm and hash', async () => {
+    const report = await verify('org/dl', { cacheDir })
+    expect(report).toMatchObject({ ok: true, dir: snapshot })
+    expect(report.files.map((f) => f.file)).toEqual(Object.keys(dl).sort())
+    for (const f of report.files) {
+      const want = isLfs(f.file) ? sha256(dl[f.file]) : gitBlobId(dl[f.file])
+      expect(f, f.file).toEqual({ file: f.file, ok: true, expected: want, actual: want, algorithm: isLfs(f.file) ? 'sha256' : 'git-sha1', bytes: dl[f.file].length })
+    }
+    expect(await verify(snapshot)).toEqual(report)
+  })
+
+  it('one byte changed, same size: the mismatch is reported and the CLI exits 1', async () => {
+    const copy = join(root, 'verify-corrupt')
+    // A copy of the cache whose big blob has one byte flipped.
+    execFileSync('cp', ['-a', cacheDir, copy])
+    const blob = join(copy, 'models--org--dl', 'blobs', sha256(dl[BIG]))
+    const bytes = readFileSync(blob)
+    bytes[12_345_678] ^= 1
+    writeFileSync(blob, bytes)
+    const report = await verify('org/dl', { cacheDir: copy })
+    expect(report.ok).toBe(false)
+    const bad = report.files.filter((f) => !f.ok)
+    expect(bad).toEqual([{ file: BIG, ok: false, expected: sha256(dl[BIG]), actual: sha256(bytes), algorithm: 'sha256', bytes: bytes.length }])
+    const bin = join(__dirname, '..', 'bin', 'safetensors-node.js')
+    const run = (args: string[]) => promisify(execFile)(process.execPath, [bin, 'verify', ...args]).then(() => 0, (e) => e.code)
+    expect(await run(['org/dl', '--cache-dir', copy])).toBe(1)
+    expect(await run(['org/dl', '--cache-dir', cacheDir])).toBe(0)
+  })
+
+  it('a plain directory against the hashes the endpoint publishes (options.id)', async () => {
+    const plain = join(root, 'verify-plain')
+    for (const [name, body] of Object.entries(dl)) {
+      mkdirSync(join(plain, name, '..'), { recursive: true })
+      writeFileSync(join(plain, name), body)
+    }
+    expect(await verify(plain, { id: 'org/dl', endpoint })).toMatchObject({ ok: true })
+    writeFileSync(join(plain, 'config.json'), Buffer.from(dl['config.json'].toString().replace('11', '12')))
+    rmSync(join(plain, 'empty.txt'))
+    const report = await verify(plain, { id: 'org/dl', endpoint })
+    expect(report.ok).toBe(false)
+    expect(report.files.filter((f) => !f.ok).map((f) => [f.file, f.error?.split(':')[0]])).toEqual([
+      ['config.json', undefined],
+      ['empty.txt', 'ERR_NOT_FOUND'],
+    ])
+    // Without an id a plain directory has nothing naming its hashes.
+    await expect(verify(plain)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('options.id') })
+    await expect(verify('org/absent', { cacheDir })).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
   })
 })

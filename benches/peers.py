@@ -563,6 +563,97 @@ def make_npz(path, src, compressed):
     return {"tensors": len(d), "params": int(sum(a.size for a in d.values()))}
 
 
+class DownloadHf:
+    """huggingface_hub's snapshot_download of the whole model from the local Hub (row 12)."""
+
+    def setup(self, P):
+        os.environ["HF_HUB_DISABLE_XET"] = "1"
+        os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        from huggingface_hub import snapshot_download
+
+        return {"download": snapshot_download, "P": P}
+
+    def before(self, c):
+        import shutil
+
+        shutil.rmtree(c["P"]["cache"], ignore_errors=True)
+
+    def run(self, c):
+        P = c["P"]
+        return c["download"](P["id"], cache_dir=P["cache"], endpoint=P["endpoint"])
+
+    def check(self, c, snapshot):
+        return snapshot_check(snapshot)
+
+
+def snapshot_check(snapshot):
+    """Files and bytes of a snapshot directory (its links followed)."""
+    n, size = 0, 0
+    for d, _, names in os.walk(snapshot):
+        for name in names:
+            n += 1
+            size += os.path.getsize(os.path.join(d, name))
+    return {"n": n, "bytes": size}
+
+
+def read_safetensors(path):
+    """Each tensor of a file as float32 (F32 and F16), lazily: (name, array) one at a time."""
+    h, start = header(path)
+    with open(path, "rb") as f:
+        for name, t in h.items():
+            if name == "__metadata__":
+                continue
+            b, e = t["data_offsets"]
+            f.seek(start + b)
+            raw = np.frombuffer(f.read(e - b), {"F32": "<f4", "F16": "<f2"}[t["dtype"]])
+            yield name, raw.astype(np.float32, copy=False).reshape(t["shape"])
+
+
+class DiffNumpy:
+    """What `diff` computes, in numpy: per tensor max |d|, mean |d|, |d|/|a|, cosine (row 14)."""
+
+    def setup(self, P):
+        return P
+
+    def run(self, P):
+        # Tensor by tensor, as ours (both files list the same tensors in the same order).
+        out, n, total = {}, 0, 0.0
+        for (name, x), (_, y) in zip(read_safetensors(P["a"]), read_safetensors(P["b"])):
+            x64, y64 = x.astype(np.float64), y.astype(np.float64)
+            d = x64 - y64
+            ad = np.abs(d)
+            na, nb = np.linalg.norm(x64), np.linalg.norm(y64)
+            out[name] = (ad.max(), ad.mean(), np.linalg.norm(d) / na, np.dot(x64.ravel(), y64.ravel()) / (na * nb), np.array_equal(x, y))
+            n += d.size
+            total += float(ad.sum())
+        return {"n": n, "sum": total}
+
+    def check(self, c, r):
+        return r
+
+
+def make_diff(d, n, rows, cols):
+    """Row 14's inputs: `n` F32 tensors of [rows, cols] ~N(0, 0.02) in a.safetensors, and the
+    same plus noise of 1e-3 in b.safetensors, written one tensor at a time."""
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(14)
+    names = [f"model.layers.{i}.mlp.weight" for i in range(n)]
+    size = rows * cols * 4
+    h = {name: {"dtype": "F32", "shape": [rows, cols], "data_offsets": [i * size, (i + 1) * size]} for i, name in enumerate(names)}
+    head = json.dumps(h).encode()
+    head += b" " * (-len(head) % 8)
+    with open(os.path.join(d, "a.safetensors"), "wb") as fa, open(os.path.join(d, "b.safetensors"), "wb") as fb:
+        for f in (fa, fb):
+            f.write(struct.pack("<Q", len(head)) + head)
+        for _ in names:
+            x = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
+            fa.write(x.tobytes())
+            x += rng.standard_normal((rows, cols), dtype=np.float32) * 1e-3
+            fb.write(x.tobytes())
+    return {"tensors": n, "bytes": n * size}
+
+
 CASES = {
     "llama-converter": LlamaConverter,
     "upcast-numpy": UpcastNumpy,
@@ -578,6 +669,8 @@ CASES = {
     "fresh-copy": FreshCopy,
     "torch-convert-py": TorchConvertPy,
     "npz-numpy": NpzNumpy,
+    "download-hf": DownloadHf,
+    "diff-numpy": DiffNumpy,
 }
 
 
@@ -590,6 +683,9 @@ def main():
         return
     if sys.argv[1] == "--make-npz":
         print("RESULT " + json.dumps(make_npz(sys.argv[2], sys.argv[3], sys.argv[4] == "compressed")))
+        return
+    if sys.argv[1] == "--make-diff":
+        print("RESULT " + json.dumps(make_diff(sys.argv[2], *map(int, sys.argv[3:6]))))
         return
     if sys.argv[1] == "--make-checkpoint":
         made = make_checkpoint(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]))

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf,checkpoint,pytorch,npz]
+// npm run bench [-- --quick] [-- --only upcast,load,save,predict,quant,dequant,preset,hf-gguf,checkpoint,pytorch,npz,download,verify,diff]
 //               [-- --reps N]
 //               [-- --update-docs]
 //
@@ -12,9 +12,9 @@
 // if set (any Python with torch, transformers and sentencepiece), else bench-data/venv-torch
 // (CPU torch from download.pytorch.org, ~1 GB installed, created once). Row 10 (a PyTorch
 // checkpoint → SafeTensors, against convert.py's torch.load + save_file) needs the same torch.
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import { join } from 'node:path'
@@ -27,7 +27,7 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -59,14 +59,14 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[01])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-4])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-11)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-14)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
-  ? { upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024], dequant: [256, 1024], preset: { vocab: 2000, hidden: 256, ffn: 768, layers: 4, heads: 4, kv: 2 }, checkpoint: { vocab: 8192, hidden: 256, inter: 768, layers: 4, heads: 4, kv: 2, head_dim: 64 } }
-  : { upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192], dequant: [4096, 4096], preset: { vocab: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kv: 8 }, checkpoint: { vocab: 151936, hidden: 1024, inter: 3072, layers: 28, heads: 16, kv: 8, head_dim: 128 } }
+  ? { diff: [16, 512, 512], upcast: [1024, 1024], llama: { vocab: 1000, hidden: 128, inter: 344, layers: 2 }, save: [64, 128, 128], predict: [16384, 32], quant: [1024, 1024], dequant: [256, 1024], preset: { vocab: 2000, hidden: 256, ffn: 768, layers: 4, heads: 4, kv: 2 }, checkpoint: { vocab: 8192, hidden: 256, inter: 768, layers: 4, heads: 4, kv: 2, head_dim: 64 } }
+  : { diff: [16, 4096, 4096], upcast: [8192, 8192], llama: { vocab: 8000, hidden: 384, inter: 1024, layers: 12 }, save: [64, 1024, 1024], predict: [1 << 20, 32], quant: [8192, 8192], dequant: [4096, 4096], preset: { vocab: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kv: 8 }, checkpoint: { vocab: 151936, hidden: 1024, inter: 3072, layers: 28, heads: 16, kv: 8, head_dim: 128 } }
 // Calls per repetition of the "sync loop" / "async" lines (the time shown is per call).
 const LOOP = 10
 // Repetitions of row 9 (a whole checkpoint each) in every child process.
@@ -280,6 +280,53 @@ function makeHfLlamaDir() {
 }
 
 /**
+ * Rows 12 and 13's model: three weight shards (rows 1 and 2's inputs, hard-linked: 366 MB in
+ * a full run), config.json, a 1 MB tokenizer.json and a README, served by
+ * benches/lib/hub-server.mjs as `bench/model`.
+ */
+function makeHubModel(f) {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'hub-model')
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  const shards = [f.llama, f.bf16, f.f16]
+  shards.forEach((src, i) => linkSync(src, join(dir, `model-0000${i + 1}-of-00003.safetensors`)))
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama' }))
+  const vocab = Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`tok${i}`, i]))
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify({ model: { type: 'BPE', vocab } }))
+  writeFileSync(join(dir, 'README.md'), '# bench/model\n')
+  return dir
+}
+
+/** The local Hub of rows 12 and 13, in a process of its own (this one blocks in spawnSync). */
+async function startHub(dir) {
+  const child = spawn(process.execPath, [join(ROOT, 'benches', 'lib', 'hub-server.mjs'), dir, 'bench/model'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  const ready = await new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d
+      const line = out.split('\n').find((l) => l.startsWith('READY '))
+      if (line) resolve(JSON.parse(line.slice(6)))
+    })
+    child.on('exit', (code) => reject(new Error(`hub-server.mjs exited with ${code}`)))
+  })
+  return { ...ready, stop: () => child.kill() }
+}
+
+/** Row 14's two checkpoints (1 GiB of F32 each in a full run; B is A plus noise), written by numpy. */
+function makeDiffInputs() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'diff')
+  const files = { a: join(dir, 'a.safetensors'), b: join(dir, 'b.safetensors') }
+  const stampPath = join(dir, 'inputs.json')
+  const want = JSON.stringify({ v: 1, diff: SIZE.diff })
+  if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return files
+  if (!PY.python) return null
+  log(`generating the diff inputs in ${dir} ...`)
+  execFileSync(PY.python, [join(ROOT, 'benches', 'peers.py'), '--make-diff', dir, ...SIZE.diff.map(String)], { env: pythonEnv(), stdio: ['ignore', 'ignore', 'inherit'] })
+  writeFileSync(stampPath, want)
+  return files
+}
+
+/**
  * Row 9's inputs: a Qwen3-0.6B-shaped BF16 model directory written by the reference writer
  * (safetensors.numpy.save_file, in the bench venv), as one file and as two shards.
  */
@@ -436,7 +483,7 @@ function merge(prev, r) {
 // The rows. Each group is one piece of work; its first implementation is "ours" (the one the
 // ratios are computed from); `goals` compare one of ours with one peer.
 
-function groups(f, ggml, ckpt, pt, npz) {
+function groups(f, ggml, ckpt, pt, npz, hub, diffIn) {
   const [ur, uc] = SIZE.upcast
   const nUp = ur * uc
   const upM = `${Math.round(nUp / 2 ** 20)}M`
@@ -679,6 +726,42 @@ function groups(f, ggml, ckpt, pt, npz) {
       { key: 'llama-quantize', label: `llama.cpp: \`llama-quantize f16.gguf q.gguf Q4_K_M ${threads}\` (its own peak RSS, from \`wait4\`)`, lang: 'py', script: 'lib/exec_rusage.py', case: 'preset-llama', reps: Math.min(reps, 2), params: { argv: [exe, ggml?.model, llamaOut, 'Q4_K_M', String(threads)], out: llamaOut }, ...(!ggml ? { skipped: 'no bench inputs' } : exe ? {} : { skipped: noExe }) },
     ],
   }
+  // Rows 12–14: the Hub from a local server (two origins, the LFS files redirected), verify, diff.
+  const hubSkip = hub ? {} : { skipped: 'rows 12–13 not selected' }
+  const hubBytes = hub ? readdirSync(hub.dir).reduce((n, name) => n + statSync(join(hub.dir, name)).size, 0) : 0
+  const cacheOf = (key) => join(DATA, 'out', `hub-cache-${key}`)
+  const download = {
+    row: 'download',
+    id: '12',
+    work: `download a ${hub ? readdirSync(hub.dir).length : '?'}-file model (${(hubBytes / 1e6).toFixed(0)} MB, 3 LFS shards redirected to a second origin) from a local server that answers as the Hub does, into an empty cache (deleted before each repetition)`,
+    warm: hub ? [hub.dir] : [],
+    impls: [
+      { key: 'ours', label: "ours: `download('bench/model', { cacheDir, endpoint })`", lang: 'node', case: 'download-ours', params: { id: 'bench/model', endpoint: hub?.endpoint, cache: cacheOf('ours') }, ...hubSkip },
+      { key: 'hf', label: 'huggingface_hub: `snapshot_download(repo, cache_dir, endpoint)` (HTTP, no Xet)', lang: 'py', case: 'download-hf', params: { id: 'bench/model', endpoint: hub?.endpoint, cache: cacheOf('hf') }, ...hubSkip },
+    ],
+  }
+  const verify = {
+    row: 'verify',
+    id: '13',
+    work: `verify the ${hub?.blobs?.length ?? '?'} blobs (${(hubBytes / 1e6).toFixed(0)} MB) of row 12's model in the cache (SHA-256 / git blob id, against their names)`,
+    warm: hub?.blobs ?? [],
+    impls: [
+      { key: 'ours', label: "ours: `verify('bench/model', { cacheDir })`", lang: 'node', case: 'verify-ours', params: { dir: hub?.snapshot }, ...hubSkip },
+      { key: 'sha256sum', label: '`sha256sum` of the same blobs (its own peak RSS, from `wait4`)', lang: 'py', script: 'lib/exec_rusage.py', case: 'verify-sha256sum', params: { argv: ['/usr/bin/sha256sum', ...(hub?.blobs ?? [])] }, ...hubSkip },
+    ],
+  }
+  const [diffN, diffRows, diffCols] = SIZE.diff
+  const diffSkip = diffIn ? {} : { skipped: 'no bench inputs (Python peers unavailable)' }
+  const diffRow = {
+    row: 'diff',
+    id: '14',
+    work: `diff two checkpoints of ${diffN} F32 tensors of [${diffRows}, ${diffCols}] (${((diffN * diffRows * diffCols * 4) / 2 ** 30).toFixed(2)} GiB each): max |Δ|, mean |Δ|, ‖Δ‖/‖A‖, cosine and bit-identity per tensor`,
+    warm: diffIn ? [diffIn.a, diffIn.b] : [],
+    impls: [
+      { key: 'ours', label: "ours: `diff(a, b)` (the figures per tensor, per layer and in all)", lang: 'node', case: 'diff-ours', params: diffIn ?? {}, ...diffSkip },
+      { key: 'numpy', label: 'numpy: each pair read and compared in float64, tensor by tensor', lang: 'py', case: 'diff-numpy', params: diffIn ?? {}, ...diffSkip },
+    ],
+  }
   return [
     upcast('BF16', f.bf16),
     upcast('F16', f.f16),
@@ -700,6 +783,9 @@ function groups(f, ggml, ckpt, pt, npz) {
     pytorch,
     npzRow('11a', npz?.stored, 'stored, `np.savez`'),
     npzRow('11b', npz?.compressed, 'deflated, `np.savez_compressed`'),
+    download,
+    verify,
+    diffRow,
   ].filter((g) => only.has(g.row))
 }
 
@@ -749,6 +835,11 @@ const GOALS = [
   { id: '10', label: "0.6B `pytorch_model.bin` → SafeTensors vs convert.py's torch.load + save_file", ours: 'ours', peer: 'convert-py', target: 0.3 },
   { id: '10', label: '0.6B `pytorch_model.bin` → SafeTensors: peak RSS vs convert.py', ours: 'ours', peer: 'convert-py', target: 0.5, rss: true },
   { id: '10', label: '(info) vs the file-I/O bound (read + write the same bytes)', ours: 'ours', peer: 'io', target: 1.3, info: true },
+  // The Hub (a local server), verify, diff.
+  { id: '12', label: 'download of a multi-file model vs huggingface_hub.snapshot_download (same local server)', ours: 'ours', peer: 'hf', target: 1.0 },
+  { id: '12', label: 'download: peak RSS vs snapshot_download', ours: 'ours', peer: 'hf', target: 1.0, rss: true },
+  { id: '13', label: 'verify of the cached blobs vs `sha256sum` of the same blobs', ours: 'ours', peer: 'sha256sum', target: 1.0 },
+  { id: '14', label: 'diff of two checkpoints vs a numpy script', ours: 'ours', peer: 'numpy', target: 1.0 },
   ...['11a', '11b'].flatMap((id) => [
     { id, label: '.npz read, `getTensor` loop vs `numpy.load`', ours: 'sync', peer: 'numpy', target: 1.0 },
     { id, label: '.npz read, `getTensorAsync` vs `numpy.load`', ours: 'async', peer: 'numpy', target: 1.0 },
@@ -764,7 +855,7 @@ function checkGroup(g) {
   const ref = done[0]?.result.check
   for (const i of done) {
     if (i.key.startsWith('fresh-') || i.key.startsWith('reused-')) continue // a bound: no output to compare
-    if (i.key === 'io' || ((g.row === 'pytorch' || g.row === 'npz') && i.key === 'read')) continue // a bound: no output
+    if (i.key === 'io' || i.key === 'sha256sum' || ((g.row === 'pytorch' || g.row === 'npz') && i.key === 'read')) continue // a bound: no output
     const c = i.result.check
     let ok = true
     if (c.n != null && ref.n != null) ok &&= c.n === ref.n
@@ -987,9 +1078,22 @@ if (only.has('hf-gguf')) {
 const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const ptBin = only.has('pytorch') ? makePytorchBin() : null
 const npzFiles = only.has('npz') ? makeNpz(files) : null
+let hub = null
+if (only.has('download') || only.has('verify')) {
+  const dir = makeHubModel(files)
+  hub = { dir, ...(await startHub(dir)) }
+  process.on('exit', () => hub.stop())
+  // Row 13's cache: the model downloaded once (by our CLI), its blobs listed for sha256sum.
+  const cache = join(DATA, 'out', 'hub-cache-verify')
+  rmSync(cache, { recursive: true, force: true })
+  hub.snapshot = execFileSync(process.execPath, [join(ROOT, 'bin', 'safetensors-node.js'), 'download', 'bench/model', '--cache-dir', cache, '--endpoint', hub.endpoint, '--quiet'], { encoding: 'utf8' }).trim()
+  const blobs = join(cache, 'models--bench--model', 'blobs')
+  hub.blobs = readdirSync(blobs).map((b) => join(blobs, b))
+}
+const diffFiles = only.has('diff') ? makeDiffInputs() : null
 const reportingStart = pageReporting()
 const m = machine()
-const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles)
+const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles, hub, diffFiles)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
 for (const g of gs) {
   log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)
@@ -1016,6 +1120,8 @@ for (const g of gs) {
   const bad = g.impls.filter((i) => i.same === false)
   if (bad.length) log(`  ! outputs differ: ${bad.map((i) => `${i.key} ${JSON.stringify(i.result.check)}`).join('; ')} vs ${JSON.stringify(g.impls[0].result.check)}`)
 }
+hub?.stop()
+for (const key of ['ours', 'hf', 'verify']) rmSync(join(DATA, 'out', `hub-cache-${key}`), { recursive: true, force: true })
 const loadEnd = os.loadavg()
 const busyEnd = busyProcesses()
 const reportingEnd = pageReporting()

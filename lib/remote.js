@@ -78,6 +78,8 @@ function settings(options, url) {
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw bad('options.onProgress must be a function')
   o.onProgress = options.onProgress
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw bad('options.signal must be an AbortSignal')
+  o.signal = options.signal
   o.hub = options[HUB] ?? null
   try {
     o.home = options[HOME] ?? new URL(url).origin
@@ -88,6 +90,16 @@ function settings(options, url) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/** ERR_ABORTED: the caller's `options.signal` fired (its reason is the `cause`). */
+function abortedError(signal) {
+  return codedError('ERR_ABORTED', 'cancelled by options.signal', { name: 'AbortError', cause: signal.reason })
+}
+
+/** Throw ERR_ABORTED if the caller's signal fired. */
+function checkAborted(opts) {
+  if (opts.signal?.aborted) throw abortedError(opts.signal)
+}
 
 /** A strong ETag can go in If-Range; a weak one cannot (RFC 9110 13.1.5). */
 const strongEtag = (etag) => (etag && !etag.startsWith('W/') ? etag : null)
@@ -145,8 +157,10 @@ async function readBody(res, max, tooLarge) {
 /**
  * GET `url`: the byte range `range` = [start, end] (inclusive) of a file, or (no range) the
  * whole of a small file of at most `limit` bytes (`code` and `what` name the error past it). Resolves to `{ bytes, total, ranged,
- * validators }`: `ranged` is false when the server ignored the range and sent the whole file
- * (accepted up to CAPS.unranged). `seen`: the validators open saw (total size, ETag,
+ * validators, repoCommit, linkedEtag, location }`: `ranged` is false when the server ignored
+ * the range and sent the whole file (accepted up to CAPS.unranged); with `opts.hub`, the Hub's
+ * X-Repo-Commit and X-Linked-Etag of any hop; `location`, the URL that answered (after
+ * redirects). `opts.signal` (the caller's AbortSignal) cancels it: ERR_ABORTED, not retried. `seen`: the validators open saw (total size, ETag,
  * Last-Modified); the request then carries If-Range, and any sign of another file fails.
  * Never holds more than the bytes asked for (or the cap) plus one network chunk. Retries
  * network errors, timeouts, short bodies and 5xx with exponential backoff.
@@ -155,6 +169,7 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
   let lastError
   for (let attempt = 0; attempt <= opts.retries; attempt++) {
     if (attempt > 0) await sleep(opts.retryDelayMs * 2 ** (attempt - 1))
+    checkAborted(opts)
     let res
     try {
       // Ours: fetch itself asks for identity when a Range header is present (Fetch standard).
@@ -167,13 +182,15 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
       }
       const fail = (code, message, retry) => codedError(code, message, { path: url, retry })
       const hub = opts.hub
-      const signal = AbortSignal.timeout(opts.timeoutMs)
+      const timeout = AbortSignal.timeout(opts.timeoutMs)
+      const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout
       // Redirects are followed here, so that the caller's headers and the token go to the
       // model's origin only (see HOME), and a model id's Hub headers on the way
-      // (X-Repo-Commit, X-Linked-Size) are seen.
+      // (X-Repo-Commit, X-Linked-Size, X-Linked-Etag) are seen.
       let target = url
       let repoCommit = null
       let linkedSize = null
+      let linkedEtag = null
       for (let hop = 0; ; hop++) {
         const home = new URL(target).origin === opts.home
         const sent = home ? { ...opts.headers, ...own } : { ...own }
@@ -182,6 +199,7 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         if (hub) {
           repoCommit ??= res.headers.get('x-repo-commit')
           linkedSize ??= res.headers.get('x-linked-size')
+          linkedEtag ??= res.headers.get('x-linked-etag')
         }
         if (![301, 302, 303, 307, 308].includes(res.status)) break
         const location = res.headers.get('location')
@@ -232,7 +250,7 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         const bytes = await readBody(res, want, (n) => fail('ERR_IO', `the server sent more than the ${want} bytes asked for (${n} so far); stopped reading`, false))
         stats.bytesFetched += bytes.length
         if (bytes.length !== want) throw fail('ERR_INCOMPLETE_FILE', `short response: asked for ${want} bytes from ${range[0]}, got ${bytes.length}`, true)
-        return { bytes, total, ranged, validators, repoCommit }
+        return { bytes, total, ranged, validators, repoCommit, linkedEtag, location: target }
       }
       // A whole body: the file asked for, or a server that ignored Range.
       if (range && seen) {
@@ -251,10 +269,11 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         throw fail('ERR_INCOMPLETE_FILE', `short response: ${bytes.length} of ${declared} bytes`, true)
       }
       checkLinked(bytes.length)
-      return { bytes, total: bytes.length, ranged, validators: validatorsOf(res, bytes.length), repoCommit }
+      return { bytes, total: bytes.length, ranged, validators: validatorsOf(res, bytes.length), repoCommit, linkedEtag, location: target }
     } catch (e) {
       // Whatever failed, the rest of the body is not wanted.
       await res?.body?.cancel().catch(() => {})
+      checkAborted(opts)
       if (isCoded(e) && e.retry === false) {
         delete e.retry
         throw e
@@ -860,6 +879,18 @@ function hubNetwork(o) {
   return { endpoint: endpoint.replace(/\/+$/, ''), token }
 }
 
+/**
+ * The variables that name the Hugging Face cache (the core picks one, as huggingface_hub does).
+ * HOME as huggingface_hub's expanduser('~') reads it (USERPROFILE on Windows): a variable, so
+ * Deno needs only --allow-env, not --allow-sys for os.homedir().
+ */
+function cacheVars() {
+  const vars = {}
+  for (const k of ['HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_HOME', 'XDG_CACHE_HOME']) if (env(k) !== undefined) vars[k] = env(k)
+  if (process.platform === 'win32' && env('USERPROFILE') !== undefined) vars.HOME = env('USERPROFILE')
+  return vars
+}
+
 /** ERR_NOT_FOUND for a model id neither in a directory, the cache nor (allowed) over HTTP. */
 function notCached(found, why) {
   const where = found.cacheDir == null ? 'no Hugging Face cache directory is set (HF_HUB_CACHE, HF_HOME or HOME)' : `it is not in the Hugging Face cache at ${found.cacheDir}${found.commit ? ` (revision '${found.revision}' is commit ${found.commit}, whose snapshot lacks config.json or weights)` : ` (revision '${found.revision}')`}`
@@ -874,12 +905,7 @@ function notCached(found, why) {
 function resolveTarget(target, options, caller) {
   const o = hubOptions(options)
   if (typeof target !== 'string') return { dir: target } // the native call names the type error
-  // HOME as huggingface_hub's expanduser('~') reads it (USERPROFILE on Windows): a variable,
-  // so Deno needs only --allow-env, not --allow-sys for os.homedir().
-  const vars = {}
-  for (const k of ['HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_HOME', 'XDG_CACHE_HOME']) if (env(k) !== undefined) vars[k] = env(k)
-  if (process.platform === 'win32' && env('USERPROFILE') !== undefined) vars.HOME = env('USERPROFILE')
-  const found = binding.resolveModelId(target, o.revision, o.cacheDir, vars)
+  const found = binding.resolveModelId(target, o.revision, o.cacheDir, cacheVars())
   if (found == null) return { dir: target }
   if (found.snapshot != null) return { dir: found.snapshot }
   if (!HTTP_CALLERS.has(caller)) throw notCached(found, `${caller} reads model ids from the cache only: Model.loadPretrained with options.endpoint or HF_ENDPOINT reads them over HTTP`)
@@ -910,4 +936,4 @@ async function loadPretrained(target, options, loadDir) {
   return loadPretrainedUrl(where.url, { ...(options ?? {}), [HUB]: where.hub })
 }
 
-module.exports = { redactUrl, withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, FIRST_REQUEST_BYTES }
+module.exports = { redactUrl, withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, checkAborted, hubOptions, hubNetwork, cacheVars, shardUrl, sleep, HUB, FIRST_REQUEST_BYTES }

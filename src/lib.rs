@@ -9,6 +9,7 @@ mod error;
 mod file;
 mod gguf;
 mod handle;
+mod hub;
 mod layout;
 mod model;
 mod models;

@@ -93,6 +93,110 @@ export interface ValidationReport {
   omittedErrors: number
 }
 
+/** One file `verify` checked. */
+export interface VerifiedFile {
+  /** Its path in the directory, `/`-separated. */
+  file: string
+  ok: boolean
+  /** The hash that names it (the blob it links to; the Hub's published hash); null when nothing names one. */
+  expected: string | null
+  /** The hash of its bytes; null when it could not be read. */
+  actual: string | null
+  /** SHA-256 (LFS files) or the git blob id (small files); null when nothing names a hash. */
+  algorithm: 'sha256' | 'git-sha1' | null
+  /** Its size (0 when it could not be read). */
+  bytes: number
+  /** Why it could not be checked (`CODE: message`): missing, unreadable, not a link into the cache's `blobs/`. */
+  error?: string
+}
+
+/** What `verify` found: every file, in path order. */
+export interface VerifyReport {
+  dir: string
+  /** Every file matched its hash. */
+  ok: boolean
+  files: VerifiedFile[]
+}
+
+/**
+ * One tensor as `diff` compares it. The figures are over each side's values as F32 (as
+ * `getTensor(name, { as: 'F32' })` reads them), computed in float64; null when the shapes
+ * differ, the pair is one-sided, or the figure is undefined or NaN.
+ */
+export interface TensorDiff {
+  /** Its name in A (in B when only B has it). */
+  name: string
+  /** Its name in B, when the name map pairs it under another name. */
+  nameB?: string
+  status: 'common' | 'only-a' | 'only-b'
+  /** Its name up to the first number (`model.layers.3`, `blk.3`); null outside the layers. */
+  layer: string | null
+  shapeA: number[] | null
+  shapeB: number[] | null
+  /** The stored type (`BF16`, `Q4_K`, …). */
+  dtypeA: string | null
+  dtypeB: string | null
+  shapeChanged: boolean
+  dtypeChanged: boolean
+  /** Every value the same, bit for bit. */
+  identical: boolean | null
+  numel: number | null
+  /** max |a − b| */
+  maxAbs: number | null
+  /** Σ|a − b| / n */
+  meanAbs: number | null
+  /** ‖a − b‖ / ‖a‖ (0 when both are all zeros) */
+  relError: number | null
+  /** a·b / (‖a‖ ‖b‖) */
+  cosine: number | null
+  /** Why a pair of one shape was not compared (`CODE: message`: a type without an F32 form). */
+  error?: string
+}
+
+/** Totals of `diff` over a layer, or over everything. */
+export interface DiffTotals {
+  /** Tensors in both with one shape, compared. */
+  compared: number
+  onlyA: number
+  onlyB: number
+  shapeChanged: number
+  dtypeChanged: number
+  /** Compared tensors that are bit-identical. */
+  identical: number
+  /** Elements compared. */
+  numel: number
+  maxAbs: number | null
+  /** Σ|Δ| / Σn over the compared tensors. */
+  meanAbs: number | null
+  /** sqrt(Σ‖Δ‖²) / sqrt(Σ‖a‖²) over the compared tensors. */
+  relError: number | null
+  /** The lowest cosine similarity of a compared tensor. */
+  minCosine: number | null
+}
+
+/** A layer's totals. */
+export interface LayerDiff extends DiffTotals {
+  /** The name prefix up to the layer number; null for the tensors outside the layers. */
+  layer: string | null
+}
+
+/** What `diff` found. */
+export interface DiffReport {
+  a: string
+  b: string
+  formatA: WeightsFormat
+  formatB: WeightsFormat
+  /** How tensors were paired: by name, or through llama.cpp's converter's name map. */
+  nameMap: 'direct' | 'llama.cpp'
+  /** A's tensors in A's order, then those only in B. */
+  tensors: TensorDiff[]
+  /** In the order of their first tensor; the tensors outside the layers last. */
+  layers: LayerDiff[]
+  summary: DiffTotals
+  /** Things to know (a name map that could not be made, …). */
+  warnings: string[]
+}
+
 /** The stable `code` of every error this package throws or rejects with (docs/api.md, "Errors"). */
 export type ErrorCode =
   | 'ERR_NOT_FOUND'
@@ -115,6 +219,8 @@ export type ErrorCode =
   | 'ERR_UNKNOWN_FORMAT'
   | 'ERR_INTERNAL'
   | 'ERR_CLOSED'
+  | 'ERR_HASH_MISMATCH'
+  | 'ERR_ABORTED'
 
 /** What every failure is: an `Error` with a stable `code`, and the file and tensor concerned where there are ones. */
 export interface SafeTensorsError extends Error {

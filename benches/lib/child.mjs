@@ -5,8 +5,9 @@
 // Between repetitions (outside the timed region) it collects garbage, so a fresh 256 MiB
 // output per repetition is freed before the next one starts.
 import { execFileSync } from 'node:child_process'
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { ROOT, features, peakRssKib } from './common.mjs'
 import { f16ToF32, f32Views, tensorBytes } from './safetensors-js.mjs'
@@ -486,6 +487,35 @@ cases['read-js'] = {
     return { n: b.length, s }
   },
   check: () => ({}),
+}
+
+// Rows 12–14: download from a local Hub, verify, diff ----------------------------------------
+/** Files and bytes of a snapshot directory (its links followed). */
+function snapshotCheck(dir) {
+  let n = 0
+  let bytes = 0
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isDirectory()) continue
+    n++
+    bytes += statSync(join(e.parentPath ?? e.path, e.name)).size
+  }
+  return { n, bytes }
+}
+cases['download-ours'] = {
+  setup: () => ({}),
+  before: () => rmSync(P.cache, { recursive: true, force: true }),
+  run: () => st.download(P.id, { cacheDir: P.cache, endpoint: P.endpoint }),
+  check: (_, dir) => snapshotCheck(dir),
+}
+cases['verify-ours'] = {
+  setup: () => ({}),
+  run: () => st.verify(P.dir),
+  check: (_, r) => ({ n: r.files.length, bytes: r.files.reduce((s, f) => s + f.bytes, 0), ok: r.ok }),
+}
+cases['diff-ours'] = {
+  setup: () => ({}),
+  run: () => st.diff(P.a, P.b),
+  check: (_, r) => ({ n: r.summary.numel, sum: r.summary.meanAbs * r.summary.numel }),
 }
 
 // ---------------------------------------------------------------------------------------

@@ -60,37 +60,6 @@ const options = {
   json: { type: 'boolean' },
 }
 
-/** A progress bar redrawn in place on stderr, at most every 80 ms. */
-function progressBar(ctx) {
-  const stream = ctx.stderr
-  const started = Date.now()
-  let lastDraw = 0
-  let drawn = false
-  const draw = (done, total, force) => {
-    const now = Date.now()
-    if (!force && now - lastDraw < 80) return
-    lastDraw = now
-    const elapsed = (now - started) / 1000
-    const rate = elapsed > 0 ? done / elapsed : 0
-    const eta = rate > 0 && total > done ? (total - done) / rate : done >= total ? 0 : NaN
-    const pct = total > 0 ? Math.min(1, done / total) : 0
-    const text = ` ${String(Math.floor(pct * 100)).padStart(3)}%  ${ui.formatBytes(done)} / ${ui.formatBytes(total)}  ${ui.formatBytes(Math.round(rate))}/s  ETA ${ui.formatDuration(eta)}`
-    const columns = stream.columns || 80
-    const barWidth = Math.max(10, Math.min(40, columns - 64))
-    const filled = Math.round(pct * barWidth)
-    const bar = `[${'#'.repeat(filled)}${'-'.repeat(barWidth - filled)}]`
-    stream.write(`\r${bar}${text}`.slice(0, columns + 1) + '\x1b[K')
-    drawn = true
-  }
-  return {
-    update: (p) => draw(p.doneBytes, p.totalBytes, p.doneBytes >= p.totalBytes),
-    clear: () => {
-      if (drawn) stream.write('\r\x1b[K')
-      drawn = false
-    },
-  }
-}
-
 /** The report with keys in reading order (any others after). */
 function ordered(report) {
   const keys = ['input', 'output', 'inputFormat', 'outputFormat', 'quantization', 'tensors', 'inputBytes', 'outputBytes']
@@ -115,7 +84,7 @@ async function run(ctx, values, positionals) {
   }
 
   const showProgress = Boolean(ctx.stderr.isTTY) && !values.quiet
-  const bar = showProgress ? progressBar(ctx) : null
+  const bar = showProgress ? ui.progressBar(ctx.stderr) : null
   ctx.onInterrupt(() => bar && bar.clear())
   const started = process.hrtime.bigint()
   let report

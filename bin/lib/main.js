@@ -5,7 +5,7 @@ const { parseArgs } = require('node:util')
 const { UsageError } = require('./errors')
 const { colorsFor, printable, truncate, MESSAGE_CHARS } = require('./ui')
 
-const COMMANDS = [require('./inspect'), require('./validate'), require('./convert'), require('./predict')]
+const COMMANDS = [require('./inspect'), require('./validate'), require('./convert'), require('./predict'), require('./download'), require('./verify'), require('./diff')]
 const byName = new Map(COMMANDS.map((c) => [c.name, c]))
 
 const BIN = 'safetensors-node'
@@ -18,9 +18,12 @@ function mainHelp() {
     ['validate PATH...', byName.get('validate').summary],
     ['convert IN OUT --to FORMAT', byName.get('convert').summary],
     ['predict MODEL', byName.get('predict').summary],
+    ['download ORG/NAME', byName.get('download').summary],
+    ['verify PATH|ORG/NAME', byName.get('verify').summary],
+    ['diff A B', byName.get('diff').summary],
     ['help [COMMAND]', 'show the help of a command'],
   ]
-  return `${BIN} ${version()}: inspect, validate, convert and run model weights
+  return `${BIN} ${version()}: inspect, validate, convert, run, download, verify and diff model weights
 
 Usage: ${BIN} <command> [options]
 

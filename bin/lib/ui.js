@@ -183,8 +183,39 @@ function toJson(value, width = 100) {
   return walk(value, '').replace(UNPRINTABLE_IN_JSON, (c) => `\\u${hex(c, 4)}`)
 }
 
+/** A progress bar redrawn in place on `stream` (stderr), at most every 80 ms: `update({ doneBytes, totalBytes })`, `clear()`. */
+function progressBar(stream) {
+  const started = Date.now()
+  let lastDraw = 0
+  let drawn = false
+  const draw = (done, total, force) => {
+    const now = Date.now()
+    if (!force && now - lastDraw < 80) return
+    lastDraw = now
+    const elapsed = (now - started) / 1000
+    const rate = elapsed > 0 ? done / elapsed : 0
+    const eta = rate > 0 && total > done ? (total - done) / rate : done >= total ? 0 : NaN
+    const pct = total > 0 ? Math.min(1, done / total) : 0
+    const text = ` ${String(Math.floor(pct * 100)).padStart(3)}%  ${formatBytes(done)} / ${formatBytes(total)}  ${formatBytes(Math.round(rate))}/s  ETA ${formatDuration(eta)}`
+    const columns = stream.columns || 80
+    const barWidth = Math.max(10, Math.min(40, columns - 64))
+    const filled = Math.round(pct * barWidth)
+    const bar = `[${'#'.repeat(filled)}${'-'.repeat(barWidth - filled)}]`
+    stream.write(`\r${bar}${text}`.slice(0, columns + 1) + '\x1b[K')
+    drawn = true
+  }
+  return {
+    update: (p) => draw(p.doneBytes, p.totalBytes, p.doneBytes >= p.totalBytes),
+    clear: () => {
+      if (drawn) stream.write('\r\x1b[K')
+      drawn = false
+    },
+  }
+}
+
 module.exports = {
   colorsFor,
+  progressBar,
   visibleLength,
   formatBytes,
   formatCount,

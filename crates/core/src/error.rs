@@ -34,6 +34,8 @@ pub enum ErrorKind {
     Internal,
     /// A weights file used after its `close()`.
     Closed,
+    /// Bytes whose hash is not the one published for them (a download, a verified file).
+    HashMismatch,
 }
 
 impl ErrorKind {
@@ -60,6 +62,7 @@ impl ErrorKind {
             ErrorKind::UnknownFormat => "ERR_UNKNOWN_FORMAT",
             ErrorKind::Internal => "ERR_INTERNAL",
             ErrorKind::Closed => "ERR_CLOSED",
+            ErrorKind::HashMismatch => "ERR_HASH_MISMATCH",
         }
     }
 }

@@ -19,11 +19,14 @@ pub mod codecs;
 #[cfg(feature = "fs")]
 pub mod convert;
 pub mod cpu;
+#[cfg(feature = "fs")]
+pub mod diff;
 pub mod dtype;
 pub mod error;
 pub mod format;
 #[cfg(feature = "fs")]
 pub mod fsutil;
+pub mod hub;
 pub mod memory;
 pub mod models;
 pub mod names;
@@ -33,6 +36,8 @@ pub mod parallel;
 pub mod pretrained;
 pub mod source;
 pub mod tensor;
+#[cfg(feature = "fs")]
+pub mod verify;
 
 pub use dtype::DType;
 pub use error::{CoreError, ErrorKind, Result};
