@@ -277,7 +277,9 @@ fn llama_map(a: &Path, sa: &dyn TensorSource, b: &Path, sb: &dyn TensorSource) -
                         gguf: t.name,
                         transform,
                     }),
-                    Origin::Generated(_) => None,
+                    // Generated tensors have no Hugging Face side; a stack of experts has
+                    // several, which are listed on their own sides.
+                    Origin::Generated(_) | Origin::Stack(_) => None,
                 })
                 .collect(),
         }),

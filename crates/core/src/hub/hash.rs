@@ -58,7 +58,8 @@ pub fn blob_etag(raw: &str, what: &str) -> Result<(String, HashKind)> {
 #[derive(Clone)]
 pub enum Hasher {
     Sha256(sha2::Sha256),
-    GitBlob(Sha1),
+    /// SHA-1: git names blobs by it; nothing secret depends on it here.
+    GitBlob(sha1::Sha1),
 }
 
 impl Hasher {
@@ -67,7 +68,7 @@ impl Hasher {
         match kind {
             HashKind::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
             HashKind::GitBlob => {
-                let mut h = Sha1::new();
+                let mut h = sha1::Sha1::new();
                 h.update(format!("blob {size}\0").as_bytes());
                 Hasher::GitBlob(h)
             }
@@ -85,7 +86,7 @@ impl Hasher {
     pub fn finish_hex(self) -> String {
         match self {
             Hasher::Sha256(h) => hex(&h.finalize()),
-            Hasher::GitBlob(h) => hex(&h.finish()),
+            Hasher::GitBlob(h) => hex(&h.finalize()),
         }
     }
 }
@@ -98,111 +99,6 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-/// SHA-1 (FIPS 180-4), for git blob ids only: the Hub names small files by it. Not used for
-/// anything secret.
-#[derive(Clone)]
-pub struct Sha1 {
-    state: [u32; 5],
-    block: [u8; 64],
-    filled: usize,
-    length: u64,
-}
-
-impl Default for Sha1 {
-    fn default() -> Self {
-        Sha1::new()
-    }
-}
-
-impl Sha1 {
-    pub fn new() -> Sha1 {
-        Sha1 {
-            state: [
-                0x6745_2301,
-                0xefcd_ab89,
-                0x98ba_dcfe,
-                0x1032_5476,
-                0xc3d2_e1f0,
-            ],
-            block: [0; 64],
-            filled: 0,
-            length: 0,
-        }
-    }
-
-    pub fn update(&mut self, mut bytes: &[u8]) {
-        self.length = self.length.wrapping_add(bytes.len() as u64);
-        if self.filled > 0 {
-            let take = (64 - self.filled).min(bytes.len());
-            self.block[self.filled..self.filled + take].copy_from_slice(&bytes[..take]);
-            self.filled += take;
-            bytes = &bytes[take..];
-            if self.filled < 64 {
-                return;
-            }
-            let block = self.block;
-            self.compress(&block);
-            self.filled = 0;
-        }
-        let mut blocks = bytes.chunks_exact(64);
-        for block in &mut blocks {
-            self.compress(block.try_into().unwrap_or(&[0; 64]));
-        }
-        let rest = blocks.remainder();
-        self.block[..rest.len()].copy_from_slice(rest);
-        self.filled = rest.len();
-    }
-
-    pub fn finish(mut self) -> [u8; 20] {
-        let bits = self.length.wrapping_mul(8);
-        let mut pad = vec![0x80u8];
-        let after = (self.filled + 1) % 64;
-        pad.resize(1 + if after <= 56 { 56 - after } else { 120 - after }, 0);
-        pad.extend_from_slice(&bits.to_be_bytes());
-        let length = self.length;
-        self.update(&pad);
-        self.length = length;
-        let mut out = [0u8; 20];
-        for (o, s) in out.chunks_exact_mut(4).zip(self.state) {
-            o.copy_from_slice(&s.to_be_bytes());
-        }
-        out
-    }
-
-    fn compress(&mut self, block: &[u8; 64]) {
-        let mut w = [0u32; 80];
-        for (i, word) in block.chunks_exact(4).enumerate() {
-            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = self.state;
-        for (i, &wi) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5a82_7999),
-                20..=39 => (b ^ c ^ d, 0x6ed9_eba1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8f1b_bcdc),
-                _ => (b ^ c ^ d, 0xca62_c1d6),
-            };
-            let t = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(wi);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = t;
-        }
-        for (s, v) in self.state.iter_mut().zip([a, b, c, d, e]) {
-            *s = s.wrapping_add(v);
-        }
-    }
 }
 
 /// Bytes read per call while hashing a file.
@@ -274,36 +170,6 @@ fn advise_sequential(file: &std::fs::File) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sha1_hex(bytes: &[u8]) -> String {
-        let mut h = Sha1::new();
-        h.update(bytes);
-        hex(&h.finish())
-    }
-
-    #[test]
-    fn sha1_matches_the_standard_vectors_in_any_split() {
-        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(sha1_hex(b"abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        let long = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-        assert_eq!(sha1_hex(long), "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
-        let million = vec![b'a'; 1_000_000];
-        assert_eq!(
-            sha1_hex(&million),
-            "34aa973cd4c4daa4f61eeb2bdbad27316534016f"
-        );
-        for split in [1, 55, 56, 63, 64, 65, 127] {
-            let mut h = Sha1::new();
-            for part in million[..1000].chunks(split) {
-                h.update(part);
-            }
-            assert_eq!(
-                hex(&h.finish()),
-                sha1_hex(&million[..1000]),
-                "split {split}"
-            );
-        }
-    }
 
     #[test]
     fn git_blob_ids_and_sha256_as_the_hub_names_them() {
