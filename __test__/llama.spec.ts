@@ -158,7 +158,7 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
 
 // ---------------------------------------------------------------------------------------
 // Decoders: small random-weight llama (SentencePiece and byte-level BPE vocabularies),
-// mistral, qwen2 and qwen3 checkpoints and mixtures of experts (mixtral, qwen2_moe,
+// mistral, granite, olmo2, qwen2 and qwen3 checkpoints and mixtures of experts (mixtral, qwen2_moe,
 // qwen3_moe), regenerated here from a seeded RNG and llama.cpp's vocabulary GGUFs by
 // scripts/llama/decoder_fixtures.py, checked byte for byte against the files the committed
 // transformers references were computed from.
@@ -180,12 +180,14 @@ const DECODERS = [
   { name: 'qwen2', arch: 'qwen2', tokenizer: 'tokenizer.json' },
   { name: 'qwen3', arch: 'qwen3', tokenizer: 'tokenizer.json' },
   { name: 'mistral', arch: 'llama', tokenizer: 'tokenizer.model' },
+  { name: 'granite', arch: 'granite', tokenizer: 'tokenizer.json' },
+  { name: 'olmo2', arch: 'olmo2', tokenizer: 'tokenizer.json' },
   { name: 'mixtral', arch: 'llama', tokenizer: 'tokenizer.model' },
   { name: 'qwen2_moe', arch: 'qwen2moe', tokenizer: 'tokenizer.json' },
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
 ] as const
 
-describe('decoders in llama.cpp: llama, mistral, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
+describe('decoders in llama.cpp: llama, mistral, granite, olmo2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
   const root = tempDir('llama-decoders-')
   const models = join(root, 'models')
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
-BPE tokenizer, mistral, qwen2, qwen3, and the mixtures of experts mixtral, qwen2_moe,
-qwen3_moe) for __test__/llama.spec.ts.
+BPE tokenizer, mistral, granite, olmo2, qwen2, qwen3, and the mixtures of experts mixtral,
+qwen2_moe, qwen3_moe) for __test__/llama.spec.ts.
 
     decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
         Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
@@ -237,6 +237,44 @@ MODELS = {
             'errors': 'replace', 'split_special_tokens': False, 'clean_up_tokenization_spaces': False,
         },
     },
+    'granite': {
+        'vocab': 'llama-bpe', 'tokenizer': 'bpe', 'pattern': 'llama3', 'dtype': 'bfloat16', 'tied': True,
+        'config': {
+            'architectures': ['GraniteForCausalLM'], 'model_type': 'granite', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 131072, 'rms_norm_eps': 1e-05,
+            'rope_theta': 10000000.0, 'rope_scaling': None, 'attention_multiplier': 0.015625,
+            'embedding_multiplier': 12.0, 'residual_multiplier': 0.22, 'logits_scaling': 8.0,
+            'vocab_size': 128256, 'bos_token_id': 128000, 'eos_token_id': 128001,
+            'pad_token_id': None, 'hidden_act': 'silu', 'attention_bias': False,
+            'attention_dropout': 0.0, 'mlp_bias': False, 'initializer_range': 0.02,
+            'use_cache': True, 'tie_word_embeddings': True, 'torch_dtype': 'bfloat16',
+            'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'PreTrainedTokenizerFast', 'bos_token': '<|begin_of_text|>',
+            'eos_token': '<|end_of_text|>', 'model_max_length': 131072,
+            'clean_up_tokenization_spaces': True,
+        },
+    },
+    'olmo2': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'float32', 'tied': False,
+        'config': {
+            'architectures': ['Olmo2ForCausalLM'], 'model_type': 'olmo2', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 4096, 'rms_norm_eps': 1e-06,
+            'rope_theta': 500000.0, 'rope_scaling': None, 'vocab_size': 151936,
+            'bos_token_id': None, 'eos_token_id': 151643, 'pad_token_id': 151643,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0,
+            'initializer_range': 0.02, 'use_cache': True, 'tie_word_embeddings': False,
+            'torch_dtype': 'float32', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GPT2Tokenizer', 'bos_token': None, 'eos_token': '<|endoftext|>',
+            'pad_token': '<|endoftext|>', 'unk_token': None, 'model_max_length': 4096,
+            'errors': 'replace', 'clean_up_tokenization_spaces': False,
+        },
+    },
 }
 
 # Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
@@ -394,9 +432,11 @@ def weights(cfg, seed, tied):
         return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
 
     t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
+    olmo2 = cfg['model_type'] == 'olmo2'
     for l in range(L):
         p = f'model.layers.{l}.'
-        t[p + 'input_layernorm.weight'] = norm(e)
+        if not olmo2:
+            t[p + 'input_layernorm.weight'] = norm(e)
         t[p + 'self_attn.q_proj.weight'] = normal(h * d, e, std=0.2)
         t[p + 'self_attn.k_proj.weight'] = normal(kv * d, e, std=0.2)
         t[p + 'self_attn.v_proj.weight'] = normal(kv * d, e, std=0.2)
@@ -407,8 +447,13 @@ def weights(cfg, seed, tied):
         if qwen3:
             t[p + 'self_attn.q_norm.weight'] = norm(d)
             t[p + 'self_attn.k_norm.weight'] = norm(d)
+        if olmo2:
+            t[p + 'self_attn.q_norm.weight'] = norm(h * d)
+            t[p + 'self_attn.k_norm.weight'] = norm(kv * d)
         t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
         t[p + 'post_attention_layernorm.weight'] = norm(e)
+        if olmo2:
+            t[p + 'post_feedforward_layernorm.weight'] = norm(e)
         if cfg['model_type'] == 'mixtral':
             t[p + 'block_sparse_moe.gate.weight'] = normal(n_exp, e, std=0.3)
             for x in range(n_exp):

@@ -34,6 +34,9 @@ pub struct DecoderSpec {
     /// makes the converter write `attention.key_length` / `value_length`; otherwise they are
     /// written only when config.json has `head_dim`.
     pub config_has_head_dim: bool,
+    /// Whether config.json's `head_dim` counts (Granite's converter drops it: hidden_size /
+    /// num_attention_heads, and no `key_length`).
+    pub reads_head_dim: bool,
     /// transformers' defaults for fields config.json may leave out.
     pub default_context: usize,
     pub default_rms_eps: f64,
@@ -41,6 +44,9 @@ pub struct DecoderSpec {
     /// `{arch}.expert_feed_forward_length` and `expert_shared_feed_forward_length` from
     /// `moe_intermediate_size` and `shared_expert_intermediate_size` (the Qwen mixtures).
     pub expert_ff_keys: bool,
+    /// F32 key/values copied from config.json when present and non-zero: (config field,
+    /// key under `{arch}.`), e.g. Granite's multipliers.
+    pub scales: &'static [(&'static str, &'static str)],
 }
 
 /// Tensors every decoder has that llama.cpp does not load, dropped as its converter drops them.
@@ -62,7 +68,12 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         .count(&["num_key_value_heads", "n_kv_heads"])?
         .unwrap_or(n_head);
     let vocab_size = h.required_count(&["vocab_size"])?;
-    let head_dim = match (h.count(&["head_dim"])?, spec.default_head_dim) {
+    let config_head_dim = if spec.reads_head_dim {
+        h.count(&["head_dim"])?
+    } else {
+        None
+    };
+    let head_dim = match (config_head_dim, spec.default_head_dim) {
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) if embd.is_multiple_of(n_head) => embd / n_head,
         (None, None) => {
@@ -233,7 +244,7 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     if let Some(n) = n_expert_used {
         md.set(k("expert_used_count"), GgufValue::U32(n as u32));
     }
-    if h.count(&["head_dim"])?.is_some() || spec.config_has_head_dim {
+    if config_head_dim.is_some() || spec.config_has_head_dim {
         md.set(k("attention.key_length"), GgufValue::U32(head_dim as u32));
         md.set(k("attention.value_length"), GgufValue::U32(head_dim as u32));
     }
@@ -249,6 +260,11 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
     if spec.pooling_from_modules {
         if let Some(p) = pooling_type(input.files)? {
             md.set(k("pooling_type"), GgufValue::U32(p));
+        }
+    }
+    for (field, key) in spec.scales {
+        if let Some(x) = h.number(&[field])?.filter(|x| *x != 0.0) {
+            md.set(k(key), GgufValue::F32(x as f32));
         }
     }
     if spec.expert_ff_keys {

@@ -8,8 +8,8 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture family, each a table: `bert`, `llama`, `mistral` (Mistral and
-//! Mixtral), `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE). What they
+//! One module per architecture family, each a table: `bert`, `granite`, `llama`, `mistral`
+//! (Mistral and Mixtral), `olmo2`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE). What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
 //! the tests run). Everything is checked before a byte is written: a config whose numbers
@@ -19,10 +19,12 @@
 
 mod bert;
 mod decoder;
+mod granite;
 mod hparams;
 mod llama;
 mod mistral;
 mod names;
+mod olmo2;
 mod qwen2;
 mod qwen3;
 mod qwen_moe;
@@ -260,9 +262,11 @@ pub(crate) struct Architecture {
 /// Every architecture we export, one line each.
 const ARCHITECTURES: &[&Architecture] = &[
     &bert::ARCH,
+    &granite::ARCH,
     &llama::ARCH,
     &mistral::ARCH,
     &mistral::MIXTRAL,
+    &olmo2::ARCH,
     &qwen2::ARCH,
     &qwen3::ARCH,
     &qwen_moe::QWEN2_MOE,

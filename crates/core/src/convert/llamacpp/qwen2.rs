@@ -41,6 +41,8 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     default_rms_eps: 1e-6,
     default_rope_theta: 10000.0,
     expert_ff_keys: false,
+    reads_head_dim: true,
+    scales: &[],
 };
 
 pub const ARCH: Architecture = Architecture {
