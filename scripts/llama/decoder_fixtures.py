@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
-BPE tokenizer, mistral, granite, olmo2, qwen2, qwen3, and the mixtures of experts mixtral,
-qwen2_moe, qwen3_moe) for __test__/llama.spec.ts.
+BPE tokenizer, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, and the mixtures of
+experts mixtral, qwen2_moe, qwen3_moe) for __test__/llama.spec.ts.
 
     decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
         Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
@@ -275,6 +275,43 @@ MODELS = {
             'errors': 'replace', 'clean_up_tokenization_spaces': False,
         },
     },
+    'smollm3': {
+        'vocab': 'llama-bpe', 'tokenizer': 'bpe', 'pattern': 'llama3', 'dtype': 'bfloat16', 'tied': True,
+        'config': {
+            'architectures': ['SmolLM3ForCausalLM'], 'model_type': 'smollm3', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 4, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 65536, 'rms_norm_eps': 1e-06,
+            'rope_theta': 5000000.0, 'rope_scaling': None, 'no_rope_layer_interval': 4,
+            'use_sliding_window': False, 'sliding_window': None, 'vocab_size': 128256,
+            'bos_token_id': 128000, 'eos_token_id': 128009, 'pad_token_id': 128004,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0,
+            'mlp_bias': False, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': True, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'PreTrainedTokenizerFast', 'bos_token': None,
+            'eos_token': '<|eot_id|>', 'model_max_length': 65536,
+            'clean_up_tokenization_spaces': True,
+        },
+    },
+    'starcoder2': {
+        'vocab': 'qwen2', 'tokenizer': 'bpe', 'pattern': 'qwen2', 'dtype': 'float32', 'tied': True,
+        'config': {
+            'architectures': ['Starcoder2ForCausalLM'], 'model_type': 'starcoder2', 'hidden_size': 64,
+            'intermediate_size': 256, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'max_position_embeddings': 16384, 'norm_epsilon': 1e-05,
+            'rope_theta': 100000.0, 'rope_scaling': None, 'sliding_window': None, 'use_bias': True,
+            'vocab_size': 151936, 'bos_token_id': 151643, 'eos_token_id': 151643,
+            'hidden_act': 'gelu_pytorch_tanh', 'attention_dropout': 0.0, 'residual_dropout': 0.0,
+            'embedding_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': True, 'torch_dtype': 'float32', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GPT2Tokenizer', 'bos_token': '<|endoftext|>', 'eos_token': '<|endoftext|>',
+            'unk_token': '<|endoftext|>', 'model_max_length': 16384, 'errors': 'replace',
+            'clean_up_tokenization_spaces': False,
+        },
+    },
 }
 
 # Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
@@ -433,14 +470,17 @@ def weights(cfg, seed, tied):
 
     t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
     olmo2 = cfg['model_type'] == 'olmo2'
+    starcoder2 = cfg['model_type'] == 'starcoder2'
     for l in range(L):
         p = f'model.layers.{l}.'
         if not olmo2:
             t[p + 'input_layernorm.weight'] = norm(e)
+        if starcoder2:
+            t[p + 'input_layernorm.bias'] = normal(e, std=0.1)
         t[p + 'self_attn.q_proj.weight'] = normal(h * d, e, std=0.2)
         t[p + 'self_attn.k_proj.weight'] = normal(kv * d, e, std=0.2)
         t[p + 'self_attn.v_proj.weight'] = normal(kv * d, e, std=0.2)
-        if qwen2:
+        if qwen2 or starcoder2:
             t[p + 'self_attn.q_proj.bias'] = normal(h * d, std=0.1)
             t[p + 'self_attn.k_proj.bias'] = normal(kv * d, std=0.1)
             t[p + 'self_attn.v_proj.bias'] = normal(kv * d, std=0.1)
@@ -451,7 +491,11 @@ def weights(cfg, seed, tied):
             t[p + 'self_attn.q_norm.weight'] = norm(h * d)
             t[p + 'self_attn.k_norm.weight'] = norm(kv * d)
         t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
+        if starcoder2:
+            t[p + 'self_attn.o_proj.bias'] = normal(e, std=0.1)
         t[p + 'post_attention_layernorm.weight'] = norm(e)
+        if starcoder2:
+            t[p + 'post_attention_layernorm.bias'] = normal(e, std=0.1)
         if olmo2:
             t[p + 'post_feedforward_layernorm.weight'] = norm(e)
         if cfg['model_type'] == 'mixtral':
@@ -471,11 +515,18 @@ def weights(cfg, seed, tied):
                 t[p + 'mlp.shared_expert.up_proj.weight'] = normal(sf, e, std=0.1)
                 t[p + 'mlp.shared_expert.down_proj.weight'] = normal(e, sf, std=0.1)
                 t[p + 'mlp.shared_expert_gate.weight'] = normal(1, e, std=0.3)
+        elif starcoder2:
+            t[p + 'mlp.c_fc.weight'] = normal(f, e, std=0.1)
+            t[p + 'mlp.c_fc.bias'] = normal(f, std=0.1)
+            t[p + 'mlp.c_proj.weight'] = normal(e, f, std=0.1)
+            t[p + 'mlp.c_proj.bias'] = normal(e, std=0.1)
         else:
             t[p + 'mlp.gate_proj.weight'] = normal(f, e, std=0.1)
             t[p + 'mlp.up_proj.weight'] = normal(f, e, std=0.1)
             t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
     t['model.norm.weight'] = norm(e)
+    if starcoder2:
+        t['model.norm.bias'] = normal(e, std=0.1)
     if not tied:
         t['lm_head.weight'] = normal(cfg['vocab_size'], e, std=0.2)
     return t

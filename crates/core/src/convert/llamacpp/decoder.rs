@@ -40,6 +40,9 @@ pub struct DecoderSpec {
     /// transformers' defaults for fields config.json may leave out.
     pub default_context: usize,
     pub default_rms_eps: f64,
+    /// LayerNorm (with biases) instead of RMSNorm: `attention.layer_norm_epsilon` from
+    /// `norm_epsilon` / `layer_norm_eps` (`default_rms_eps` its default) instead of the RMS one.
+    pub layer_norm: bool,
     pub default_rope_theta: f64,
     /// `{arch}.expert_feed_forward_length` and `expert_shared_feed_forward_length` from
     /// `moe_intermediate_size` and `shared_expert_intermediate_size` (the Qwen mixtures).
@@ -231,13 +234,19 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         k("rope.freq_base"),
         GgufValue::F32(rope.theta.unwrap_or(spec.default_rope_theta) as f32),
     );
-    let eps = h
-        .number(&["rms_norm_eps", "norm_eps"])?
-        .unwrap_or(spec.default_rms_eps);
-    md.set(
-        k("attention.layer_norm_rms_epsilon"),
-        GgufValue::F32(eps as f32),
-    );
+    let (eps_keys, eps_key): (&[&str], _) = if spec.layer_norm {
+        (
+            &["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"],
+            "attention.layer_norm_epsilon",
+        )
+    } else {
+        (
+            &["rms_norm_eps", "norm_eps"],
+            "attention.layer_norm_rms_epsilon",
+        )
+    };
+    let eps = h.number(eps_keys)?.unwrap_or(spec.default_rms_eps);
+    md.set(k(eps_key), GgufValue::F32(eps as f32));
     if let Some(n) = n_expert {
         md.set(k("expert_count"), GgufValue::U32(n as u32));
     }

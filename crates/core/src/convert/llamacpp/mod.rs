@@ -9,7 +9,8 @@
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
 //! One module per architecture family, each a table: `bert`, `granite`, `llama`, `mistral`
-//! (Mistral and Mixtral), `olmo2`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE). What they
+//! (Mistral and Mixtral), `olmo2`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
 //! the tests run). Everything is checked before a byte is written: a config whose numbers
@@ -28,6 +29,8 @@ mod olmo2;
 mod qwen2;
 mod qwen3;
 mod qwen_moe;
+mod smollm3;
+mod starcoder2;
 pub(crate) mod vocab;
 
 use crate::dtype::DType;
@@ -271,6 +274,8 @@ const ARCHITECTURES: &[&Architecture] = &[
     &qwen3::ARCH,
     &qwen_moe::QWEN2_MOE,
     &qwen_moe::QWEN3_MOE,
+    &smollm3::ARCH,
+    &starcoder2::ARCH,
 ];
 
 /// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its

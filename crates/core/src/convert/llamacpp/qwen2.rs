@@ -42,6 +42,7 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     default_rope_theta: 10000.0,
     expert_ff_keys: false,
     reads_head_dim: true,
+    layer_norm: false,
     scales: &[],
 };
 
