@@ -10,6 +10,7 @@ mod file;
 mod gguf;
 mod handle;
 mod layout;
+mod metadata;
 mod model;
 mod models;
 mod remote;

@@ -723,12 +723,9 @@ fn gguf_export_metadata(
                 .filter(|(k, _)| !gguf::split::is_split_key(k))
                 .cloned()
                 .collect();
-            // What a reader needs and a hand-made input may lack.
-            for (k, v) in standard {
-                let needed = k == gguf::keys::ARCHITECTURE || k == gguf::keys::QUANTIZATION_VERSION;
-                if needed && !kept.iter().any(|(m, _)| *m == k) {
-                    kept.push((k, v));
-                }
+            // What every reader needs and a hand-made input may lack.
+            if !kept.iter().any(|(k, _)| k == gguf::keys::ARCHITECTURE) {
+                kept.insert(0, standard[0].clone());
             }
             kept
         }

@@ -135,8 +135,9 @@ impl GgufTensorSpec {
                 self.shape.len()
             ));
         }
-        if self.shape.contains(&0) {
-            // ggml's reader divides by the outer dimensions while checking sizes.
+        if self.shape.contains(&0) && !self.copied {
+            // ggml's reader divides by the outer dimensions while checking sizes (a copied
+            // tensor is written as its input held it).
             return fail(format!(
                 "shape {:?} has an empty dimension, which ggml's reader cannot load",
                 self.shape
