@@ -163,6 +163,9 @@ impl GgufSource {
                 data_offset: parts.data_offset,
             });
         }
+        self.tensors = tensor_list(&self.header, |n| {
+            fail("a tensor listed in two files of the split GGUF".to_string()).with_tensor(n)
+        })?;
         if self.header.tensors.len() != split.tensors {
             return Err(fail(format!(
                 "'{}' is {}, but the {count} files of the split GGUF hold {} tensors",
@@ -171,9 +174,6 @@ impl GgufSource {
                 self.header.tensors.len()
             )));
         }
-        self.tensors = tensor_list(&self.header, |n| {
-            fail("a tensor listed in two files of the split GGUF".to_string()).with_tensor(n)
-        })?;
         self.shard_of = shard_of;
         Ok(())
     }
