@@ -53,7 +53,7 @@ pub fn metadata_edits(options: &Option<Object>) -> CoreResult<Vec<MetadataEdit>>
             .into_iter()
             .map(|(key, p)| {
                 let value = resolve(p, &views, bytes);
-                MetadataEdit::new(key, value).map_err(Into::into)
+                MetadataEdit::new(key, value)
             })
             .collect()
     })
@@ -147,9 +147,7 @@ fn resolve(p: Pending, views: &[ViewArg], bytes: &[&[u8]]) -> EditValue {
                 TypedArrayType::Float32 => GgufArray::F32(cast::elements::<f32>(b).into_owned()),
                 TypedArrayType::Float64 => GgufArray::F64(cast::elements::<f64>(b).into_owned()),
                 TypedArrayType::BigInt64 => GgufArray::I64(cast::elements::<i64>(b).into_owned()),
-                TypedArrayType::BigUint64 => {
-                    GgufArray::U64(cast::elements::<u64>(b).into_owned())
-                }
+                TypedArrayType::BigUint64 => GgufArray::U64(cast::elements::<u64>(b).into_owned()),
                 // ViewArg refuses the other kinds.
                 _ => GgufArray::U8(Vec::new()),
             })

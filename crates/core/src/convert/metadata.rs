@@ -58,7 +58,7 @@ impl MetadataEdit {
         }
         let value = match value {
             EditValue::Null => None,
-            v => Some(infer(&v).map_err(|m| fail(m))?),
+            v => Some(infer(&v).map_err(fail)?),
         };
         Ok(MetadataEdit { key, value })
     }
@@ -92,7 +92,9 @@ type Msg = String;
 /// The GGUF value of `v`, its type chosen as the module says.
 fn infer(v: &EditValue) -> std::result::Result<GgufValue, Msg> {
     Ok(match v {
-        EditValue::Null => return Err("null is allowed only as a whole value (it removes the key)".into()),
+        EditValue::Null => {
+            return Err("null is allowed only as a whole value (it removes the key)".into())
+        }
         EditValue::Bool(b) => GgufValue::Bool(*b),
         EditValue::String(s) => GgufValue::String(s.clone()),
         EditValue::Number(n) => number(*n),
@@ -115,7 +117,9 @@ fn infer(v: &EditValue) -> std::result::Result<GgufValue, Msg> {
                         })?,
                     }))
                 })?
-                .ok_or("an empty array has no element type: give one ({ type: 'INT32', value: [] })")?;
+                .ok_or(
+                    "an empty array has no element type: give one ({ type: 'INT32', value: [] })",
+                )?;
             list(ty, items)?
         }
         EditValue::Typed(name, value) => {
@@ -354,13 +358,22 @@ mod tests {
     fn values_no_type_holds_are_refused() {
         let typed = |t: &str, v: E| E::Typed(t.into(), Box::new(v));
         for (v, fragment) in [
-            (typed("UINT8", E::Number(256.0)), "cannot be stored as UINT8"),
-            (typed("UINT32", E::Number(-1.0)), "cannot be stored as UINT32"),
+            (
+                typed("UINT8", E::Number(256.0)),
+                "cannot be stored as UINT8",
+            ),
+            (
+                typed("UINT32", E::Number(-1.0)),
+                "cannot be stored as UINT32",
+            ),
             (typed("INT32", E::Number(1.5)), "cannot be stored as INT32"),
             (typed("BOOL", E::Number(1.0)), "cannot be stored as BOOL"),
             (typed("QUUX", E::Number(1.0)), "not a GGUF value type"),
             (E::List(vec![]), "empty array"),
-            (E::List(vec![E::Number(1.0), E::String("a".into())]), "one type"),
+            (
+                E::List(vec![E::Number(1.0), E::String("a".into())]),
+                "one type",
+            ),
             (E::List(vec![E::List(vec![])]), "empty array"),
             (E::BigInt(1 << 64), "beyond UINT64"),
         ] {
@@ -394,12 +407,18 @@ mod tests {
                 ("c".to_string(), GgufValue::Bool(false)),
             ]
         );
-        let e = apply_gguf(&mut md, &[MetadataEdit::new(keys::ARCHITECTURE, E::Null).unwrap()])
-            .unwrap_err();
+        let e = apply_gguf(
+            &mut md,
+            &[MetadataEdit::new(keys::ARCHITECTURE, E::Null).unwrap()],
+        )
+        .unwrap_err();
         assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
         let mut strings = BTreeMap::from([("format".to_string(), "pt".to_string())]);
         apply_strings(&mut strings, &edits);
-        apply_strings(&mut strings, &[MetadataEdit::new("format", E::Null).unwrap()]);
+        apply_strings(
+            &mut strings,
+            &[MetadataEdit::new("format", E::Null).unwrap()],
+        );
         assert_eq!(
             strings,
             BTreeMap::from([

@@ -535,7 +535,9 @@ pub fn convert_with(
                     .zip(types)
                     .zip(&stored)
                     .map(|((s, ty), st)| match st {
-                        Some(st) if *st == ty => GgufTensorSpec::copied(&s.name, s.shape.clone(), ty),
+                        Some(st) if *st == ty => {
+                            GgufTensorSpec::copied(&s.name, s.shape.clone(), ty)
+                        }
                         _ => GgufTensorSpec::new(&s.name, s.shape.clone(), ty),
                     })
                     .collect();
@@ -642,8 +644,10 @@ fn write_gguf_output<'d>(
     let names = paths
         .iter()
         .map(|p| {
-            p.file_name()
-                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
         })
         .collect();
     Ok((Some(names), Some(bytes)))

@@ -33,9 +33,9 @@ pub use crate::codecs::{
 pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
-pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use split::write_gguf_split;
+pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use write::write_gguf_file;
 pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec, TensorData};

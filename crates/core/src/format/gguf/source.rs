@@ -271,7 +271,11 @@ impl GgufSource {
 
     /// The memory and data section offset of the file holding tensor `i`.
     fn shard(&self, i: usize) -> (&Arc<Memory>, usize) {
-        match self.shard_of.get(i).and_then(|&s| self.more.get((s as usize).checked_sub(1)?)) {
+        match self
+            .shard_of
+            .get(i)
+            .and_then(|&s| self.more.get((s as usize).checked_sub(1)?))
+        {
             Some(f) => (&f.memory, f.data_offset),
             None => (&self.memory, self.header.data_offset),
         }

@@ -131,8 +131,8 @@ pub fn shard_metadata(
         )));
     };
     let kept = |(k, v): &(String, GgufValue)| {
-        let later_keeps = k == keys::ALIGNMENT
-            && *v != GgufValue::U32(super::DEFAULT_ALIGNMENT as u32);
+        let later_keeps =
+            k == keys::ALIGNMENT && *v != GgufValue::U32(super::DEFAULT_ALIGNMENT as u32);
         ((no == 0 && !is_split_key(k)) || (no > 0 && later_keeps)).then(|| (k.clone(), v.clone()))
     };
     let mut out: Vec<(String, GgufValue)> = metadata.iter().filter_map(kept).collect();
@@ -185,9 +185,14 @@ where
         let file = shard_path(&prefix, no, count);
         let kind = if no == 0 { Shard::Whole } else { Shard::Later };
         let options = crate::fsutil::WriteOptions::with_durability(durability);
-        write_gguf_file_data(&file, &shard_meta, &tensors[range.clone()], kind, options, |i, spec| {
-            load(range.start + i, spec)
-        })?;
+        write_gguf_file_data(
+            &file,
+            &shard_meta,
+            &tensors[range.clone()],
+            kind,
+            options,
+            |i, spec| load(range.start + i, spec),
+        )?;
         written.push(file);
         Ok(())
     });
@@ -228,14 +233,20 @@ mod tests {
         let sizes = [10, 64, 1, 100, 32];
         assert_eq!(plan_shards(&sizes, 32, 96), vec![0..2, 2..3, 3..4, 4..5]);
         assert_eq!(plan_shards(&sizes, 32, 1 << 20), vec![0..5]);
-        assert_eq!(plan_shards(&sizes, 32, 1), vec![0..1, 1..2, 2..3, 3..4, 4..5]);
+        assert_eq!(
+            plan_shards(&sizes, 32, 1),
+            vec![0..1, 1..2, 2..3, 3..4, 4..5]
+        );
         assert_eq!(plan_shards(&[], 32, 1), vec![0..0]);
     }
 
     #[test]
     fn split_keys_are_checked() {
         let md = |pairs: &[(&str, GgufValue)]| -> Vec<(String, GgufValue)> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
         };
         assert_eq!(split_info(&md(&[])).unwrap(), None);
         assert_eq!(
@@ -257,8 +268,14 @@ mod tests {
         );
         for bad in [
             md(&[(SPLIT_COUNT, GgufValue::U32(3))]),
-            md(&[(SPLIT_COUNT, GgufValue::U16(3)), (SPLIT_NO, GgufValue::U16(3))]),
-            md(&[(SPLIT_COUNT, GgufValue::U16(3)), (SPLIT_NO, GgufValue::U16(0))]),
+            md(&[
+                (SPLIT_COUNT, GgufValue::U16(3)),
+                (SPLIT_NO, GgufValue::U16(3)),
+            ]),
+            md(&[
+                (SPLIT_COUNT, GgufValue::U16(3)),
+                (SPLIT_NO, GgufValue::U16(0)),
+            ]),
         ] {
             assert_eq!(split_info(&bad).unwrap_err().code(), "ERR_INVALID_GGUF");
         }
