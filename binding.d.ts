@@ -48,7 +48,45 @@ export interface ConvertOptions {
   /** `fsync` the output before renaming it into place, and its directory after (default false: atomic rename only, like `saveFile`). */
   durable?: boolean
   onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
+  /**
+   * Keys to set in the output's metadata, or to remove (`null`); every other key is kept as the
+   * conversion writes it. GGUF types follow gguf-py's: string → STRING, boolean → BOOL, integer
+   * → INT32 (INT64 beyond it), other numbers → FLOAT32, bigint → INT64 (UINT64 beyond it), array
+   * → ARRAY of its elements' type, typed array → ARRAY of its element type; `{ type: 'UINT32',
+   * value }` chooses the type (for an array, its elements'). SafeTensors and MLX metadata hold
+   * the value's text. `split.*` keys are refused (see `maxShardBytes`), and so is removing
+   * `general.architecture`. Not for ONNX.
+   */
+  metadata?: Record<string, MetadataEditValue | null>
+  /**
+   * GGUF only: write a split set as `llama-gguf-split --split-max-size` does, each file's tensor
+   * data at most this many bytes (a tensor larger than that gets a file of its own): `out.gguf`
+   * becomes `out-00001-of-0000N.gguf` … beside it, listed in the report's `files`.
+   */
+  maxShardBytes?: number
 }
+
+/** A value of `ConvertOptions.metadata`. */
+export type MetadataEditValue =
+  | string
+  | number
+  | bigint
+  | boolean
+  | (string | number | bigint | boolean)[]
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array
+  | { type: GgufValueTypeName; value: number | bigint | string | boolean | (number | bigint | string | boolean)[] }
+
+/** GGUF's scalar value types, by the spec's names. */
+export type GgufValueTypeName = 'UINT8' | 'INT8' | 'UINT16' | 'INT16' | 'UINT32' | 'INT32' | 'UINT64' | 'INT64' | 'FLOAT32' | 'FLOAT64' | 'BOOL' | 'STRING'
 
 export interface ConvertReport {
   input: string
@@ -65,7 +103,7 @@ export interface ConvertReport {
   warnings?: string[]
   /** Tensors not written because another name holds the same bytes (a PyTorch checkpoint's tied weights, written once as Hugging Face's convert.py does; each is named in the file's `__metadata__` as `name: keptAs`). Absent when none. */
   dropped?: { name: string; keptAs: string }[]
-  /** The files written, relative to `output`, when the output is a directory (a PyTorch model directory or sharded index converted to SafeTensors). */
+  /** The files written, relative to `output`, when the output is a directory (a PyTorch model directory or sharded index converted to SafeTensors); for a split GGUF (`maxShardBytes`), the names of its files, beside where `output` would be. */
   files?: string[]
 }
 

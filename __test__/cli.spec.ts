@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { delimiter, join, resolve } from 'node:path'
-import { LinearRegression, LogisticRegression, SafeTensorsFile, convert, loadFile, saveFile, type TensorInput } from '../index.js'
+import { GgufFile, LinearRegression, LogisticRegression, SafeTensorsFile, convert, loadFile, saveFile, type TensorInput } from '../index.js'
 import { expectedJson, fixture, rawFile, tempDir } from './helpers'
 
 const BIN = resolve(__dirname, '../bin/safetensors-node.js')
@@ -98,6 +98,9 @@ describe('help, version and usage errors', () => {
     ['a bad --to', ['convert', all, '/tmp/x', '--to', 'pickle']],
     ['a bad --quantization', ['convert', all, '/tmp/x', '--to', 'gguf', '--quantization', 'Q2_K_S']],
     ['--quantization for a format without it', ['convert', all, '/tmp/x', '--to', 'mlx', '--quantization', 'F16']],
+    ['--metadata without =', ['convert', all, '/tmp/x', '--to', 'gguf', '--metadata', 'general.name']],
+    ['a bad --split-max-size', ['convert', all, '/tmp/x', '--to', 'gguf', '--split-max-size', '50T']],
+    ['--split-max-size for a format without it', ['convert', all, '/tmp/x', '--to', 'safetensors', '--split-max-size', '1M']],
     ['validate without paths', ['validate']],
     ['a bad --model', ['predict', all, '--model', 'forest']],
     ['help of an unknown command', ['help', 'frobnicate']],
@@ -316,6 +319,27 @@ describe('convert', () => {
       outputBytes: statSync(out).size,
       quantization: 'Q8_0',
     })
+  })
+
+  it('--metadata KEY=VALUE (JSON when it parses, else a string) and --remove-metadata KEY; --split-max-size with a K/M/G suffix', () => {
+    const dir = tempDir('cli-metadata-')
+    const out = join(dir, 'edited.gguf')
+    const r = cli(['convert', tiny, out, '--to', 'gguf', '--metadata', 'general.name=tiny model', '--metadata', 'test.n=7', '--metadata', 'test.list=[1.5,2]',
+      '--metadata', 'test.u={"type":"UINT32","value":9}', '--metadata', 'test.eq=a=b', '--metadata', 'test.null=null', '--remove-metadata', 'safetensors.format'])
+    expect(r.status, r.stderr).toBe(0)
+    const m = GgufFile.open(out).metadata
+    expect(m).toMatchObject({ 'general.name': 'tiny model', 'test.n': 7, 'test.u': 9, 'test.eq': 'a=b', 'test.null': 'null' })
+    expect(Array.from(m['test.list'] as Float32Array)).toEqual([1.5, 2])
+    expect(GgufFile.open(out).metadataTypes).toMatchObject({ 'test.n': 'INT32', 'test.u': 'UINT32', 'test.list': 'ARRAY[FLOAT32]' })
+    expect(m).not.toHaveProperty(['safetensors.format'])
+    const split = join(dir, 'split.gguf')
+    const s = cli(['convert', tiny, split, '--to', 'gguf', '--split-max-size', '0.001M', '--json'])
+    expect(s.status, s.stderr).toBe(0)
+    const files: string[] = json(s).files
+    expect(files.length).toBeGreaterThan(1)
+    expect(files[0]).toBe(`split-00001-of-${String(files.length).padStart(5, '0')}.gguf`)
+    expect(GgufFile.open(join(dir, files[0])).tensorNames.sort()).toEqual(GgufFile.open(join(dir, 'edited.gguf')).tensorNames.sort())
+    expect(cli(['help', 'convert']).stdout).toContain('--remove-metadata')
   })
 
   it('--durable writes the same file (the fsync itself is checked in write.spec.ts)', () => {

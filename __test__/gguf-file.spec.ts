@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join, resolve } from 'node:path'
-import { GgufFile, convert, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
+import { GgufFile, convert, inspect, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 
 /**
@@ -441,6 +441,128 @@ function serve() {
   })
   return new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
 }
+
+describe('split GGUFs (llama-gguf-split): the first file opens the whole set', () => {
+  // @ts-expect-error: a plain ESM script without types
+  const llama = import('../scripts/peers/llama-cpp.mjs') as Promise<{ llamaCpp: () => { tool: (n: string) => string } }>
+  const root = tempDir('gguf-split-')
+  const single = join(root, 'model.gguf')
+  let split: string
+  /** `llama-gguf-split --split ARGS single PREFIX` into its own directory; the first file's path. */
+  const splitWith = (name: string, args: string[], count: number): string => {
+    const out = join(root, name)
+    mkdirSync(out)
+    const r = spawnSync(split, ['--split', ...args, single, join(out, 'm')], { encoding: 'utf8' })
+    expect(r.status, r.stderr + r.stdout).toBe(0)
+    const files = Array.from({ length: count }, (_, i) => `m-${String(i + 1).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.gguf`)
+    expect(readdirSync(out).sort()).toEqual(files)
+    return join(out, files[0])
+  }
+  const names = (f: { tensorNames: string[] }) => f.tensorNames
+  const expectSameTensors = (set: GgufFile, whole: GgufFile) => {
+    expect(names(set)).toEqual(names(whole))
+    for (const name of names(whole)) {
+      expect(bytesOf(set.getTensor(name, { as: 'raw' }).data).equals(bytesOf(whole.getTensor(name, { as: 'raw' }).data)), name).toBe(true)
+      expect(set.info(name).ggmlType).toBe(whole.info(name).ggmlType)
+    }
+  }
+
+  beforeAll(async () => {
+    split = (await llama).llamaCpp().tool('llama-gguf-split')
+    // 7 tensors of 278,528 bytes (Q8_0 [256, 1024]) and one F32 vector: 1.9 MB in all.
+    const tensors: Record<string, { shape: number[]; data: Float32Array }> = {}
+    for (let i = 0; i < 7; i++) tensors[`blk.${i}.w.weight`] = { shape: [256, 1024], data: Float32Array.from({ length: 256 * 1024 }, (_, j) => Math.sin(i + j * 0.01)) }
+    tensors['norm.weight'] = { shape: [1024], data: new Float32Array(1024).fill(1) }
+    const st = join(root, 'model.safetensors')
+    saveFile(st, tensors, { metadata: { model_type: 'splitty' } })
+    await convert(st, single, { to: 'gguf', quantization: 'Q8_0' })
+  }, 120_000)
+
+  it('--split-max-tensors, --split-max-size and --no-tensor-first-split sets: every tensor equal to the single file’s; the first file’s key/values', () => {
+    expect(existsSync(split), `${split} is not built (node scripts/peers/llama-cpp.mjs)`).toBe(true)
+    const whole = GgufFile.open(single)
+    const sets = [
+      splitWith('by-tensors', ['--split-max-tensors', '3'], 3),
+      splitWith('by-size', ['--split-max-size', '1M'], 3),
+      splitWith('empty-first', ['--split-max-tensors', '3', '--no-tensor-first-split'], 4),
+    ]
+    for (const first of sets) {
+      for (const set of [GgufFile.open(first), openWeightsSync(first) as GgufFile]) {
+        expectSameTensors(set, whole)
+        expect(set.metadata['general.architecture']).toBe('splitty')
+        expect(set.metadata['split.no']).toBe(0)
+        expect(set.metadata['split.tensors.count']).toBe(8)
+        // Offsets are within the file that holds the tensor.
+        const last = set.info('norm.weight')
+        const lastFile = first.replace('-00001-of-', `-${String(set.metadata['split.count']).padStart(5, '0')}-of-`)
+        const onDisk = readFileSync(lastFile).subarray(last.offset, last.offset + last.byteLength)
+        expect(onDisk.equals(bytesOf(set.getTensor('norm.weight', { as: 'raw' }).data))).toBe(true)
+      }
+    }
+    expect(GgufFile.open(sets[2]).metadata['split.count']).toBe(4)
+  })
+
+  it('inspect and convert read the whole set (inspect lists its files)', async () => {
+    const first = join(root, 'by-tensors', 'm-00001-of-00003.gguf')
+    const report = await inspect(first)
+    expect(report.numTensors).toBe(8)
+    expect(report.files).toEqual(['m-00001-of-00003.gguf', 'm-00002-of-00003.gguf', 'm-00003-of-00003.gguf'])
+    expect(report.tensors.find((t) => t.name === 'norm.weight')!.file).toBe('m-00003-of-00003.gguf')
+    const merged = join(root, 'merged.gguf')
+    await convert(first, merged, { to: 'gguf' })
+    const back = GgufFile.open(merged)
+    expectSameTensors(back, GgufFile.open(single))
+    expect(Object.keys(back.metadata).filter((k) => k.startsWith('split.'))).toEqual([])
+  })
+
+  it('a later file, a missing file, a file of another set, a tensor twice or a wrong count: ERR_INVALID_GGUF, never a partial view', () => {
+    const from = join(root, 'by-tensors')
+    const broken = (name: string, edit: (dir: string) => void): string => {
+      const d = join(root, name)
+      cpSync(from, d, { recursive: true })
+      edit(d)
+      return join(d, 'm-00001-of-00003.gguf')
+    }
+    const expectRefused = (path: string, fragment: string) => {
+      for (const open of [() => GgufFile.open(path), () => openWeightsSync(path)]) {
+        expect(open, fragment).toThrow(expect.objectContaining({ code: 'ERR_INVALID_GGUF', message: expect.stringContaining(fragment) }))
+      }
+    }
+    expectRefused(join(from, 'm-00002-of-00003.gguf'), "open its first file, '")
+    expectRefused(join(from, 'm-00002-of-00003.gguf'), 'm-00001-of-00003.gguf')
+    expectRefused(broken('missing', (d) => rmSync(join(d, 'm-00003-of-00003.gguf'))), 'file 3 of the 3 of this split GGUF is missing')
+    // The second file of the set split with an empty first file (split.count 4) in this set's place.
+    expectRefused(broken('foreign', (d) => cpSync(join(root, 'empty-first', 'm-00002-of-00004.gguf'), join(d, 'm-00002-of-00003.gguf'))), 'belongs to another split GGUF')
+    // File 3 in file 2's place: it says split.no 2.
+    expectRefused(broken('swapped', (d) => cpSync(join(d, 'm-00003-of-00003.gguf'), join(d, 'm-00002-of-00003.gguf'))), 'belongs to another split GGUF')
+    /** Set the UINT16 / INT32 value of `key` in the file at `path`. */
+    const patch = (path: string, key: string, value: number) => {
+      const bytes = readFileSync(path)
+      const at = bytes.indexOf(Buffer.from(key)) + key.length + 4
+      if (key === 'split.tensors.count') bytes.writeInt32LE(value, at)
+      else bytes.writeUInt16LE(value, at)
+      writeFileSync(path, bytes)
+    }
+    // File 2 again as file 3, its split.no made 2: its tensors are listed twice.
+    expectRefused(
+      broken('twice', (d) => {
+        cpSync(join(d, 'm-00002-of-00003.gguf'), join(d, 'm-00003-of-00003.gguf'))
+        patch(join(d, 'm-00003-of-00003.gguf'), 'split.no', 2)
+      }),
+      'a tensor listed in two files of the split GGUF',
+    )
+    expectRefused(
+      broken('count', (d) => {
+        for (const f of readdirSync(d)) patch(join(d, f), 'split.tensors.count', 9)
+      }),
+      "'split.tensors.count' is 9, but the 3 files of the split GGUF hold 8 tensors",
+    )
+    // The first file renamed: the others cannot be found from its name.
+    const renamed = join(root, 'renamed.gguf')
+    cpSync(join(from, 'm-00001-of-00003.gguf'), renamed)
+    expectRefused(renamed, 'must be named PREFIX-00001-of-00003.gguf')
+  })
+})
 
 describe('GgufFile.openUrl: range requests', () => {
   beforeAll(async () => {

@@ -672,6 +672,114 @@ describe('no silent data loss', () => {
   })
 })
 
+/** gguf_dump_peer.py: every key/value (types and value as Python prints it) and tensor (type, shape, SHA-256 of its bytes) as gguf-py's GGUFReader reads each file. */
+type PyDump = { keys: string[]; kv: Record<string, { types: string[]; value: string }>; tensors: Record<string, { type: string; shape: number[]; sha256: string }> }
+function ggufPyDump(...files: string[]): PyDump[] {
+  const run = spawnSync(PYTHON, [resolve(__dirname, '../scripts/gguf_dump_peer.py'), ...files], { encoding: 'utf8', maxBuffer: 64 << 20 })
+  expect(run.status, run.stderr).toBe(0)
+  return JSON.parse(run.stdout)
+}
+
+describe('GGUF → GGUF: key/values and tensors kept, metadata edits', () => {
+  const dir = tempDir('gguf-gguf-')
+  const src = join(dir, 'src.safetensors')
+  saveFile(src, SOURCE, { metadata: SOURCE_METADATA })
+  const q4 = join(dir, 'q4.gguf')
+  const made = convert(src, q4, { to: 'gguf', quantization: 'Q4_0' })
+
+  it('without options: every key/value (general.file_type and general.quantization_version too) and every tensor’s bytes as gguf-py reads them; the same bytes', async () => {
+    await made
+    const copy = join(dir, 'copy.gguf')
+    const report = await convert(q4, copy, { to: 'gguf' })
+    expect(report).toMatchObject({ inputFormat: 'gguf', outputFormat: 'gguf', tensors: 5 })
+    const [a, b] = ggufPyDump(q4, copy)
+    expect(a.kv['general.file_type']).toEqual({ types: ['UINT32'], value: '2' })
+    expect(a.kv['general.quantization_version']).toEqual({ types: ['UINT32'], value: '2' })
+    expect(b.keys).toEqual(a.keys)
+    expect(b.kv).toEqual(a.kv)
+    // Block types copied as stored, not decoded to F32 and written again.
+    expect(Object.values(b.tensors).map((t) => t.type)).toContain('Q4_0')
+    expect(b.tensors).toEqual(a.tensors)
+    expect(readFileSync(copy).equals(readFileSync(q4))).toBe(true)
+  })
+
+  it('metadata: keys set (types as gguf-py gives them, or as given), removed with null, the rest and every tensor kept', async () => {
+    await made
+    const out = join(dir, 'edited.gguf')
+    await convert(q4, out, {
+      to: 'gguf',
+      metadata: {
+        'tokenizer.chat_template': '{{ messages }}',
+        'general.name': null,
+        'general.file_type': { type: 'UINT32', value: 2 },
+        'test.int': 7,
+        'test.wide': 2 ** 40,
+        'test.float': 0.5,
+        'test.bool': true,
+        'test.big': 5n,
+        'test.list': [1, 2, 3],
+        'test.strings': ['a', 'b'],
+        'test.u16': new Uint16Array([1, 65535]),
+        'test.f64': { type: 'FLOAT64', value: 0.1 },
+        'test.absent': null,
+      },
+    })
+    const [a, b] = ggufPyDump(q4, out)
+    expect(b.tensors).toEqual(a.tensors)
+    const kept = a.keys.filter((k) => k !== 'general.name')
+    expect(b.keys).toEqual([...kept, 'tokenizer.chat_template', 'test.int', 'test.wide', 'test.float', 'test.bool', 'test.big', 'test.list', 'test.strings', 'test.u16', 'test.f64'])
+    for (const k of kept) expect(b.kv[k], k).toEqual(a.kv[k])
+    expect(b.kv).toMatchObject({
+      'tokenizer.chat_template': { types: ['STRING'], value: "'{{ messages }}'" },
+      'test.int': { types: ['INT32'], value: '7' },
+      'test.wide': { types: ['INT64'], value: String(2 ** 40) },
+      'test.float': { types: ['FLOAT32'], value: '0.5' },
+      'test.bool': { types: ['BOOL'], value: 'True' },
+      'test.big': { types: ['INT64'], value: '5' },
+      'test.list': { types: ['ARRAY', 'INT32'], value: '[1, 2, 3]' },
+      'test.strings': { types: ['ARRAY', 'STRING'], value: "['a', 'b']" },
+      'test.u16': { types: ['ARRAY', 'UINT16'], value: '[1, 65535]' },
+      'test.f64': { types: ['FLOAT64'], value: '0.1' },
+    })
+  })
+
+  it('metadata of a SafeTensors or MLX output: the value’s text; null removes', async () => {
+    const out = join(dir, 'edited.safetensors')
+    await convert(src, out, { to: 'safetensors', metadata: { provenance: null, note: 'x', n: 7, list: [1, 2] } })
+    expect(SafeTensorsFile.open(out).metadata).toEqual({ model_type: 'toy', note: 'x', n: '7', list: '[1,2]' })
+    const fromGguf = join(dir, 'from-gguf.safetensors')
+    await made
+    await convert(q4, fromGguf, { to: 'safetensors', metadata: { 'gguf.general.name': null, extra: true } })
+    const meta = SafeTensorsFile.open(fromGguf).metadata!
+    expect(meta).not.toHaveProperty(['gguf.general.name'])
+    expect(meta).toMatchObject({ 'gguf.general.architecture': 'toy', extra: 'true' })
+  })
+
+  it('edits no GGUF can hold, or that would break the file, are ERR_INVALID_ARGUMENT and write nothing', async () => {
+    await made
+    const out = join(dir, 'refused.gguf')
+    for (const [metadata, fragment] of [
+      [{ 'split.count': 2 }, 'maxShardBytes'],
+      [{ 'general.architecture': null }, 'cannot be removed'],
+      [{ 'general.alignment': 24 }, 'general.alignment'],
+      [{ n: { type: 'UINT8', value: 256 } }, 'cannot be stored as UINT8'],
+      [{ n: { type: 'QUUX', value: 1 } }, 'not a GGUF value type'],
+      [{ n: [] }, 'empty array'],
+      [{ n: [1, 'a'] }, 'one type'],
+      [{ n: {} }, '{ type, value }'],
+    ] as const) {
+      await expect(convert(q4, out, { to: 'gguf', metadata: metadata as any }), JSON.stringify(metadata)).rejects.toMatchObject({
+        code: 'ERR_INVALID_ARGUMENT',
+        message: expect.stringContaining(fragment),
+      })
+      expect(existsSync(out)).toBe(false)
+    }
+    await expect(convert(src, join(dir, 'm.onnx'), { to: 'onnx', metadata: { a: 'b' } })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('ONNX') })
+    await expect(convert(src, join(dir, 'm.safetensors'), { to: 'safetensors', maxShardBytes: 1000 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining("only to: 'gguf'") })
+    await expect(convert(src, out, { to: 'gguf', maxShardBytes: 0 })).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('maxShardBytes') })
+  })
+})
+
 describe('every ggml type gguf-py writes reads back (GGUF → SafeTensors)', () => {
   const dir = tempDir('gguf-types-')
   // Every type gguf-py 0.19 dequantizes, plus the plain ones; odd row counts.

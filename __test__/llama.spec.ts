@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { cpSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { convert, loadFile, saveFile } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
@@ -145,6 +145,34 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
         'tokenizer.ggml.pre': 'unused for WordPiece',
       })
     }
+  })
+
+  it('maxShardBytes: a split set gguf-py reads file by file, llama-gguf-split --merge gives the single file’s tensors, llama.cpp loads it from its first file', async () => {
+    const whole = join(dir, 'minilm-whole-F16.gguf')
+    await convert(modelDir, whole, { to: 'gguf', quantization: 'F16' })
+    const report = await convert(modelDir, join(dir, 'minilm-split.gguf'), { to: 'gguf', quantization: 'F16', maxShardBytes: 20e6 })
+    // 45 MB of F16 tensors, at most 20 MB of them per file (the largest tensor, 23 MB, alone).
+    const n = report.files!.length
+    expect(n).toBeGreaterThanOrEqual(3)
+    expect(report.files).toEqual(Array.from({ length: n }, (_, i) => `minilm-split-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.gguf`))
+    const files = report.files!.map((f) => join(dir, f))
+    expect(report.outputBytes).toBe(files.reduce((n, f) => n + statSync(f).size, 0))
+    const dumps = JSON.parse(run(PYTHON, [resolve(__dirname, '../scripts/gguf_dump_peer.py'), ...files]))
+    let tensors = 0
+    for (const [i, d] of dumps.entries()) {
+      expect(d.kv['split.no'], files[i]).toEqual({ types: ['UINT16'], value: String(i) })
+      expect(d.kv['split.count']).toEqual({ types: ['UINT16'], value: String(n) })
+      expect(d.kv['split.tensors.count']).toEqual({ types: ['INT32'], value: '101' })
+      // The model's key/values in the first file only.
+      expect('general.architecture' in d.kv).toBe(i === 0)
+      tensors += Object.keys(d.tensors).length
+    }
+    expect(tensors).toBe(101)
+    const merged = join(dir, 'minilm-merged.gguf')
+    run(LLAMA.tool('llama-gguf-split'), ['--merge', files[0], merged])
+    expect(summary(merged).tensors).toEqual(summary(whole).tensors)
+    const sentences = ref.sentences.slice(0, 3)
+    expect(llamaEmbed(files[0], sentences)).toEqual(llamaEmbed(whole, sentences))
   })
 
   it("llama.cpp's token ids equal Hugging Face's (tokenizers and sentence-transformers)", () => {

@@ -109,6 +109,7 @@ pub fn convert(
         let quantization = option::<String>(&options, "quantization")
             .and_then(|q| q.as_deref().map(Preset::parse).transpose());
         let durable = option::<bool>(&options, "durable");
+        let settings = convert_settings(&options);
         let callback = match &options {
             None => Ok(None),
             Some(o) => o
@@ -126,7 +127,7 @@ pub fn convert(
         };
         Ok(CoreTask::new(move || {
             callback_ok?;
-            let (to, quantization, durable) = (to?, quantization?, durable?);
+            let (to, quantization, durable, settings) = (to?, quantization?, durable?, settings?);
             // Report at most ~100 steps: each one is a round trip to the JS thread.
             let mut last_percent = None;
             let mut report_progress = |done: u64, total: u64| {
@@ -145,15 +146,34 @@ pub fn convert(
                 durability: crate::write::Durable::arg(durable).durability(),
                 progress: Some(&mut report_progress),
             };
-            let report = convert::convert(
+            let report = convert::convert_with(
                 Path::new(&input),
                 Path::new(&output),
                 to,
                 quantization,
+                &settings,
                 options,
             )?;
             json(report)
         }))
+    })
+}
+
+/// `metadata` and `maxShardBytes` of `convert`'s options.
+fn convert_settings(options: &Option<Object>) -> CoreResult<convert::ConvertSettings> {
+    let max = option::<f64>(options, "maxShardBytes")?;
+    let max_shard_bytes = match max {
+        None => None,
+        Some(n) if n >= 1.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => Some(n as u64),
+        Some(n) => {
+            return Err(invalid_argument(format!(
+                "options.maxShardBytes must be a positive whole number of bytes, not {n}"
+            )))
+        }
+    };
+    Ok(convert::ConvertSettings {
+        metadata: crate::metadata::metadata_edits(options)?,
+        max_shard_bytes,
     })
 }
 

@@ -102,7 +102,7 @@ fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> 
         stored_type: t.stored.to_string(),
         shape: shape_to_js(&t.shape),
         data_offsets: vec![start, start + g.byte_len as f64],
-        offset: (source.header().data_offset as u64 + g.offset) as f64,
+        offset: source.file_offset(name).unwrap_or(g.offset) as f64,
         byte_length: g.byte_len as f64,
         numel: t.numel() as f64,
     })

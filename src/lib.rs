@@ -11,6 +11,7 @@ mod gguf;
 mod handle;
 mod hub;
 mod layout;
+mod metadata;
 mod model;
 mod models;
 mod remote;

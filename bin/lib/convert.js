@@ -18,7 +18,7 @@ function wrap(text, width, indent) {
   return lines.map((l) => `\n${indent}${l}`).join('')
 }
 
-const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--durable] [--quiet] [--json]'
+const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--metadata KEY=VALUE]... [--remove-metadata KEY]... [--split-max-size N] [--durable] [--quiet] [--json]'
 
 const help = `Usage: ${usage}
 
@@ -33,6 +33,13 @@ Options:
       --quantization TYPE   GGUF only: a llama-quantize preset (below); each tensor gets the
                             type llama-quantize gives it. Without it every tensor keeps its
                             type (integers always do)
+      --metadata KEY=VALUE  set KEY in OUT's metadata (repeatable). VALUE is read as JSON when
+                            it parses (7 → INT32, 0.5 → FLOAT32, true → BOOL, ["a","b"] → an
+                            array, {"type":"UINT32","value":7} → that type), else as a string
+      --remove-metadata KEY remove KEY from OUT's metadata (repeatable)
+      --split-max-size N    GGUF only: write OUT as a split set (OUT-00001-of-0000N.gguf …)
+                            whose files hold at most N bytes of tensors each, as
+                            llama-gguf-split does (N in bytes, or with K, M or G: 1000-based)
       --durable             fsync OUT before renaming it into place (survives a power cut;
                             without it the write is atomic but may be lost on power loss)
   -q, --quiet               no progress bar and no summary
@@ -50,14 +57,47 @@ Examples:
   safetensors-node convert model.safetensors model.gguf --to gguf --quantization Q8_0
   safetensors-node convert model-f16.gguf model-Q4_K_M.gguf --to gguf --quantization Q4_K_M
   safetensors-node convert model.gguf model.safetensors --to safetensors
-  safetensors-node convert ./classifier classifier.onnx --to onnx`
+  safetensors-node convert ./classifier classifier.onnx --to onnx
+  safetensors-node convert in.gguf out.gguf --to gguf --metadata general.name=tiny --remove-metadata general.url
+  safetensors-node convert ./model model.gguf --to gguf --split-max-size 2G`
 
 const options = {
   to: { type: 'string', short: 't' },
   quantization: { type: 'string' },
+  metadata: { type: 'string', multiple: true },
+  'remove-metadata': { type: 'string', multiple: true },
+  'split-max-size': { type: 'string' },
   durable: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   json: { type: 'boolean' },
+}
+
+/** `--metadata KEY=VALUE` and `--remove-metadata KEY` as `convert`'s `metadata` option. */
+function metadataEdits(values) {
+  const edits = {}
+  for (const pair of values.metadata ?? []) {
+    const eq = pair.indexOf('=')
+    if (eq <= 0) throw new UsageError(`--metadata takes KEY=VALUE, not '${pair}'`, 'convert')
+    const text = pair.slice(eq + 1)
+    let value
+    try {
+      value = JSON.parse(text)
+    } catch {
+      value = text
+    }
+    // JSON null would remove the key: that is --remove-metadata's job.
+    edits[pair.slice(0, eq)] = value === null ? text : value
+  }
+  for (const key of values['remove-metadata'] ?? []) edits[key] = null
+  return Object.keys(edits).length > 0 ? edits : undefined
+}
+
+/** `--split-max-size`: bytes, or a number with K, M or G (1000-based, as llama-gguf-split). */
+function splitSize(text) {
+  const m = /^([0-9]+(?:\.[0-9]+)?)([KMG]?)$/i.exec(text.trim())
+  const bytes = m ? Math.round(Number(m[1]) * { '': 1, K: 1e3, M: 1e6, G: 1e9 }[m[2].toUpperCase()]) : NaN
+  if (!(bytes >= 1) || !Number.isSafeInteger(bytes)) throw new UsageError(`--split-max-size takes a size such as 50G, 500M or 1000000, not '${text}'`, 'convert')
+  return bytes
 }
 
 /** The report with keys in reading order (any others after). */
@@ -83,6 +123,13 @@ async function run(ctx, values, positionals) {
     if (to !== 'gguf') throw new UsageError('--quantization applies only to --to gguf', 'convert')
   }
 
+  const metadata = metadataEdits(values)
+  let maxShardBytes
+  if (values['split-max-size'] !== undefined) {
+    maxShardBytes = splitSize(values['split-max-size'])
+    if (to !== 'gguf') throw new UsageError('--split-max-size applies only to --to gguf', 'convert')
+  }
+
   const showProgress = Boolean(ctx.stderr.isTTY) && !values.quiet
   const bar = showProgress ? ui.progressBar(ctx.stderr) : null
   ctx.onInterrupt(() => bar && bar.clear())
@@ -92,6 +139,8 @@ async function run(ctx, values, positionals) {
     report = await ctx.lib().convert(input, output, {
       to,
       ...(quantization !== undefined ? { quantization } : {}),
+      ...(metadata !== undefined ? { metadata } : {}),
+      ...(maxShardBytes !== undefined ? { maxShardBytes } : {}),
       ...(values.durable ? { durable: true } : {}),
       ...(bar ? { onProgress: bar.update } : {}),
     })

@@ -32,7 +32,7 @@ import { fileURLToPath } from 'node:url'
 
 export const LLAMA_CPP_PYTHON_VERSION = '0.3.36'
 /** The programs the tests run (llama-quantize for the GGUF-types tests). */
-export const TARGETS = ['llama-quantize', 'llama-embedding', 'llama-tokenize', 'llama-simple']
+export const TARGETS = ['llama-quantize', 'llama-embedding', 'llama-tokenize', 'llama-simple', 'llama-gguf-split']
 
 /**
  * The instruction-set levels a build may target, with ggml's CMake options for each. No AVX-512

@@ -7,7 +7,7 @@
 
 use crate::error::{CoreError, Result};
 use crate::format::detect::Detected;
-use crate::format::gguf::{self, export, GgufTensorSpec, GgufValue, Preset};
+use crate::format::gguf::{self, export, GgmlType, GgufTensorSpec, GgufValue, Preset, TensorData};
 use crate::format::mlx;
 use crate::format::safetensors::{self as st, TensorSpec};
 use crate::format::{self as formats, OpenOptions};
@@ -21,7 +21,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub mod llamacpp;
+pub mod metadata;
 pub mod pytorch;
+
+pub use metadata::{EditValue, MetadataEdit};
 
 /// What `inputFormat` / `format` call a model directory (its weights have their own format).
 pub const MODEL_DIR: &str = "model-dir";
@@ -131,9 +134,21 @@ pub struct ConvertReport {
     /// checkpoint's tied weights, written once as Hugging Face's convert.py does).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<pytorch::DroppedTensor>,
-    /// The files written, relative to `output`, when the output is a directory.
+    /// The files written, relative to `output` when the output is a directory; for a split
+    /// GGUF, the names of its files (beside where `output` would be).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<String>>,
+}
+
+/// What a conversion does besides converting (the options beyond the target and the
+/// quantization).
+#[derive(Debug, Clone, Default)]
+pub struct ConvertSettings {
+    /// Keys set or removed in the output's metadata, in order ([`metadata`]).
+    pub metadata: Vec<MetadataEdit>,
+    /// GGUF only: write a split set whose files each hold at most this many bytes of tensor
+    /// data ([`gguf::split`]), named after `output` (`out.gguf` → `out-00001-of-0000N.gguf`).
+    pub max_shard_bytes: Option<u64>,
 }
 
 /// Output formats of [`convert`].
@@ -334,6 +349,26 @@ pub fn convert(
     quantization: Option<Preset>,
     options: WriteOptions<'_>,
 ) -> Result<ConvertReport> {
+    convert_with(
+        input_path,
+        output,
+        to,
+        quantization,
+        &ConvertSettings::default(),
+        options,
+    )
+}
+
+/// [`convert`] with [`ConvertSettings`]: metadata edits (every target but ONNX, which has
+/// no metadata) and, for GGUF, a split output.
+pub fn convert_with(
+    input_path: &Path,
+    output: &Path,
+    to: Target,
+    quantization: Option<Preset>,
+    settings: &ConvertSettings,
+    options: WriteOptions<'_>,
+) -> Result<ConvertReport> {
     let WriteOptions {
         durability,
         progress: mut listener,
@@ -348,6 +383,18 @@ pub fn convert(
             "options.quantization applies only to: 'gguf'",
         ));
     }
+    if settings.max_shard_bytes.is_some() && to != Target::Gguf {
+        return Err(CoreError::invalid_argument(
+            "options.maxShardBytes applies only to: 'gguf'",
+        ));
+    }
+    if !settings.metadata.is_empty() && to == Target::Onnx {
+        return Err(CoreError::invalid_argument(
+            "options.metadata applies to 'gguf', 'safetensors' and 'mlx' (ONNX output has no \
+             metadata)",
+        ));
+    }
+    let edits = &settings.metadata[..];
     let input = Input::open(input_path)?;
     let s = input.source.as_ref();
     let specs: Vec<TensorSpec> = s
@@ -363,11 +410,12 @@ pub fn convert(
     let mut written_tensors = specs.len();
     let mut dropped = Vec::new();
     let mut output_files = None;
+    let mut output_bytes = None;
     progress(0, total);
     match to {
         Target::SafeTensors if pytorch::applies(s) => {
             let written =
-                pytorch::to_safetensors(input_path, s, output, durability, &mut |done| {
+                pytorch::to_safetensors(input_path, s, output, durability, edits, &mut |done| {
                     progress(done, total)
                 })?;
             progress(total, total);
@@ -377,7 +425,10 @@ pub fn convert(
             warnings = written.warnings;
         }
         Target::SafeTensors => {
-            let kept = metadata.as_safetensors_metadata(st::MAX_HEADER_SIZE)?;
+            let mut kept = metadata.as_safetensors_metadata(st::MAX_HEADER_SIZE)?;
+            if !edits.is_empty() {
+                metadata::apply_strings(kept.get_or_insert_with(BTreeMap::new), edits);
+            }
             let mut behind = ReleaseBehind::new(s);
             st::save_streaming(
                 output,
@@ -416,19 +467,36 @@ pub fn convert(
             if let Some(llamacpp::Recognition::Unknown(w)) = &recognized {
                 warnings.push(w.clone());
             }
-            if let Some(llamacpp::Recognition::Known(export)) = recognized {
+            if let Some(llamacpp::Recognition::Known(mut export)) = recognized {
+                metadata::apply_gguf(&mut export.metadata, edits)?;
                 let sizes: BTreeMap<&str, u64> = specs
                     .iter()
                     .map(|s| (s.name.as_str(), s.byte_len as u64))
                     .collect();
+                let gspecs: Vec<GgufTensorSpec> = export
+                    .tensors
+                    .iter()
+                    .map(|t| GgufTensorSpec::new(&t.name, t.shape.clone(), t.ggml_type))
+                    .collect();
                 let mut behind = ReleaseBehind::new(s);
-                export.write(output, WriteOptions::with_durability(durability), |name| {
-                    behind.next(name);
-                    let view = s.view(name)?;
-                    done += sizes.get(name).copied().unwrap_or(0);
-                    progress(done, total);
-                    Ok(view)
-                })?;
+                let written = write_gguf_output(
+                    output,
+                    &export.metadata,
+                    &gspecs,
+                    settings.max_shard_bytes,
+                    durability,
+                    |i, _| {
+                        let view = export.load(&export.tensors[i], |name| {
+                            behind.next(name);
+                            let view = s.view(name)?;
+                            done += sizes.get(name).copied().unwrap_or(0);
+                            progress(done, total);
+                            Ok(view)
+                        })?;
+                        Ok(TensorData::View(view))
+                    },
+                )?;
+                (output_files, output_bytes) = written;
                 progress(total, total);
                 warnings.extend(export.warnings.iter().cloned());
                 architecture = Some(export.architecture.to_string());
@@ -449,25 +517,49 @@ pub fn convert(
                         gguf_input: gguf_pairs.is_some(),
                     })
                     .collect();
-                let types = gguf::plan_export(choice, &model, &exports)?;
+                let mut types = gguf::plan_export(choice, &model, &exports)?;
+                // A GGUF input's tensors keep their stored type without a preset, and are
+                // copied as stored wherever their type stays (as llama-quantize copies them).
+                let stored: Vec<Option<GgmlType>> = s
+                    .tensors()
+                    .iter()
+                    .map(|t| gguf_pairs.and(GgmlType::from_name(&t.stored)))
+                    .collect();
+                if quantization.is_none() {
+                    for (ty, st) in types.iter_mut().zip(&stored) {
+                        *ty = st.unwrap_or(*ty);
+                    }
+                }
                 let gspecs: Vec<GgufTensorSpec> = specs
                     .iter()
                     .zip(types)
-                    .map(|(s, ty)| GgufTensorSpec::new(&s.name, s.shape.clone(), ty))
+                    .zip(&stored)
+                    .map(|((s, ty), st)| match st {
+                        Some(st) if *st == ty => {
+                            GgufTensorSpec::copied(&s.name, s.shape.clone(), ty)
+                        }
+                        _ => GgufTensorSpec::new(&s.name, s.shape.clone(), ty),
+                    })
                     .collect();
-                let gguf_metadata = gguf_export_metadata(s, input_path, quantization, &gspecs);
+                let mut gguf_metadata = gguf_export_metadata(s, input_path, quantization, &gspecs);
+                metadata::apply_gguf(&mut gguf_metadata, edits)?;
                 let mut behind = ReleaseBehind::new(s);
-                gguf::write_gguf_file(
+                (output_files, output_bytes) = write_gguf_output(
                     output,
                     &gguf_metadata,
                     &gspecs,
-                    WriteOptions::with_durability(durability),
+                    settings.max_shard_bytes,
+                    durability,
                     |i, spec| {
                         behind.next(&spec.name);
-                        let view = s.view(&spec.name)?;
+                        let data = if spec.copied {
+                            TensorData::Stored(s.fetch_raw(&spec.name)?.into_cow())
+                        } else {
+                            TensorData::View(s.view(&spec.name)?)
+                        };
                         done += specs[i].byte_len as u64;
                         progress(done, total);
-                        Ok(view)
+                        Ok(data)
                     },
                 )?;
             }
@@ -477,10 +569,14 @@ pub fn convert(
                 .iter()
                 .map(|t| s.view(&t.name))
                 .collect::<Result<_>>()?;
+            let mut strings = metadata.strings().cloned();
+            if !edits.is_empty() {
+                metadata::apply_strings(strings.get_or_insert_with(BTreeMap::new), edits);
+            }
             mlx::save_mlx(
                 output,
                 &views,
-                metadata.strings(),
+                strings.as_ref(),
                 WriteOptions::with_durability(durability),
             )?;
             progress(total, total);
@@ -490,13 +586,14 @@ pub fn convert(
             progress(total, total);
         }
     }
-    let output_bytes = match &output_files {
-        Some(files) => files
+    let output_bytes = match (output_bytes, &output_files) {
+        (Some(bytes), _) => bytes,
+        (None, Some(files)) => files
             .iter()
             .filter_map(|f| std::fs::metadata(output.join(f)).ok())
             .map(|m| m.len())
             .sum(),
-        None => std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        (None, None) => std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
     };
     Ok(ConvertReport {
         input: input_path.display().to_string(),
@@ -512,6 +609,48 @@ pub fn convert(
         dropped,
         files: output_files,
     })
+}
+
+/// The files written and their bytes in all, for a split output (`None` for one file).
+type Written = (Option<Vec<String>>, Option<u64>);
+
+/// Write a GGUF output: one file at `output`, or with `max_shard_bytes` a split set named
+/// after it ([`gguf::write_gguf_split`]).
+fn write_gguf_output<'d>(
+    output: &Path,
+    metadata: &[(String, GgufValue)],
+    specs: &[GgufTensorSpec],
+    max_shard_bytes: Option<u64>,
+    durability: crate::fsutil::Durability,
+    load: impl FnMut(usize, &GgufTensorSpec) -> Result<TensorData<'d>>,
+) -> Result<Written> {
+    let Some(max) = max_shard_bytes else {
+        gguf::write::write_gguf_file_data(
+            output,
+            metadata,
+            specs,
+            gguf::write::Shard::Whole,
+            WriteOptions::with_durability(durability),
+            load,
+        )?;
+        return Ok((None, None));
+    };
+    let paths = gguf::write_gguf_split(output, metadata, specs, max, durability, load)?;
+    let bytes = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let names = paths
+        .iter()
+        .map(|p| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    Ok((Some(names), Some(bytes)))
 }
 
 /// Gives back the input's mapped pages one tensor behind a streaming writer.
@@ -550,11 +689,12 @@ impl Drop for ReleaseBehind<'_> {
     }
 }
 
-/// The metadata of a GGUF export: the standard keys, then the input's own — a GGUF input's
-/// key/values (but those describing its layout), string metadata (a SafeTensors file's or
-/// model directory's `__metadata__`, weights.mlx's `metadata`) as `<format>.*` strings
-/// (`safetensors.format`) — and, for a preset, `general.file_type` and
-/// `general.quantization_version` as llama-quantize writes them.
+/// The metadata of a GGUF export. A GGUF input's key/values are kept as they are, in order
+/// (but the `split.*` keys of a split input, which describe its files); other inputs get the
+/// standard keys, then their string metadata (a SafeTensors file's or model directory's
+/// `__metadata__`, weights.mlx's `metadata`) as `<format>.*` strings (`safetensors.format`).
+/// With a preset, `general.file_type` and `general.quantization_version` are set as
+/// llama-quantize sets them.
 fn gguf_export_metadata(
     s: &dyn TensorSource,
     input_path: &Path,
@@ -579,28 +719,43 @@ fn gguf_export_metadata(
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-    let mut metadata = gguf::standard_metadata(&architecture, &name, gspecs);
-    for (k, v) in source_metadata.gguf_pairs().into_iter().flatten() {
-        if !export::is_layout_key(k) && !metadata.iter().any(|(m, _)| m == k) {
-            metadata.push((k.clone(), v.clone()));
+    let standard = gguf::standard_metadata(&architecture, &name, gspecs);
+    let mut metadata = match source_metadata.gguf_pairs() {
+        Some(pairs) => {
+            let mut kept: Vec<(String, GgufValue)> = pairs
+                .iter()
+                .filter(|(k, _)| !gguf::split::is_split_key(k))
+                .cloned()
+                .collect();
+            // What every reader needs and a hand-made input may lack.
+            if !kept.iter().any(|(k, _)| k == gguf::keys::ARCHITECTURE) {
+                kept.insert(0, standard[0].clone());
+            }
+            kept
         }
-    }
-    let namespace = s.format().metadata_namespace();
-    for (k, v) in source_metadata.strings().into_iter().flatten() {
-        metadata.push((format!("{namespace}.{k}"), GgufValue::String(v.clone())));
-    }
+        None => {
+            let mut metadata = standard;
+            let namespace = s.format().metadata_namespace();
+            for (k, v) in source_metadata.strings().into_iter().flatten() {
+                metadata.push((format!("{namespace}.{k}"), GgufValue::String(v.clone())));
+            }
+            metadata
+        }
+    };
     if let Some(p) = preset {
         // As llama-quantize writes them, whether or not a tensor ended up quantized.
-        if !metadata
-            .iter()
-            .any(|(k, _)| k == gguf::keys::QUANTIZATION_VERSION)
-        {
-            metadata.push((
-                gguf::keys::QUANTIZATION_VERSION.to_string(),
+        for (key, value) in [
+            (
+                gguf::keys::QUANTIZATION_VERSION,
                 GgufValue::U32(gguf::QUANTIZATION_VERSION),
-            ));
+            ),
+            (export::FILE_TYPE, export::file_type_value(p)),
+        ] {
+            match metadata.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) => *v = value,
+                None => metadata.push((key.to_string(), value)),
+            }
         }
-        metadata.push((export::FILE_TYPE.to_string(), export::file_type_value(p)));
     }
     metadata
 }

@@ -127,6 +127,7 @@ pub fn to_safetensors(
     source: &dyn TensorSource,
     output: &Path,
     durability: Durability,
+    edits: &[super::MetadataEdit],
     progress: &mut dyn FnMut(u64),
 ) -> Result<Written> {
     let tied = source.tied_tensors();
@@ -222,6 +223,7 @@ pub fn to_safetensors(
                 }
             }
         }
+        super::metadata::apply_strings(&mut metadata, edits);
         progress(done);
         let crcs = write_file(
             source,

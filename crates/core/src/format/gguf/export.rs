@@ -325,15 +325,6 @@ pub fn metadata_as_strings(
         .collect()
 }
 
-/// Keys of a GGUF input not carried into a GGUF output: the writer sets them anew (layout,
-/// quantization) or they describe the input's splitting into files.
-pub fn is_layout_key(key: &str) -> bool {
-    matches!(
-        key,
-        super::keys::ALIGNMENT | super::keys::QUANTIZATION_VERSION | FILE_TYPE
-    ) || key.starts_with("split.")
-}
-
 /// `general.file_type`: llama.cpp's number for a file's quantization mix.
 pub const FILE_TYPE: &str = "general.file_type";
 

@@ -20,8 +20,9 @@
 pub mod export;
 mod read;
 pub mod source;
+pub mod split;
 mod value;
-mod write;
+pub(crate) mod write;
 
 pub use crate::codecs::presets::{Preset, QuantizationChoice, TensorPlan, TypePlanModel};
 pub use crate::codecs::{
@@ -32,10 +33,12 @@ pub use crate::codecs::{
 pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
+#[cfg(feature = "fs")]
+pub use split::write_gguf_split;
 pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use write::write_gguf_file;
-pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec};
+pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec, TensorData};
 
 /// The four bytes every GGUF file starts with.
 pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";

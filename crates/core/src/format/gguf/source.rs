@@ -48,6 +48,19 @@ pub struct GgufSource {
     /// description of each tensor (in the order of `tensors`).
     header: GgufParts,
     tensors: TensorList,
+    /// The files of a split set after the first (see [`super::split`]), in order; empty for
+    /// a single file.
+    more: Vec<ShardFile>,
+    /// For each tensor (in the order of `header.tensors`), the file holding it: 0 for the
+    /// first, `i` for `more[i - 1]`. Empty for a single file.
+    shard_of: Vec<u16>,
+}
+
+/// A file of a split set after the first.
+struct ShardFile {
+    memory: Arc<Memory>,
+    path: PathBuf,
+    data_offset: usize,
 }
 
 /// The dtype a tensor of `t` is served as: a plain type as itself (integers stay integers,
@@ -63,18 +76,106 @@ fn served_as_stored(t: GgmlType) -> bool {
 
 impl GgufSource {
     #[cfg(feature = "fs")]
-    /// Map (or, with `Backend::Read`, read) and parse a file.
+    /// Map (or, with `Backend::Read`, read) and parse a file. The first file of a split set
+    /// opens the whole set: every file's tensors, found from this one's name as llama.cpp
+    /// finds them; a later file of a set is refused, naming the first (ERR_INVALID_GGUF).
     pub fn open(path: &Path, options: &mut OpenOptions<'_>) -> Result<GgufSource> {
-        let (file, meta) = crate::fsutil::open_regular(path, "a GGUF file")?;
-        let memory = Memory::load(&file, meta.len(), path, options.backend)?;
-        let mut source = GgufSource::from_memory(Arc::new(memory)).map_err(|e| {
-            detect::explain_misread(e.with_path(path), WeightsFormat::Gguf, &|| {
-                detect::Head::read(&file, meta.len(), path)
-            })
-        })?;
+        let (memory, mut source) = open_file(path, options)?;
+        drop(memory);
         source.path = Some(path.to_path_buf());
-        options.report(meta.len(), meta.len());
+        let split =
+            super::split::split_info(&source.header.metadata).map_err(|e| e.with_path(path))?;
+        if let Some(split) = split {
+            source.join_shards(path, split, options)?;
+        }
         Ok(source)
+    }
+
+    #[cfg(feature = "fs")]
+    /// Open the other files of the split set whose first file `self` is, and serve their
+    /// tensors too. Every file must exist, say it is file `i` of the same `count`, hold
+    /// tensors of no other file, and all of them the set's `split.tensors.count`.
+    fn join_shards(
+        &mut self,
+        path: &Path,
+        split: super::split::SplitInfo,
+        options: &mut OpenOptions<'_>,
+    ) -> Result<()> {
+        use super::split::{shard_path, split_info, split_prefix};
+        let count = split.count as usize;
+        let fail = |msg: String| CoreError::invalid_gguf(msg).with_path(path);
+        if split.no != 0 {
+            let first = split_prefix(path, split.no as usize, count)
+                .map(|p| shard_path(&p, 0, count).display().to_string())
+                .unwrap_or_else(|| format!("PREFIX-00001-of-{count:05}.gguf"));
+            return Err(fail(format!(
+                "this is file {} of the {count} of a split GGUF; open its first file, \
+                 '{first}', which opens them all",
+                split.no + 1
+            )));
+        }
+        let prefix = split_prefix(path, 0, count).ok_or_else(|| {
+            fail(format!(
+                "the first file of a split GGUF of {count} files must be named \
+                 PREFIX-00001-of-{count:05}.gguf for the others to be found (as llama.cpp \
+                 finds them)"
+            ))
+        })?;
+        let mut shard_of = vec![0u16; self.header.tensors.len()];
+        for no in 1..count {
+            let file = shard_path(&prefix, no, count);
+            let (memory, parts) = match open_file(&file, options) {
+                Ok((memory, source)) => (memory, source.header),
+                Err(e) if e.code() == "ERR_NOT_FOUND" => {
+                    return Err(CoreError::invalid_gguf(format!(
+                        "file {} of the {count} of this split GGUF is missing",
+                        no + 1
+                    ))
+                    .with_path(&file))
+                }
+                Err(e) => return Err(e),
+            };
+            let theirs = split_info(&parts.metadata).map_err(|e| e.with_path(&file))?;
+            let expected = super::split::SplitInfo {
+                no: no as u16,
+                ..split
+            };
+            if theirs != Some(expected) {
+                return Err(CoreError::invalid_gguf(format!(
+                    "its split keys say {}, but it is named as file {} of the {count} of a set \
+                     of {} tensors: it belongs to another split GGUF",
+                    theirs.map_or("it is no split file".to_string(), |t| format!(
+                        "file {} of {} of a set of {} tensors",
+                        t.no as usize + 1,
+                        t.count,
+                        t.tensors
+                    )),
+                    no + 1,
+                    split.tensors
+                ))
+                .with_path(&file));
+            }
+            shard_of.extend(std::iter::repeat_n(no as u16, parts.tensors.len()));
+            self.header.tensors.extend(parts.tensors);
+            self.more.push(ShardFile {
+                memory,
+                path: file,
+                data_offset: parts.data_offset,
+            });
+        }
+        self.tensors = tensor_list(&self.header, |n| {
+            fail("a tensor listed in two files of the split GGUF".to_string()).with_tensor(n)
+        })?;
+        if self.header.tensors.len() != split.tensors {
+            return Err(fail(format!(
+                "'{}' is {}, but the {count} files of the split GGUF hold {} tensors",
+                super::split::SPLIT_TENSORS_COUNT,
+                split.tensors,
+                self.header.tensors.len()
+            )));
+        }
+        self.shard_of = shard_of;
+        Ok(())
     }
 
     /// Parse a whole file held in memory.
@@ -96,19 +197,8 @@ impl GgufSource {
         header_only: Option<u64>,
         parts: GgufParts,
     ) -> Result<GgufSource> {
-        let tensors = parts
-            .tensors
-            .iter()
-            .map(|t| SourceTensor {
-                name: t.name.clone(),
-                dtype: served_dtype(t.ggml_type),
-                stored: Cow::Borrowed(t.ggml_type.name()),
-                shape: t.shape.clone(),
-                stored_len: t.byte_len as u64,
-            })
-            .collect();
         // Names were checked unique by the parser.
-        let tensors = TensorList::new(tensors, |n| {
+        let tensors = tensor_list(&parts, |n| {
             CoreError::invalid_gguf("duplicate tensor name").with_tensor(n)
         })?;
         Ok(GgufSource {
@@ -117,6 +207,8 @@ impl GgufSource {
             path: None,
             header: parts,
             tensors,
+            more: Vec::new(),
+            shard_of: Vec::new(),
         })
     }
 
@@ -170,10 +262,23 @@ impl GgufSource {
         )))
     }
 
-    /// Where the stored bytes of `name` start, from the start of the file.
+    /// Where the stored bytes of `name` start, from the start of the file holding it.
     pub fn file_offset(&self, name: &str) -> Option<u64> {
-        let info = self.gguf_info(name)?;
-        Some(self.header.data_offset as u64 + info.offset)
+        let i = self.tensors.position(name)?;
+        let (_, data_offset) = self.shard(i);
+        Some(data_offset as u64 + self.header.tensors[i].offset)
+    }
+
+    /// The memory and data section offset of the file holding tensor `i`.
+    fn shard(&self, i: usize) -> (&Arc<Memory>, usize) {
+        match self
+            .shard_of
+            .get(i)
+            .and_then(|&s| self.more.get((s as usize).checked_sub(1)?))
+        {
+            Some(f) => (&f.memory, f.data_offset),
+            None => (&self.memory, self.header.data_offset),
+        }
     }
 
     /// The size of the file.
@@ -190,11 +295,43 @@ impl GgufSource {
                 .with_tensor(&info.name),
             ));
         }
+        let i = self.tensors.position(&info.name).unwrap_or(usize::MAX);
+        let (memory, data_offset) = self.shard(i);
         // The range was checked against the file's length by the parser.
-        let start = self.header.data_offset + info.offset as usize;
-        TensorBytes::shared(&self.memory, start, info.byte_len)
+        let start = data_offset + info.offset as usize;
+        TensorBytes::shared(memory, start, info.byte_len)
             .map_err(|e| self.context(e.with_tensor(&info.name)))
     }
+}
+
+#[cfg(feature = "fs")]
+/// Map (or read) and parse one GGUF file; the memory is returned beside the source.
+fn open_file(path: &Path, options: &mut OpenOptions<'_>) -> Result<(Arc<Memory>, GgufSource)> {
+    let (file, meta) = crate::fsutil::open_regular(path, "a GGUF file")?;
+    let memory = Arc::new(Memory::load(&file, meta.len(), path, options.backend)?);
+    let source = GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
+        detect::explain_misread(e.with_path(path), WeightsFormat::Gguf, &|| {
+            detect::Head::read(&file, meta.len(), path)
+        })
+    })?;
+    options.report(meta.len(), meta.len());
+    Ok((memory, source))
+}
+
+/// The tensor list of `parts`, as served (see [`served_dtype`]).
+fn tensor_list(parts: &GgufParts, duplicate: impl Fn(&str) -> CoreError) -> Result<TensorList> {
+    let tensors = parts
+        .tensors
+        .iter()
+        .map(|t| SourceTensor {
+            name: t.name.clone(),
+            dtype: served_dtype(t.ggml_type),
+            stored: Cow::Borrowed(t.ggml_type.name()),
+            shape: t.shape.clone(),
+            stored_len: t.byte_len as u64,
+        })
+        .collect();
+    TensorList::new(tensors, duplicate)
 }
 
 /// A tensor's stored bytes served by [`GgufSource::serve_stored`].
@@ -256,7 +393,19 @@ impl TensorSource for GgufSource {
         self.path.as_deref()
     }
     fn files(&self) -> Vec<SourceFile> {
-        source::single_file(self.path.as_deref(), self.file_len())
+        let mut files = source::single_file(self.path.as_deref(), self.file_len());
+        for f in &self.more {
+            files.extend(source::single_file(Some(&f.path), f.memory.len() as u64));
+        }
+        files
+    }
+    fn file_of(&self, name: &str) -> Option<&str> {
+        let shard = *self.shard_of.get(self.tensors.position(name)?)? as usize;
+        let path = match shard {
+            0 => self.path.as_deref()?,
+            s => &self.more.get(s - 1)?.path,
+        };
+        path.file_name()?.to_str()
     }
 }
 

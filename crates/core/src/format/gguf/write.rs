@@ -72,6 +72,18 @@ pub struct GgufTensorSpec {
     pub name: String,
     pub shape: Vec<usize>,
     pub ggml_type: GgmlType,
+    /// The data comes as bytes already stored in `ggml_type` ([`TensorData::Stored`]: a
+    /// GGUF input's tensor copied as it is), so any ggml type is accepted, encoder or not.
+    pub copied: bool,
+}
+
+/// A tensor's data as a writer's `load` callback hands it over.
+pub enum TensorData<'d> {
+    /// Values, converted to the spec's type as [`write_gguf`] says.
+    View(TensorView<'d>),
+    /// Bytes already in the spec's type, written as they are (for specs made with
+    /// [`GgufTensorSpec::copied`]).
+    Stored(std::borrow::Cow<'d, [u8]>),
 }
 
 impl GgufTensorSpec {
@@ -80,6 +92,15 @@ impl GgufTensorSpec {
             name: name.into(),
             shape,
             ggml_type,
+            copied: false,
+        }
+    }
+
+    /// A tensor whose stored bytes (of `ggml_type`) are copied as they are.
+    pub fn copied(name: impl Into<String>, shape: Vec<usize>, ggml_type: GgmlType) -> Self {
+        GgufTensorSpec {
+            copied: true,
+            ..GgufTensorSpec::new(name, shape, ggml_type)
         }
     }
 
@@ -87,7 +108,7 @@ impl GgufTensorSpec {
     /// tensor's size in bytes. Errors are ERR_INVALID_ARGUMENT naming the tensor.
     pub fn byte_len(&self) -> Result<usize> {
         let fail = |msg: String| Err(CoreError::invalid_argument(msg).with_tensor(&self.name));
-        if !writable(self.ggml_type) {
+        if !self.copied && !writable(self.ggml_type) {
             return fail(format!(
                 "GGUF type {} cannot be written; the types written are {}",
                 self.ggml_type,
@@ -114,8 +135,9 @@ impl GgufTensorSpec {
                 self.shape.len()
             ));
         }
-        if self.shape.contains(&0) {
-            // ggml's reader divides by the outer dimensions while checking sizes.
+        if self.shape.contains(&0) && !self.copied {
+            // ggml's reader divides by the outer dimensions while checking sizes (a copied
+            // tensor is written as its input held it).
             return fail(format!(
                 "shape {:?} has an empty dimension, which ggml's reader cannot load",
                 self.shape
@@ -170,7 +192,7 @@ pub fn standard_metadata(
 }
 
 /// Validate the metadata and return the alignment it implies.
-fn check_metadata(metadata: &[(String, GgufValue)]) -> Result<usize> {
+fn check_metadata(metadata: &[(String, GgufValue)], shard: Shard) -> Result<usize> {
     let mut seen = HashSet::new();
     for (key, value) in metadata {
         let fail = |msg: String| {
@@ -203,6 +225,7 @@ fn check_metadata(metadata: &[(String, GgufValue)]) -> Result<usize> {
     }
     match metadata.iter().find(|(k, _)| k == keys::ARCHITECTURE) {
         Some((_, GgufValue::String(_))) => {}
+        None if shard == Shard::Later => {}
         _ => {
             return Err(CoreError::invalid_argument(format!(
                 "metadata must contain '{}' as a string",
@@ -267,7 +290,33 @@ pub fn write_gguf<'d, F>(
 where
     F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
 {
-    let alignment = check_metadata(metadata)?;
+    write_gguf_data(out, metadata, tensors, Shard::Whole, |i, spec| {
+        load(i, spec).map(TensorData::View)
+    })
+}
+
+/// Which file of a set [`write_gguf_data`] writes: a whole model, or a shard of a split
+/// set after the first (whose metadata holds only the `split.*` keys, so it has no
+/// `general.architecture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shard {
+    Whole,
+    Later,
+}
+
+/// [`write_gguf`] with `load` giving either values ([`TensorData::View`]) or, for specs
+/// made with [`GgufTensorSpec::copied`], stored bytes ([`TensorData::Stored`]).
+pub(crate) fn write_gguf_data<'d, F>(
+    out: &mut dyn Write,
+    metadata: &[(String, GgufValue)],
+    tensors: &[GgufTensorSpec],
+    shard: Shard,
+    mut load: F,
+) -> Result<u64>
+where
+    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorData<'d>>,
+{
+    let alignment = check_metadata(metadata, shard)?;
     let mut names = HashSet::new();
     let mut sizes = Vec::with_capacity(tensors.len());
     for spec in tensors {
@@ -323,17 +372,30 @@ where
     drop(infos);
     out.pad_to(alignment as u64)?;
     for (i, (spec, &size)) in tensors.iter().zip(&sizes).enumerate() {
-        let view = load(i, spec).map_err(|e| e.with_tensor(&spec.name))?;
-        if view.shape != spec.shape {
-            return Err(CoreError::invalid_argument(format!(
-                "loaded shape {:?} differs from the announced {:?}",
-                view.shape, spec.shape
-            ))
-            .with_tensor(&spec.name));
-        }
+        let data = load(i, spec).map_err(|e| e.with_tensor(&spec.name))?;
         let before = out.written;
-        write_tensor_data(&mut out, &view, spec.ggml_type)
-            .map_err(|e| e.with_tensor(&spec.name))?;
+        match (data, spec.copied) {
+            (TensorData::View(view), false) => {
+                if view.shape != spec.shape {
+                    return Err(CoreError::invalid_argument(format!(
+                        "loaded shape {:?} differs from the announced {:?}",
+                        view.shape, spec.shape
+                    ))
+                    .with_tensor(&spec.name));
+                }
+                write_tensor_data(&mut out, &view, spec.ggml_type)
+                    .map_err(|e| e.with_tensor(&spec.name))?;
+            }
+            // The length is checked below, as a converted tensor's is.
+            (TensorData::Stored(bytes), true) => out.write(&bytes)?,
+            _ => {
+                return Err(CoreError::new(
+                    ErrorKind::Internal,
+                    "a copied tensor needs its stored bytes, any other its values",
+                )
+                .with_tensor(&spec.name))
+            }
+        }
         if out.written - before != size as u64 {
             return Err(CoreError::invalid_argument(format!(
                 "wrote {} bytes where the header announced {size}",
@@ -354,11 +416,29 @@ pub fn write_gguf_file<'d, F>(
     path: &Path,
     metadata: &[(String, GgufValue)],
     tensors: &[GgufTensorSpec],
-    mut options: fsutil::WriteOptions<'_>,
+    options: fsutil::WriteOptions<'_>,
     mut load: F,
 ) -> Result<()>
 where
     F: FnMut(usize, &GgufTensorSpec) -> Result<TensorView<'d>>,
+{
+    write_gguf_file_data(path, metadata, tensors, Shard::Whole, options, |i, spec| {
+        load(i, spec).map(TensorData::View)
+    })
+}
+
+#[cfg(feature = "fs")]
+/// [`write_gguf_file`] of [`TensorData`] (see [`write_gguf_data`]).
+pub(crate) fn write_gguf_file_data<'d, F>(
+    path: &Path,
+    metadata: &[(String, GgufValue)],
+    tensors: &[GgufTensorSpec],
+    shard: Shard,
+    mut options: fsutil::WriteOptions<'_>,
+    mut load: F,
+) -> Result<()>
+where
+    F: FnMut(usize, &GgufTensorSpec) -> Result<TensorData<'d>>,
 {
     // A lower bound of the size: the tensor data without header or padding (an invalid
     // spec counts 0 here and is reported by write_gguf).
@@ -371,7 +451,7 @@ where
         // write_gguf asks for tensor i once tensor i - 1 is written.
         let mut done = 0u64;
         let mut previous: Option<usize> = None;
-        write_gguf(w, metadata, tensors, |i, spec| {
+        write_gguf_data(w, metadata, tensors, shard, |i, spec| {
             if let Some(p) = previous.replace(i) {
                 done = done.saturating_add(sizes[p]);
                 options.report(done, data_len);
