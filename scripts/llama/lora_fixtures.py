@@ -14,6 +14,10 @@ SentencePiece one). Writes:
     OUT_DIR/NAME.base.f32    transformers' logits of the base model for TOKEN_IDS
     OUT_DIR/NAME.lora.f32    the PEFT model's logits (n_tokens × n_vocab float32, row by row)
 
+    lora_fixtures.py logits MODEL_DIR TOKEN_IDS OUT.f32
+
+transformers' logits of a model directory (a merged model written by convert), as above.
+
 The adapter's weights come from torch's seeded RNG (init_lora_weights=False draws both A and
 B, so the adapter changes the outputs); every target module of the model is adapted.
 
@@ -71,6 +75,9 @@ def make(base, out_dir, name, ids):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 6 or sys.argv[1] != 'make':
+    if len(sys.argv) == 6 and sys.argv[1] == 'make':
+        make(sys.argv[2], sys.argv[3], sys.argv[4], [int(i) for i in sys.argv[5].split(',')])
+    elif len(sys.argv) == 5 and sys.argv[1] == 'logits':
+        Path(sys.argv[4]).write_bytes(logits(load_base(sys.argv[2]), [int(i) for i in sys.argv[3].split(',')]))
+    else:
         sys.exit(__doc__)
-    make(sys.argv[2], sys.argv[3], sys.argv[4], [int(i) for i in sys.argv[5].split(',')])
