@@ -18,7 +18,7 @@ function wrap(text, width, indent) {
   return lines.map((l) => `\n${indent}${l}`).join('')
 }
 
-const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--durable] [--quiet] [--json]'
+const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--base DIR | --lora DIR [--lora-scale X]] [--durable] [--quiet] [--json]'
 
 const help = `Usage: ${usage}
 
@@ -33,6 +33,13 @@ Options:
       --quantization TYPE   GGUF only: a llama-quantize preset (below); each tensor gets the
                             type llama-quantize gives it. Without it every tensor keeps its
                             type (integers always do)
+      --base DIR            IN is a PEFT LoRA adapter directory and DIR its base model: OUT
+                            (--to gguf) is a llama.cpp GGUF LoRA (--quantization F32, F16,
+                            BF16 or Q8_0; without it the adapter's float types are kept)
+      --lora DIR            merge the PEFT LoRA adapter DIR into the model directory IN, as
+                            PEFT's merge_and_unload() does (--to safetensors: OUT is a
+                            model directory)
+      --lora-scale X        with --lora: a multiplier of the adapter's scaling (default 1)
       --durable             fsync OUT before renaming it into place (survives a power cut;
                             without it the write is atomic but may be lost on power loss)
   -q, --quiet               no progress bar and no summary
@@ -50,11 +57,16 @@ Examples:
   safetensors-node convert model.safetensors model.gguf --to gguf --quantization Q8_0
   safetensors-node convert model-f16.gguf model-Q4_K_M.gguf --to gguf --quantization Q4_K_M
   safetensors-node convert model.gguf model.safetensors --to safetensors
-  safetensors-node convert ./classifier classifier.onnx --to onnx`
+  safetensors-node convert ./classifier classifier.onnx --to onnx
+  safetensors-node convert ./my-adapter adapter.gguf --to gguf --base ./Llama-3.2-1B
+  safetensors-node convert ./Llama-3.2-1B ./merged --to safetensors --lora ./my-adapter`
 
 const options = {
   to: { type: 'string', short: 't' },
   quantization: { type: 'string' },
+  base: { type: 'string' },
+  lora: { type: 'string' },
+  'lora-scale': { type: 'string' },
   durable: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   json: { type: 'boolean' },
@@ -82,6 +94,13 @@ async function run(ctx, values, positionals) {
     }
     if (to !== 'gguf') throw new UsageError('--quantization applies only to --to gguf', 'convert')
   }
+  let loraScale
+  if (values['lora-scale'] !== undefined) {
+    loraScale = Number(values['lora-scale'])
+    if (values['lora-scale'].trim() === '' || !Number.isFinite(loraScale)) {
+      throw new UsageError(`--lora-scale must be a number, not '${values['lora-scale']}'`, 'convert')
+    }
+  }
 
   const showProgress = Boolean(ctx.stderr.isTTY) && !values.quiet
   const bar = showProgress ? ui.progressBar(ctx.stderr) : null
@@ -92,6 +111,9 @@ async function run(ctx, values, positionals) {
     report = await ctx.lib().convert(input, output, {
       to,
       ...(quantization !== undefined ? { quantization } : {}),
+      ...(values.base !== undefined ? { base: values.base } : {}),
+      ...(values.lora !== undefined ? { lora: values.lora } : {}),
+      ...(loraScale !== undefined ? { loraScale } : {}),
       ...(values.durable ? { durable: true } : {}),
       ...(bar ? { onProgress: bar.update } : {}),
     })

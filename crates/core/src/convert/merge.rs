@@ -30,7 +30,11 @@ pub struct Merged {
 impl Merged {
     /// `adapter` over `base`: every pair must adapt a float tensor of the base whose shape
     /// its delta has (ERR_INVALID_MODEL naming the adapter's tensor otherwise).
-    pub fn new(base: Box<dyn TensorSource>, adapter: LoraAdapter, lora_scale: f64) -> Result<Merged> {
+    pub fn new(
+        base: Box<dyn TensorSource>,
+        adapter: LoraAdapter,
+        lora_scale: f64,
+    ) -> Result<Merged> {
         if !lora_scale.is_finite() {
             return Err(CoreError::invalid_argument(format!(
                 "options.loraScale must be a finite number, not {lora_scale}"
@@ -105,9 +109,15 @@ impl Merged {
             for col in 0..cols {
                 // Linear: delta[row][col] = Σ B[row][k]·A[k][col];
                 // embedding: delta[row][col] = (B·A)[col][row] = Σ B[col][k]·A[k][row].
-                let (bi, ai) = if pair.embedding { (col, row) } else { (row, col) };
+                let (bi, ai) = if pair.embedding {
+                    (col, row)
+                } else {
+                    (row, col)
+                };
                 let dot: f64 = (0..rank)
-                    .map(|k| f64::from(b_values[bi * rank + k]) * f64::from(a_values[k * a_cols + ai]))
+                    .map(|k| {
+                        f64::from(b_values[bi * rank + k]) * f64::from(a_values[k * a_cols + ai])
+                    })
                     .sum();
                 let delta = (dot as f32) * scale;
                 w[row * cols + col] += delta;

@@ -446,11 +446,17 @@ pub fn convert_with(
     match to {
         Target::SafeTensors if merging => {
             let mut behind = ReleaseBehind::new(s);
-            output_files = Some(merge::save_dir(s, output, &specs, durability, &mut |name, len| {
-                behind.next(name);
-                done += len;
-                progress(done, total);
-            })?);
+            output_files = Some(merge::save_dir(
+                s,
+                output,
+                &specs,
+                durability,
+                &mut |name, len| {
+                    behind.next(name);
+                    done += len;
+                    progress(done, total);
+                },
+            )?);
         }
         Target::SafeTensors if pytorch::applies(s) => {
             let written =
@@ -630,8 +636,13 @@ fn adapter_to_gguf(
         Some(p) => gguf::QuantizationChoice::Preset(p),
         None => gguf::QuantizationChoice::Keep,
     };
-    let export = llamacpp::lora::plan(&adapter, &config, &listing, choice)
-        .map_err(|e| if e.path().is_none() { e.with_path(adapter_dir) } else { e })?;
+    let export = llamacpp::lora::plan(&adapter, &config, &listing, choice).map_err(|e| {
+        if e.path().is_none() {
+            e.with_path(adapter_dir)
+        } else {
+            e
+        }
+    })?;
     let s = adapter.source.as_ref();
     let total: u64 = s.tensors().iter().map(|t| t.stored_len).sum();
     let mut done = 0u64;

@@ -126,9 +126,7 @@ impl LoraAdapter {
 /// `lora_alpha` and `use_rslora`, after refusing what changes the arithmetic in a way a
 /// plain LoRA does not carry.
 fn read_config(config: &Json) -> Result<(f64, bool)> {
-    let field = |name: &str, why: &str| {
-        Err(CoreError::invalid_model(format!("'{name}' {why}")))
-    };
+    let field = |name: &str, why: &str| Err(CoreError::invalid_model(format!("'{name}' {why}")));
     match config.get("peft_type").and_then(Json::as_str) {
         Some("LORA") | None => {}
         Some(other) => {
@@ -150,19 +148,40 @@ fn read_config(config: &Json) -> Result<(f64, bool)> {
         Some(_) => true,
     };
     for (name, why) in [
-        ("use_dora", "is set: DoRA's magnitude vectors are not a LoRA"),
-        ("lora_bias", "is set: the adapter trains biases, which a LoRA cannot carry"),
-        ("fan_in_fan_out", "is set: only linear layers stored [out, in] are supported"),
-        ("layer_replication", "is set: the adapter changes the model's layers"),
+        (
+            "use_dora",
+            "is set: DoRA's magnitude vectors are not a LoRA",
+        ),
+        (
+            "lora_bias",
+            "is set: the adapter trains biases, which a LoRA cannot carry",
+        ),
+        (
+            "fan_in_fan_out",
+            "is set: only linear layers stored [out, in] are supported",
+        ),
+        (
+            "layer_replication",
+            "is set: the adapter changes the model's layers",
+        ),
     ] {
         if truthy(name) {
             return field(name, why);
         }
     }
     for (name, why) in [
-        ("alpha_pattern", "sets per-module alphas: one lora_alpha for the whole adapter is supported"),
-        ("target_parameters", "adapts parameters (not modules), which is not supported"),
-        ("trainable_token_indices", "trains token embeddings, which is not supported"),
+        (
+            "alpha_pattern",
+            "sets per-module alphas: one lora_alpha for the whole adapter is supported",
+        ),
+        (
+            "target_parameters",
+            "adapts parameters (not modules), which is not supported",
+        ),
+        (
+            "trainable_token_indices",
+            "trains token embeddings, which is not supported",
+        ),
     ] {
         if non_empty(name) {
             return field(name, why);
@@ -242,7 +261,12 @@ fn pair_tensors(source: &dyn TensorSource) -> Result<Vec<LoraPair>> {
             }
             (None, None) => continue,
         };
-        let shape = |n: &str| source.tensor(n).map(|t| t.shape.clone()).unwrap_or_default();
+        let shape = |n: &str| {
+            source
+                .tensor(n)
+                .map(|t| t.shape.clone())
+                .unwrap_or_default()
+        };
         let (sa, sb) = (shape(&a), shape(&b));
         // A is [r, in] and B [out, r] (lora_embedding_A [r, vocab], lora_embedding_B [embd, r]).
         let rank = sa[0];
@@ -272,7 +296,10 @@ mod tests {
         let cases = [
             (r#"{"peft_type":"IA3"}"#, "peft_type"),
             (r#"{"lora_alpha":16,"use_dora":true}"#, "use_dora"),
-            (r#"{"lora_alpha":16,"alpha_pattern":{"q_proj":4}}"#, "alpha_pattern"),
+            (
+                r#"{"lora_alpha":16,"alpha_pattern":{"q_proj":4}}"#,
+                "alpha_pattern",
+            ),
             (r#"{"lora_alpha":"x"}"#, "lora_alpha"),
             (r#"{"lora_alpha":16,"lora_bias":true}"#, "lora_bias"),
         ];
@@ -282,6 +309,9 @@ mod tests {
             assert!(e.to_string().contains(field), "{e}");
         }
         let ok = r#"{"peft_type":"LORA","lora_alpha":16,"use_dora":false,"alpha_pattern":{},"use_rslora":true,"target_parameters":null}"#;
-        assert_eq!(read_config(&serde_json::from_str(ok).unwrap()).unwrap(), (16.0, true));
+        assert_eq!(
+            read_config(&serde_json::from_str(ok).unwrap()).unwrap(),
+            (16.0, true)
+        );
     }
 }

@@ -133,8 +133,10 @@ pub fn plan(
         }
     }
     if tensors.is_empty() {
-        return Err(CoreError::invalid_model("the adapter holds no lora_A / lora_B pair")
-            .with_path(&adapter.dir));
+        return Err(
+            CoreError::invalid_model("the adapter holds no lora_A / lora_B pair")
+                .with_path(&adapter.dir),
+        );
     }
     let mut md = Metadata::default();
     md.set("general.architecture", spec.arch);
@@ -224,13 +226,30 @@ mod tests {
     #[test]
     fn types_follow_the_converters_outtypes() {
         let keep = QuantizationChoice::Keep;
-        assert_eq!(lora_type(keep, DType::BF16, true, &[8, 64]).unwrap(), GgmlType::BF16);
-        assert_eq!(lora_type(keep, DType::BF16, false, &[8, 64]).unwrap(), GgmlType::F32);
+        assert_eq!(
+            lora_type(keep, DType::BF16, true, &[8, 64]).unwrap(),
+            GgmlType::BF16
+        );
+        assert_eq!(
+            lora_type(keep, DType::BF16, false, &[8, 64]).unwrap(),
+            GgmlType::F32
+        );
         let q8 = QuantizationChoice::Preset(Preset::Q8_0);
-        assert_eq!(lora_type(q8, DType::F32, true, &[8, 64]).unwrap(), GgmlType::Q8_0);
-        assert_eq!(lora_type(q8, DType::F32, true, &[64, 8]).unwrap(), GgmlType::F16);
-        let e = lora_type(QuantizationChoice::Preset(Preset::Q4_K_M), DType::F32, true, &[8, 64])
-            .unwrap_err();
+        assert_eq!(
+            lora_type(q8, DType::F32, true, &[8, 64]).unwrap(),
+            GgmlType::Q8_0
+        );
+        assert_eq!(
+            lora_type(q8, DType::F32, true, &[64, 8]).unwrap(),
+            GgmlType::F16
+        );
+        let e = lora_type(
+            QuantizationChoice::Preset(Preset::Q4_K_M),
+            DType::F32,
+            true,
+            &[8, 64],
+        )
+        .unwrap_err();
         assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
         assert!(e.to_string().contains("'Q8_0'"), "{e}");
     }

@@ -359,11 +359,12 @@ fn find_architecture(hparams: &Hparams) -> std::result::Result<&'static Architec
             .iter()
             .find(|a| Some(a.model_type) == model_type),
     };
-    arch.copied().ok_or_else(|| match (classes.first(), model_type) {
-        (Some(class), _) => format!("architecture '{class}'"),
-        (None, Some(t)) => format!("model_type '{t}'"),
-        (None, None) => "a config.json without 'architectures' or 'model_type'".to_string(),
-    })
+    arch.copied()
+        .ok_or_else(|| match (classes.first(), model_type) {
+            (Some(class), _) => format!("architecture '{class}'"),
+            (None, Some(t)) => format!("model_type '{t}'"),
+            (None, None) => "a config.json without 'architectures' or 'model_type'".to_string(),
+        })
 }
 
 /// Apply `quantization` to an export whose tensors have the converter's types, as

@@ -220,7 +220,11 @@ impl NamePolicy {
 /// The llama.cpp name (`blk.0.attn_q.weight`) of the Hugging Face weight or bias `name`
 /// outside a mixture's experts, and its rule: `None` where the table has no place for it or
 /// the policy drops it. Nothing is checked against a config (see [`map_tensors`]).
-pub fn gguf_name(name: &str, rules: &[TensorRule], policy: &NamePolicy) -> Option<(String, TensorRule)> {
+pub fn gguf_name(
+    name: &str,
+    rules: &[TensorRule],
+    policy: &NamePolicy,
+) -> Option<(String, TensorRule)> {
     let name = policy.normalize(name);
     if is_dropped(&name, policy.dropped) {
         return None;
@@ -230,7 +234,9 @@ pub fn gguf_name(name: &str, rules: &[TensorRule], policy: &NamePolicy) -> Optio
         None => (name.strip_suffix(".bias")?, ".bias"),
     };
     rules.iter().find_map(|r| match r.matches(base)? {
-        Placed { expert: Some(_), .. } => None,
+        Placed {
+            expert: Some(_), ..
+        } => None,
         Placed { layer, .. } => {
             let gguf = match layer {
                 Some(l) => r.gguf.replace("{bid}", &l.to_string()),
