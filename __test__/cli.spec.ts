@@ -101,6 +101,7 @@ describe('help, version and usage errors', () => {
     ['--metadata without =', ['convert', all, '/tmp/x', '--to', 'gguf', '--metadata', 'general.name']],
     ['a bad --split-max-size', ['convert', all, '/tmp/x', '--to', 'gguf', '--split-max-size', '50T']],
     ['--split-max-size for a format without it', ['convert', all, '/tmp/x', '--to', 'safetensors', '--split-max-size', '1M']],
+    ['a bad --lora-scale', ['convert', all, '/tmp/x', '--to', 'gguf', '--lora', '/tmp', '--lora-scale', 'twice']],
     ['validate without paths', ['validate']],
     ['a bad --model', ['predict', all, '--model', 'forest']],
     ['help of an unknown command', ['help', 'frobnicate']],
@@ -356,6 +357,15 @@ describe('convert', () => {
     const dir = tempDir('cli-convert-err-')
     expectError(cli(['convert', join(dir, 'nope.safetensors'), join(dir, 'x.gguf'), '--to', 'gguf']), 1, 'ERR_NOT_FOUND')
     expectError(cli(['convert', tiny, join(dir, 'x.onnx'), '--to', 'onnx']), 1, 'ERR_INVALID_MODEL')
+    // --base, --lora and --lora-scale reach the library's options.
+    const base = cli(['convert', tiny, join(dir, 'x.safetensors'), '--to', 'safetensors', '--base', dir])
+    expectError(base, 1, 'ERR_INVALID_ARGUMENT')
+    expect(base.stderr).toContain("options.base (converting a LoRA adapter) applies only to: 'gguf'")
+    const scale = cli(['convert', tiny, join(dir, 'x.gguf'), '--to', 'gguf', '--lora-scale', '2'])
+    expect(scale.stderr).toContain('options.loraScale applies only with options.lora')
+    const lora = cli(['convert', tiny, join(dir, 'x.gguf'), '--to', 'gguf', '--lora', dir])
+    expectError(lora, 1, 'ERR_INVALID_ARGUMENT')
+    expect(lora.stderr).toContain('options.lora merges an adapter into a model directory')
   })
 
   it.skipIf(!SCRIPT)('on a terminal: a progress bar and a summary on stderr; --quiet silences them', () => {

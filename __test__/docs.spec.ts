@@ -155,7 +155,7 @@ const namedIn = (text: string, owners: string[] = []) => new Set(codeSpans(text)
 describe('docs/api.md against index.d.ts', () => {
   it('index.d.ts is read: its classes, functions and re-exported option types', () => {
     for (const name of ['SafeTensorsFile', 'Model', 'GgufFile', 'convert', 'openWeights', 'ConvertOptions', 'ErrorCode', 'WeightsFile']) expect(declared.has(name), name).toBe(true)
-    expect([...declared.get('ConvertOptions')!.own].sort()).toEqual(['durable', 'maxShardBytes', 'metadata', 'onProgress', 'quantization', 'to'])
+    expect([...declared.get('ConvertOptions')!.own].sort()).toEqual(['base', 'durable', 'lora', 'loraScale', 'maxShardBytes', 'metadata', 'onProgress', 'quantization', 'to'])
     expect(declared.get('SafeTensorsFile')!.own).toContain('[Symbol.dispose]')
     expect(declared.get('SafeTensorsFile')!.own).not.toContain('constructor') // private
     expect(declared.get('LogisticRegression')!.inlineOptions).toEqual(new Set(['fitIntercept', 'c', 'maxIter', 'tol']))

@@ -13,6 +13,8 @@ import { convert, loadFile, saveFile } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 // @ts-expect-error: a plain ESM script without types
 import { cmakeFlags, cpuLevel, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
+// @ts-expect-error: a plain ESM script without types
+import { torchPython } from '../scripts/peers/torch.mjs'
 
 const LLAMA = llamaCpp() as { bin: string; tool: (n: string) => string; probe: string; src: string; vocab: (n: string) => string }
 const FIXTURES = resolve(__dirname, 'fixtures/llama')
@@ -191,10 +193,10 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
 // scripts/llama/decoder_fixtures.py, checked byte for byte against the files the committed
 // transformers references were computed from.
 
-/** llama.cpp's logits (n_tokens × n_vocab, row-major) for `ids`. */
-function llamaLogits(gguf: string, ids: number[], dir: string): { logits: Float32Array; nVocab: number } {
+/** llama.cpp's logits (n_tokens × n_vocab, row-major) for `ids`, with a GGUF LoRA applied if given. */
+function llamaLogits(gguf: string, ids: number[], dir: string, lora?: string): { logits: Float32Array; nVocab: number } {
   const out = join(dir, `logits-${process.pid}-${Date.now()}.f32`)
-  const meta = JSON.parse(run(LLAMA.probe, ['logits', gguf, ids.join(','), out]))
+  const meta = JSON.parse(run(LLAMA.probe, ['logits', gguf, ids.join(','), out, ...(lora ? [lora] : [])]))
   const bytes = readFileSync(out)
   rmSync(out)
   const logits = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)
@@ -298,6 +300,131 @@ describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starco
       })
     })
   }
+})
+
+// ---------------------------------------------------------------------------------------
+// LoRA adapters: PEFT makes a seeded adapter of a decoder fixture (scripts/llama/
+// lora_fixtures.py, with the torch peer) and computes its logits and merge_and_unload()
+// weights; our GGUF LoRA is compared with llama.cpp's convert_lora_to_gguf.py byte for byte
+// and applied by llama.cpp itself; merged models are loaded by transformers and llama.cpp.
+
+function f32File(path: string): Float32Array {
+  const b = readFileSync(path)
+  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4)
+}
+
+/** The largest |a - b| over the largest |b|. */
+function relativeError(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length)
+  let worst = 0
+  let largest = 0
+  for (let i = 0; i < b.length; i++) {
+    worst = Math.max(worst, Math.abs(a[i] - b[i]))
+    largest = Math.max(largest, Math.abs(b[i]))
+  }
+  return worst / largest
+}
+
+describe('LoRA adapters: PEFT → llama.cpp GGUF LoRA, and merged into their base model', () => {
+  const root = tempDir('llama-lora-')
+  const models = join(root, 'models')
+  const TORCH = torchPython() as string
+  const LORA_SCRIPT = join(SCRIPTS, 'lora_fixtures.py')
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  // llama-spm: F32, q/k rows permuted for llama.cpp's rope, lm_head adapted; qwen2: a BF16
+  // base with q/k/v biases.
+  for (const name of ['llama-spm', 'qwen2']) {
+    describe(name, () => {
+      const ref = JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8'))
+      const ids: number[] = ref.logit_prompt_ids
+      const base = join(models, name)
+      const adapter = join(root, `${name}-lora`)
+      const ours = (q: string) => join(root, `${name}-lora-${q}.gguf`)
+      const baseGguf = join(root, `${name}-F32.gguf`)
+
+      beforeAll(async () => {
+        run(PYTHON, [join(SCRIPTS, 'decoder_fixtures.py'), 'make', LLAMA.src, models, name])
+        run(TORCH, [LORA_SCRIPT, 'make', base, root, name, ids.join(',')])
+        await convert(base, baseGguf, { to: 'gguf', quantization: 'F32' })
+      }, 600_000)
+
+      it("the same tensors, bytes and key/values as llama.cpp's convert_lora_to_gguf.py (F32, F16, BF16, Q8_0)", async () => {
+        for (const q of ['F32', 'F16', 'BF16', 'Q8_0']) {
+          const report = await convert(adapter, ours(q), { to: 'gguf', base, quantization: q as 'F32' })
+          expect(report).toMatchObject({ inputFormat: 'lora-adapter', architecture: name === 'qwen2' ? 'qwen2' : 'llama', quantization: q })
+          const theirs = join(root, `${name}-converter-${q}.gguf`)
+          run(TORCH, [join(LLAMA.src, 'convert_lora_to_gguf.py'), '--base', base, '--outtype', q.toLowerCase(), '--outfile', theirs, adapter])
+          const mine = summary(ours(q))
+          expect(mine.kv['general.type']).toEqual({ type: 'STRING', value: 'adapter' })
+          expect(Object.keys(mine.tensors).filter((t) => t.endsWith('.lora_b')).length).toBe(name === 'qwen2' ? 14 : 15)
+          expectSameAsConverter(mine, summary(theirs))
+        }
+      }, 300_000)
+
+      it("llama.cpp applies it to the base GGUF: logits equal PEFT's model's within 1e-3 of the largest", () => {
+        const peft = f32File(join(root, `${name}.lora.f32`))
+        const without = f32File(join(root, `${name}.base.f32`))
+        // The adapter changes the outputs by far more than the bound.
+        expect(relativeError(without, peft)).toBeGreaterThan(0.1)
+        expect(relativeError(llamaLogits(baseGguf, ids, root).logits, without)).toBeLessThanOrEqual(1e-3)
+        expect(relativeError(llamaLogits(baseGguf, ids, root, ours('F32')).logits, peft)).toBeLessThanOrEqual(1e-3)
+      })
+
+      it("merged into SafeTensors: merge_and_unload()'s weights within 2 ulp of each tensor's largest, and transformers loads the directory", async () => {
+        const out = join(root, `${name}-merged-ours`)
+        const report = await convert(base, out, { to: 'safetensors', lora: adapter })
+        expect(report.files).toEqual(expect.arrayContaining(['model.safetensors', 'config.json', 'tokenizer_config.json']))
+        const mine = loadFile(join(out, 'model.safetensors'), { as: 'F32' })
+        const peft = loadFile(join(root, `${name}-merged`, 'model.safetensors'), { as: 'F32' })
+        const original = loadFile(join(base, 'model.safetensors'), { as: 'F32' })
+        expect(Object.keys(mine).sort()).toEqual(Object.keys(original).sort())
+        let adapted = 0
+        for (const [t, v] of Object.entries(mine)) {
+          // The merged weight keeps the base's dtype; PEFT's (float32) is rounded to it.
+          expect(v.dtype, t).toBe(original[t].dtype)
+          const [m, p, o] = [v, peft[t], original[t]].map((x) => x.data as Float32Array)
+          if (relativeError(p, o) === 0) {
+            expect(relativeError(m, o), `${t} is not adapted`).toBe(0)
+            continue
+          }
+          adapted++
+          const bound = v.dtype === 'F32' ? 2 * 2 ** -23 : 2 ** -8
+          expect(relativeError(m, p), t).toBeLessThanOrEqual(bound)
+        }
+        expect(adapted).toBe(name === 'qwen2' ? 14 : 15)
+        const logits = join(root, `${name}.merged-ours.f32`)
+        run(TORCH, [LORA_SCRIPT, 'logits', out, ids.join(','), logits])
+        // BF16 rounding of the merged weights moves qwen2's logits.
+        expect(relativeError(f32File(logits), f32File(join(root, `${name}.lora.f32`)))).toBeLessThanOrEqual(name === 'qwen2' ? 0.02 : 1e-5)
+      }, 300_000)
+
+      it("merged into a GGUF: llama.cpp's logits equal PEFT's model's", async () => {
+        const out = join(root, `${name}-merged.gguf`)
+        const report = await convert(base, out, { to: 'gguf', lora: adapter, quantization: 'F32' })
+        expect(report.architecture).toBe(name === 'qwen2' ? 'qwen2' : 'llama')
+        const bound = name === 'qwen2' ? 0.02 : 1e-3
+        expect(relativeError(llamaLogits(out, ids, root).logits, f32File(join(root, `${name}.lora.f32`)))).toBeLessThanOrEqual(bound)
+      }, 300_000)
+    })
+  }
+
+  it('options are checked: base only to GGUF, base and lora exclude each other, loraScale only with lora', async () => {
+    const caught = async (p: Promise<unknown>) => p.then(() => expect.unreachable('accepted'), (e) => e)
+    const adapter = join(root, 'qwen2-lora')
+    const base = join(models, 'qwen2')
+    const cases: [string, string, any, string][] = [
+      [adapter, 'x.safetensors', { to: 'safetensors', base }, "applies only to: 'gguf'"],
+      [adapter, 'x.gguf', { to: 'gguf', base, lora: adapter }, 'exclude each other'],
+      [base, 'x.gguf', { to: 'gguf', loraScale: 2 }, 'only with options.lora'],
+      [adapter, 'x.gguf', { to: 'gguf', base, quantization: 'Q4_K_M' }, "'Q8_0'"],
+    ]
+    for (const [input, out, options, fragment] of cases) {
+      const e = await caught(convert(input, join(root, out), options))
+      expect(e.code).toBe('ERR_INVALID_ARGUMENT')
+      expect(e.message).toContain(fragment)
+    }
+  })
 })
 
 // ---------------------------------------------------------------------------------------

@@ -470,3 +470,35 @@ describe('GGUF metadata arrays', () => {
     expect(tokens[199_999]).toBe('tok199999')
   })
 })
+
+describe('a PEFT LoRA adapter directory where a model is expected', () => {
+  // adapter_config.json and adapter_model.safetensors, as PeftModel.save_pretrained writes
+  // them: no config.json.
+  const dir = join(tempDir('adapter-dir-'), 'my-lora')
+  beforeAll(() => {
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj'] }))
+    saveFile(join(dir, 'adapter_model.safetensors'), {
+      'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight': { shape: [2, 4], data: new Float32Array(8) },
+      'base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight': { shape: [4, 2], data: new Float32Array(8) },
+    })
+  })
+
+  const expectAdapterError = (e: any) => {
+    expect(e.code).toBe('ERR_INVALID_MODEL')
+    expect(e.message).toContain('is a PEFT LoRA adapter')
+    expect(e.message).toContain("base: baseModelDir")
+    expect(e.message).toContain('lora: adapter')
+    expect(e.message).not.toContain('no such file')
+  }
+
+  it('convert, Model.loadPretrained, openWeights and inspect say what it is and how to convert or merge it', async () => {
+    const caught = async (p: Promise<unknown>) => p.then(() => expect.unreachable('accepted'), (e) => e)
+    for (const to of ['safetensors', 'gguf'] as const) expectAdapterError(await caught(convert(dir, join(dir, `out.${to}`), { to })))
+    expectAdapterError(await caught(Model.loadPretrained(dir)))
+    const { openWeights } = await import('../index.js')
+    expectAdapterError(await caught(openWeights(dir)))
+    expectAdapterError(await caught(inspect(dir)))
+    expect(existsSync(join(dir, 'out.gguf'))).toBe(false)
+  })
+})

@@ -110,6 +110,9 @@ pub fn convert(
             .and_then(|q| q.as_deref().map(Preset::parse).transpose());
         let durable = option::<bool>(&options, "durable");
         let settings = convert_settings(&options);
+        let base = option::<String>(&options, "base");
+        let lora = option::<String>(&options, "lora");
+        let lora_scale = option::<f64>(&options, "loraScale");
         let callback = match &options {
             None => Ok(None),
             Some(o) => o
@@ -128,6 +131,7 @@ pub fn convert(
         Ok(CoreTask::new(move || {
             callback_ok?;
             let (to, quantization, durable, settings) = (to?, quantization?, durable?, settings?);
+            let (base, lora, lora_scale) = (base?, lora?, lora_scale?);
             // Report at most ~100 steps: each one is a round trip to the JS thread.
             let mut last_percent = None;
             let mut report_progress = |done: u64, total: u64| {
@@ -146,12 +150,18 @@ pub fn convert(
                 durability: crate::write::Durable::arg(durable).durability(),
                 progress: Some(&mut report_progress),
             };
+            let adapter = convert::LoraOptions {
+                base: base.as_deref().map(Path::new),
+                lora: lora.as_deref().map(Path::new),
+                lora_scale,
+            };
             let report = convert::convert_with(
                 Path::new(&input),
                 Path::new(&output),
                 to,
                 quantization,
                 &settings,
+                &adapter,
                 options,
             )?;
             json(report)

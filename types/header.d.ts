@@ -45,6 +45,20 @@ export interface ConvertOptions {
    * quantized). Without it every tensor keeps its type (F32, F16, BF16, F64, I8–I64).
    */
   quantization?: GgufQuantization
+  /**
+   * The input is a PEFT LoRA adapter directory (`adapter_config.json` + `adapter_model.safetensors`)
+   * and this is its base model's directory: the output (`to: 'gguf'`) is a llama.cpp GGUF LoRA, as
+   * `convert_lora_to_gguf.py` writes it. `quantization` is then 'F32', 'F16', 'BF16' or 'Q8_0'
+   * (without it the adapter's float types are kept).
+   */
+  base?: string
+  /**
+   * A PEFT LoRA adapter directory merged into the input model directory: the output holds the
+   * weights PEFT's `merge_and_unload()` gives (a model directory for 'safetensors').
+   */
+  lora?: string
+  /** With `lora`: a multiplier of the adapter's scaling (`lora_alpha / r`); default 1. */
+  loraScale?: number
   /** `fsync` the output before renaming it into place, and its directory after (default false: atomic rename only, like `saveFile`). */
   durable?: boolean
   onProgress?: (p: { doneBytes: number; totalBytes: number }) => void
@@ -91,7 +105,7 @@ export type GgufValueTypeName = 'UINT8' | 'INT8' | 'UINT16' | 'INT16' | 'UINT32'
 export interface ConvertReport {
   input: string
   output: string
-  inputFormat: WeightsFormat | 'model-dir'
+  inputFormat: WeightsFormat | 'model-dir' | 'lora-adapter'
   outputFormat: 'gguf' | 'onnx' | 'safetensors' | 'mlx'
   tensors: number
   inputBytes: number

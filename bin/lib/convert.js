@@ -18,7 +18,7 @@ function wrap(text, width, indent) {
   return lines.map((l) => `\n${indent}${l}`).join('')
 }
 
-const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--metadata KEY=VALUE]... [--remove-metadata KEY]... [--split-max-size N] [--durable] [--quiet] [--json]'
+const usage = 'safetensors-node convert IN OUT --to gguf|safetensors|mlx|onnx [--quantization TYPE] [--metadata KEY=VALUE]... [--remove-metadata KEY]... [--split-max-size N] [--base DIR | --lora DIR [--lora-scale X]] [--durable] [--quiet] [--json]'
 
 const help = `Usage: ${usage}
 
@@ -40,6 +40,13 @@ Options:
       --split-max-size N    GGUF only: write OUT as a split set (OUT-00001-of-0000N.gguf …)
                             whose files hold at most N bytes of tensors each, as
                             llama-gguf-split does (N in bytes, or with K, M or G: 1000-based)
+      --base DIR            IN is a PEFT LoRA adapter directory and DIR its base model: OUT
+                            (--to gguf) is a llama.cpp GGUF LoRA (--quantization F32, F16,
+                            BF16 or Q8_0; without it the adapter's float types are kept)
+      --lora DIR            merge the PEFT LoRA adapter DIR into the model directory IN, as
+                            PEFT's merge_and_unload() does (--to safetensors: OUT is a
+                            model directory)
+      --lora-scale X        with --lora: a multiplier of the adapter's scaling (default 1)
       --durable             fsync OUT before renaming it into place (survives a power cut;
                             without it the write is atomic but may be lost on power loss)
   -q, --quiet               no progress bar and no summary
@@ -59,7 +66,9 @@ Examples:
   safetensors-node convert model.gguf model.safetensors --to safetensors
   safetensors-node convert ./classifier classifier.onnx --to onnx
   safetensors-node convert in.gguf out.gguf --to gguf --metadata general.name=tiny --remove-metadata general.url
-  safetensors-node convert ./model model.gguf --to gguf --split-max-size 2G`
+  safetensors-node convert ./model model.gguf --to gguf --split-max-size 2G
+  safetensors-node convert ./my-adapter adapter.gguf --to gguf --base ./Llama-3.2-1B
+  safetensors-node convert ./Llama-3.2-1B ./merged --to safetensors --lora ./my-adapter`
 
 const options = {
   to: { type: 'string', short: 't' },
@@ -67,6 +76,9 @@ const options = {
   metadata: { type: 'string', multiple: true },
   'remove-metadata': { type: 'string', multiple: true },
   'split-max-size': { type: 'string' },
+  base: { type: 'string' },
+  lora: { type: 'string' },
+  'lora-scale': { type: 'string' },
   durable: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   json: { type: 'boolean' },
@@ -122,6 +134,13 @@ async function run(ctx, values, positionals) {
     }
     if (to !== 'gguf') throw new UsageError('--quantization applies only to --to gguf', 'convert')
   }
+  let loraScale
+  if (values['lora-scale'] !== undefined) {
+    loraScale = Number(values['lora-scale'])
+    if (values['lora-scale'].trim() === '' || !Number.isFinite(loraScale)) {
+      throw new UsageError(`--lora-scale must be a number, not '${values['lora-scale']}'`, 'convert')
+    }
+  }
 
   const metadata = metadataEdits(values)
   let maxShardBytes
@@ -141,6 +160,9 @@ async function run(ctx, values, positionals) {
       ...(quantization !== undefined ? { quantization } : {}),
       ...(metadata !== undefined ? { metadata } : {}),
       ...(maxShardBytes !== undefined ? { maxShardBytes } : {}),
+      ...(values.base !== undefined ? { base: values.base } : {}),
+      ...(values.lora !== undefined ? { lora: values.lora } : {}),
+      ...(loraScale !== undefined ? { loraScale } : {}),
       ...(values.durable ? { durable: true } : {}),
       ...(bar ? { onProgress: bar.update } : {}),
     })

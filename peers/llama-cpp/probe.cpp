@@ -13,6 +13,9 @@
 //                                        sequence from position 0; writes n_tokens × n_vocab
 //                                        float32 logits (little endian, row by row) to OUT.f32
 //                                        and prints {"n_tokens": N, "n_vocab": V}
+//   llama-probe logits MODEL.gguf IDS OUT.f32 LORA.gguf
+//                                        the same with a GGUF LoRA adapter applied at scale 1
+//                                        (llama_adapter_lora_init + llama_set_adapters_lora)
 //
 // Contexts evaluate in F32 throughout: an F32 KV cache (llama.cpp's default is F16) and no
 // flash attention (its CPU kernel rounds Q to F16, ~1e-3 of the logits).
@@ -131,7 +134,7 @@ int main(int argc, char ** argv) {
         printf("]}\n");
         llama_batch_ext_free(batch);
         llama_free(ctx);
-    } else if (mode == "logits" && argc == 5) {
+    } else if (mode == "logits" && (argc == 5 || argc == 6)) {
         std::vector<llama_token> ids;
         for (const char * p = argv[3]; *p;) {
             char * end = nullptr;
@@ -143,6 +146,12 @@ int main(int argc, char ** argv) {
         if (ids.empty()) return fail("no token ids");
         llama_context * ctx = context(model, (uint32_t) ids.size(), 1, false);
         if (!ctx) return fail("could not create a context");
+        if (argc == 6) {
+            llama_adapter_lora * lora = llama_adapter_lora_init(model, argv[5]);
+            if (!lora) return fail("llama.cpp could not load the LoRA adapter");
+            float scale = 1.0f;
+            if (llama_set_adapters_lora(ctx, &lora, 1, &scale) != 0) return fail("could not apply the LoRA adapter");
+        }
         llama_batch_ext * batch = llama_batch_ext_init(ctx);
         for (size_t i = 0; i < ids.size(); ++i) {
             const int32_t idx = llama_batch_ext_add_token(batch, 0, ids[i]);

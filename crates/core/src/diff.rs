@@ -553,6 +553,11 @@ fn values_f32(
             )?;
             Ok(cast::copy_elements::<f32>(&moved))
         }
+        Transform::Transpose => {
+            let moved =
+                llamacpp::transpose(cast::element_bytes(&out), &t.shape, crate::DType::F32)?;
+            Ok(cast::copy_elements::<f32>(&moved))
+        }
     }
 }
 

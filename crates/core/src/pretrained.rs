@@ -15,6 +15,8 @@
 //! format it came from.
 
 #[cfg(feature = "fs")]
+pub mod adapter;
+#[cfg(feature = "fs")]
 pub mod companion;
 pub mod hub;
 pub mod layout;
@@ -174,7 +176,11 @@ impl ModelDir {
         }
         // Read only where it resolves inside the directory (its values reach the caller and
         // the files a conversion writes).
-        let config = companion::ModelFiles::new(dir)?.open_required(CONFIG_FILE, CONFIG_FILE)?;
+        let files = companion::ModelFiles::new(dir)?;
+        if adapter::is_adapter_dir(&files) {
+            return Err(adapter::not_a_model(dir));
+        }
+        let config = files.open_required(CONFIG_FILE, CONFIG_FILE)?;
         let config_path = config.path.clone();
         let text = config.read(
             CONFIG_MAX_BYTES,

@@ -13,6 +13,7 @@ use crate::format::safetensors::{self as st, TensorSpec};
 use crate::format::{self as formats, OpenOptions};
 use crate::fsutil::WriteOptions;
 use crate::models::AnyModel;
+use crate::pretrained::adapter::LoraAdapter;
 use crate::pretrained::ModelDir;
 use crate::source::TensorSource;
 use crate::tensor::TensorView;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub mod llamacpp;
+pub mod merge;
 pub mod metadata;
 pub mod pytorch;
 
@@ -194,6 +196,26 @@ struct Input {
 }
 
 impl Input {
+    /// The model directory `base` with the PEFT adapter `adapter` merged in.
+    fn merged(base: &Path, adapter: &Path, lora_scale: f64) -> Result<Input> {
+        if !std::fs::metadata(base)
+            .map_err(|e| CoreError::io(e, base))?
+            .is_dir()
+        {
+            return Err(CoreError::invalid_argument(
+                "options.lora merges an adapter into a model directory (config.json and weights), \
+                 and this is a file",
+            )
+            .with_path(base));
+        }
+        let dir = ModelDir::open(base, &mut |_| {})?;
+        let adapter = LoraAdapter::open(adapter)?;
+        Ok(Input {
+            source: Box::new(merge::Merged::new(Box::new(dir), adapter, lora_scale)?),
+            kind: MODEL_DIR,
+        })
+    }
+
     /// A model directory, or a file of whatever format its bytes are.
     fn open(path: &Path) -> Result<Input> {
         if std::fs::metadata(path)
@@ -355,20 +377,62 @@ pub fn convert(
         to,
         quantization,
         &ConvertSettings::default(),
+        &LoraOptions::default(),
         options,
     )
 }
 
-/// [`convert`] with [`ConvertSettings`]: metadata edits (every target but ONNX, which has
-/// no metadata) and, for GGUF, a split output.
+/// A PEFT LoRA adapter in a conversion.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoraOptions<'a> {
+    /// The input is an adapter directory and this its base model's directory: the output is
+    /// the adapter as a llama.cpp GGUF LoRA ([`llamacpp::lora`]).
+    pub base: Option<&'a Path>,
+    /// The input is a base model directory and this an adapter to merge into it: the output
+    /// is the merged model ([`merge::Merged`]).
+    pub lora: Option<&'a Path>,
+    /// A multiplier of the adapter's scaling when merging (1 by default).
+    pub lora_scale: Option<f64>,
+}
+
+/// [`convert`] with [`ConvertSettings`] — metadata edits (every target but ONNX, which has
+/// no metadata) and, for GGUF, a split output — and a LoRA adapter converted to GGUF against
+/// its base, or merged into the input (see [`LoraOptions`]).
 pub fn convert_with(
     input_path: &Path,
     output: &Path,
     to: Target,
     quantization: Option<Preset>,
     settings: &ConvertSettings,
+    lora: &LoraOptions<'_>,
     options: WriteOptions<'_>,
 ) -> Result<ConvertReport> {
+    if let Some(base) = lora.base {
+        if !settings.metadata.is_empty() || settings.max_shard_bytes.is_some() {
+            return Err(CoreError::invalid_argument(
+                "options.metadata and options.maxShardBytes do not apply to a LoRA adapter \
+                 (options.base)",
+            ));
+        }
+        if lora.lora.is_some() || lora.lora_scale.is_some() {
+            return Err(CoreError::invalid_argument(
+                "options.base (the base model of an adapter given as input) and options.lora / \
+                 options.loraScale (an adapter merged into the input) exclude each other",
+            ));
+        }
+        if to != Target::Gguf {
+            return Err(CoreError::invalid_argument(
+                "options.base (converting a LoRA adapter) applies only to: 'gguf' (to merge \
+                 an adapter into its base model, convert the base with options.lora)",
+            ));
+        }
+        return adapter_to_gguf(input_path, base, output, quantization, options);
+    }
+    if lora.lora_scale.is_some() && lora.lora.is_none() {
+        return Err(CoreError::invalid_argument(
+            "options.loraScale applies only with options.lora",
+        ));
+    }
     let WriteOptions {
         durability,
         progress: mut listener,
@@ -395,7 +459,16 @@ pub fn convert_with(
         ));
     }
     let edits = &settings.metadata[..];
-    let input = Input::open(input_path)?;
+    let input = match lora.lora {
+        Some(adapter) => Input::merged(input_path, adapter, lora.lora_scale.unwrap_or(1.0))?,
+        None => Input::open(input_path)?,
+    };
+    let merging = lora.lora.is_some();
+    if merging && to == Target::SafeTensors && !edits.is_empty() {
+        return Err(CoreError::invalid_argument(
+            "options.metadata does not apply to a LoRA merged into SafeTensors yet",
+        ));
+    }
     let s = input.source.as_ref();
     let specs: Vec<TensorSpec> = s
         .tensors()
@@ -413,6 +486,20 @@ pub fn convert_with(
     let mut output_bytes = None;
     progress(0, total);
     match to {
+        Target::SafeTensors if merging => {
+            let mut behind = ReleaseBehind::new(s);
+            output_files = Some(merge::save_dir(
+                s,
+                output,
+                &specs,
+                durability,
+                &mut |name, len| {
+                    behind.next(name);
+                    done += len;
+                    progress(done, total);
+                },
+            )?);
+        }
         Target::SafeTensors if pytorch::applies(s) => {
             let written =
                 pytorch::to_safetensors(input_path, s, output, durability, edits, &mut |done| {
@@ -651,6 +738,77 @@ fn write_gguf_output<'d>(
         })
         .collect();
     Ok((Some(names), Some(bytes)))
+}
+
+/// The PEFT adapter directory `adapter_dir` as a llama.cpp GGUF LoRA for the base model in
+/// `base_dir` (its config.json and tensor listing: its weights are not read).
+fn adapter_to_gguf(
+    adapter_dir: &Path,
+    base_dir: &Path,
+    output: &Path,
+    quantization: Option<Preset>,
+    options: WriteOptions<'_>,
+) -> Result<ConvertReport> {
+    let WriteOptions {
+        durability,
+        progress: mut listener,
+    } = options;
+    let adapter = LoraAdapter::open(adapter_dir)?;
+    let base = ModelDir::open(base_dir, &mut |_| {})?;
+    let listing: Vec<llamacpp::TensorListing> = base
+        .tensors()
+        .iter()
+        .map(|t| llamacpp::TensorListing {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        })
+        .collect();
+    let config = base.config().clone();
+    let choice = match quantization {
+        Some(p) => gguf::QuantizationChoice::Preset(p),
+        None => gguf::QuantizationChoice::Keep,
+    };
+    let export = llamacpp::lora::plan(&adapter, &config, &listing, choice).map_err(|e| {
+        if e.path().is_none() {
+            e.with_path(adapter_dir)
+        } else {
+            e
+        }
+    })?;
+    let s = adapter.source.as_ref();
+    let total: u64 = s.tensors().iter().map(|t| t.stored_len).sum();
+    let mut done = 0u64;
+    let mut progress = |done: u64| {
+        if let Some(p) = listener.as_mut() {
+            p(done, total)
+        }
+    };
+    progress(0);
+    let mut behind = ReleaseBehind::new(s);
+    export.write(output, WriteOptions::with_durability(durability), |name| {
+        behind.next(name);
+        let view = s.view(name)?;
+        done += s.tensor(name).map_or(0, |t| t.stored_len);
+        progress(done);
+        Ok(view)
+    })?;
+    drop(behind);
+    progress(total);
+    Ok(ConvertReport {
+        input: adapter_dir.display().to_string(),
+        output: output.display().to_string(),
+        input_format: "lora-adapter".to_string(),
+        output_format: Target::Gguf.name().to_string(),
+        tensors: export.tensors.len(),
+        input_bytes: s.file_size(),
+        output_bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        quantization: quantization.map(|p| p.name().to_string()),
+        architecture: Some(export.architecture.to_string()),
+        warnings: export.warnings.clone(),
+        dropped: Vec::new(),
+        files: None,
+    })
 }
 
 /// Gives back the input's mapped pages one tensor behind a streaming writer.

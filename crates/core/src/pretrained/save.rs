@@ -318,7 +318,7 @@ fn save_shards(
 }
 
 /// Copy the companion files of the model directory `source` into `dir`.
-fn copy_companions(
+pub(crate) fn copy_companions(
     source: &Path,
     dir: &Path,
     saved: &mut Saved,

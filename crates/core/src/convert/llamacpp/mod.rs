@@ -23,6 +23,7 @@ mod decoder;
 mod granite;
 mod hparams;
 mod llama;
+pub mod lora;
 mod mistral;
 mod names;
 mod olmo2;
@@ -105,6 +106,8 @@ pub enum Transform {
     RopeInterleave {
         heads: usize,
     },
+    /// A matrix transposed: the source is `[cols, rows]` of the output's `[rows, cols]`.
+    Transpose,
 }
 
 impl LlamaExport {
@@ -139,7 +142,11 @@ impl LlamaExport {
             Origin::Stack(names) => stack(tensor, names, fetch),
             Origin::Source { name, transform } => {
                 let view = fetch(name)?;
-                if view.shape != tensor.shape {
+                let source_shape: Vec<usize> = match transform {
+                    Transform::Transpose => tensor.shape.iter().rev().copied().collect(),
+                    _ => tensor.shape.clone(),
+                };
+                if view.shape != source_shape {
                     return Err(CoreError::invalid_model(format!(
                         "shape {:?} differs from the listed {:?}",
                         view.shape, tensor.shape
@@ -154,11 +161,14 @@ impl LlamaExport {
                         view.dtype,
                         *heads,
                     )?),
+                    Transform::Transpose => {
+                        Cow::Owned(transpose(&view.data, &view.shape, view.dtype)?)
+                    }
                 };
                 Ok(TensorView {
                     name: tensor.name.clone(),
                     dtype: view.dtype,
-                    shape: view.shape,
+                    shape: tensor.shape.clone(),
                     data,
                 })
             }
@@ -246,6 +256,36 @@ pub fn rope_interleave(
     Ok(out)
 }
 
+/// [`Transform::Transpose`] of a row-major matrix of `shape` (any dtype: elements move whole).
+pub fn transpose(data: &[u8], shape: &[usize], dtype: DType) -> Result<Vec<u8>> {
+    let elem = dtype.size().ok_or_else(|| {
+        CoreError::unsupported_dtype(format!("{dtype} matrices cannot be transposed"))
+    })?;
+    let (rows, cols) = match shape {
+        [r, c] => (*r, *c),
+        _ => {
+            return Err(CoreError::invalid_model(format!(
+                "shape {shape:?} is not a matrix and cannot be transposed"
+            )))
+        }
+    };
+    if data.len() != rows * cols * elem {
+        return Err(CoreError::size_mismatch(format!(
+            "{} bytes for a {dtype} matrix of shape {shape:?}",
+            data.len()
+        )));
+    }
+    let mut out = crate::memory::reserve(data.len() as u64, "a transposed matrix")?;
+    out.resize(data.len(), 0);
+    for r in 0..rows {
+        for c in 0..cols {
+            let (src, dst) = ((r * cols + c) * elem, (c * rows + r) * elem);
+            out[dst..dst + elem].copy_from_slice(&data[src..src + elem]);
+        }
+    }
+    Ok(out)
+}
+
 /// The input handed to an architecture.
 pub(crate) struct ModelInput<'a> {
     /// The directory's files beside the weights (tokenizer, templates, pooling).
@@ -287,6 +327,35 @@ pub fn recognize(
     quantization: QuantizationChoice,
 ) -> Result<Recognition> {
     let hparams = Hparams::new(config)?;
+    let arch = match find_architecture(&hparams) {
+        Ok(arch) => arch,
+        Err(what) => {
+            let known: Vec<&str> = ARCHITECTURES
+                .iter()
+                .flat_map(|a| a.hf_classes.iter().copied())
+                .collect();
+            return Ok(Recognition::Unknown(format!(
+                "llama.cpp export does not know {what} (it knows {}): wrote the tensors under their \
+                 Hugging Face names without hyper-parameters or tokenizer, which llama.cpp cannot run",
+                known.join(", ")
+            )));
+        }
+    };
+    let files = ModelFiles::new(dir)?;
+    let input = ModelInput {
+        files: &files,
+        hparams,
+        tensors,
+    };
+    let mut export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
+    quantize_plan(&mut export, quantization).map_err(|e| e.with_path(dir))?;
+    export.warnings.extend(files.take_warnings());
+    Ok(Recognition::Known(Box::new(export)))
+}
+
+/// The architecture of a config, as the converter finds it (by the first class name, or
+/// without one by model_type), or what to call the config in a message when none is known.
+fn find_architecture(hparams: &Hparams) -> std::result::Result<&'static Architecture, String> {
     let classes: Vec<&str> = match hparams.get("architectures") {
         Some(Json::Array(a)) => a.iter().filter_map(Json::as_str).collect(),
         _ => Vec::new(),
@@ -299,32 +368,12 @@ pub fn recognize(
             .iter()
             .find(|a| Some(a.model_type) == model_type),
     };
-    let Some(arch) = arch else {
-        let what = match (classes.first(), model_type) {
+    arch.copied()
+        .ok_or_else(|| match (classes.first(), model_type) {
             (Some(class), _) => format!("architecture '{class}'"),
             (None, Some(t)) => format!("model_type '{t}'"),
             (None, None) => "a config.json without 'architectures' or 'model_type'".to_string(),
-        };
-        let known: Vec<&str> = ARCHITECTURES
-            .iter()
-            .flat_map(|a| a.hf_classes.iter().copied())
-            .collect();
-        return Ok(Recognition::Unknown(format!(
-            "llama.cpp export does not know {what} (it knows {}): wrote the tensors under their \
-             Hugging Face names without hyper-parameters or tokenizer, which llama.cpp cannot run",
-            known.join(", ")
-        )));
-    };
-    let files = ModelFiles::new(dir)?;
-    let input = ModelInput {
-        files: &files,
-        hparams,
-        tensors,
-    };
-    let mut export = (arch.plan)(&input).map_err(|e| e.with_path(dir))?;
-    quantize_plan(&mut export, quantization).map_err(|e| e.with_path(dir))?;
-    export.warnings.extend(files.take_warnings());
-    Ok(Recognition::Known(Box::new(export)))
+        })
 }
 
 /// Apply `quantization` to an export whose tensors have the converter's types, as

@@ -198,6 +198,55 @@ pub struct NamePolicy {
     pub dropped: &'static [&'static str],
 }
 
+impl NamePolicy {
+    /// `name` with the policy's prefixes stripped and suffixes renamed.
+    fn normalize(&self, name: &str) -> String {
+        let mut name = name;
+        for p in self.strip_prefixes {
+            if let Some(rest) = name.strip_prefix(p) {
+                name = rest;
+            }
+        }
+        let mut name = name.to_string();
+        for (from, to) in self.renames {
+            if let Some(stem) = name.strip_suffix(from) {
+                name = format!("{stem}{to}");
+            }
+        }
+        name
+    }
+}
+
+/// The llama.cpp name (`blk.0.attn_q.weight`) of the Hugging Face weight or bias `name`
+/// outside a mixture's experts, and its rule: `None` where the table has no place for it or
+/// the policy drops it. Nothing is checked against a config (see [`map_tensors`]).
+pub fn gguf_name(
+    name: &str,
+    rules: &[TensorRule],
+    policy: &NamePolicy,
+) -> Option<(String, TensorRule)> {
+    let name = policy.normalize(name);
+    if is_dropped(&name, policy.dropped) {
+        return None;
+    }
+    let (base, suffix) = match name.strip_suffix(".weight") {
+        Some(b) => (b, ".weight"),
+        None => (name.strip_suffix(".bias")?, ".bias"),
+    };
+    rules.iter().find_map(|r| match r.matches(base)? {
+        Placed {
+            expert: Some(_), ..
+        } => None,
+        Placed { layer, .. } => {
+            let gguf = match layer {
+                Some(l) => r.gguf.replace("{bid}", &l.to_string()),
+                None => r.gguf.to_string(),
+            };
+            Some((gguf + suffix, *r))
+        }
+    })
+}
+
 fn is_dropped(name: &str, dropped: &[&str]) -> bool {
     dropped.iter().any(|d| {
         if let Some(suffix) = d.strip_prefix('*') {
@@ -231,18 +280,7 @@ pub fn map_tensors(
     // Layers the tensors name: 0..layers_held.
     let mut layers_held = 0usize;
     for t in tensors {
-        let mut name = t.name.as_str();
-        for p in policy.strip_prefixes {
-            if let Some(rest) = name.strip_prefix(p) {
-                name = rest;
-            }
-        }
-        let mut name = name.to_string();
-        for (from, to) in policy.renames {
-            if let Some(stem) = name.strip_suffix(from) {
-                name = format!("{stem}{to}");
-            }
-        }
+        let name = policy.normalize(&t.name);
         if is_dropped(&name, policy.dropped) {
             continue;
         }
