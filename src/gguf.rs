@@ -4,9 +4,9 @@
 //! The parsing and decoding are `stcore::format::gguf::GgufSource`'s; this module converts
 //! arguments and values.
 
+use crate::args::{parse_backend, GetOptions};
 use crate::error::{guard, CoreResult, OrThrow};
-use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
-use crate::handle::SourceHandle;
+use crate::handle::{own_record, shape_to_js, SourceHandle, StringRecord, Tensor, TensorRecord};
 use crate::tasks::CoreTask;
 use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
@@ -210,9 +210,8 @@ impl GgufFile {
             }
             let pairs = &inner.header().metadata;
             // SAFETY: `env` is the live env of this call.
-            let value = unsafe {
-                crate::file::own_record(env.raw(), pairs.iter().map(|(k, v)| (k.clone(), Value(v))))
-            }?;
+            let value =
+                unsafe { own_record(env.raw(), pairs.iter().map(|(k, v)| (k.clone(), Value(v)))) }?;
             *made = Some(Object::from_raw(env.raw(), value).create_ref()?);
             Ok(GgufMetadata(value))
         })
@@ -220,9 +219,9 @@ impl GgufFile {
 
     /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays.
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, string>")]
-    pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
+    pub fn metadata_types(&self, env: Env) -> napi::Result<StringRecord> {
         guard(&env, "GgufFile.metadataTypes", || {
-            Ok(crate::file::StringRecord(
+            Ok(StringRecord(
                 self.inner
                     .get_or_throw(&env)?
                     .header()

@@ -1,13 +1,12 @@
 //! `Model`: pretrained model directories (config.json + weights) from JavaScript.
 
+use crate::args::{GetOptions, JsRanges};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
-use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::handle::{Held, JsRanges, SourceHandle};
+use crate::handle::{Held, SourceHandle, Tensor, TensorRecord, WeightsTensorInfo};
 use crate::models::{parse_matrix, with_matrix, MatrixArg};
 use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{new_array, JsArray, ReadAs};
-use crate::weights::WeightsTensorInfo;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;

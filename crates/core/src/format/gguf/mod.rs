@@ -20,7 +20,6 @@
 pub mod export;
 mod read;
 pub mod source;
-mod value;
 mod write;
 
 pub use crate::codecs::presets::{Preset, QuantizationChoice, TensorPlan, TypePlanModel};
@@ -29,10 +28,10 @@ pub use crate::codecs::{
     quantize_q4_0_ref, quantize_q8_0, quantize_q8_0_ref, GgmlType, Q4_0_BLOCK_BYTES,
     Q8_0_BLOCK_BYTES, QK,
 };
+pub use crate::source::value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
-pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use write::write_gguf_file;
 pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec};
