@@ -3,41 +3,16 @@
 use crate::args::{parse_backend, GetOptions};
 use crate::error::{guard, CoreResult, OrThrow};
 use crate::handle::{
-    read_source_all, shape_to_js, SourceHandle, StringRecord, Tensor, TensorRecord,
+    read_source_all, SourceHandle, StringRecord, Tensor, TensorInfo, TensorRecord,
 };
 use crate::tasks::CoreTask;
 use crate::typed::{ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::format::safetensors::{Backend, SafeTensors, TensorInfo as CoreInfo};
+use stcore::format::safetensors::{Backend, SafeTensors};
 use std::path::Path;
 use std::sync::Arc;
-
-#[napi(object, object_from_js = false)]
-pub struct TensorInfo {
-    pub name: String,
-    #[napi(ts_type = "DType")]
-    pub dtype: String,
-    pub shape: Vec<i64>,
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Vec<i64>,
-    pub byte_length: i64,
-    pub numel: i64,
-}
-
-impl From<&CoreInfo> for TensorInfo {
-    fn from(t: &CoreInfo) -> Self {
-        TensorInfo {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape: shape_to_js(&t.shape),
-            data_offsets: vec![t.data_offsets.0 as i64, t.data_offsets.1 as i64],
-            byte_length: t.byte_len() as i64,
-            numel: t.numel() as i64,
-        }
-    }
-}
 
 fn open_file(path: &str, backend: CoreResult<Backend>) -> CoreResult<SafeTensorsFile> {
     let inner = SafeTensors::open(Path::new(path), backend?)?;
@@ -195,14 +170,15 @@ impl SafeTensorsFile {
         guard(&env, "SafeTensorsFile.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(catch_unwind, strict)]
+    /// Every SafeTensors tensor has its `dataOffsets`.
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "TensorInfo & { dataOffsets: [number, number] }"
+    )]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "SafeTensorsFile.info", || {
-            self.inner
-                .get()
-                .and_then(|inner| inner.info(&name))
-                .map(|i| TensorInfo::from(&i))
-                .or_throw(&env)
+            self.inner.info(&env, &name)
         })
     }
 

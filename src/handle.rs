@@ -134,7 +134,7 @@ impl<T: ?Sized + Held> SourceHandle<T> {
         Ok((!m.is_none()).then(|| Json(m.to_json())))
     }
 
-    pub fn info(&self, env: &Env, name: &str) -> napi::Result<WeightsTensorInfo> {
+    pub fn info(&self, env: &Env, name: &str) -> napi::Result<TensorInfo> {
         self.get()
             .and_then(|held| tensor_info(held.source(), name))
             .or_throw(env)
@@ -382,9 +382,11 @@ pub fn read_source_all(source: &dyn TensorSource, mode: ReadMode) -> CoreResult<
         .map(TensorRecord)
 }
 
-/// The per-tensor description `WeightsFile.info` returns.
+/// What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
+/// `GgufFile`, whose `GgufTensorInfo` has these fields first and adds its own): a format adds
+/// fields to it, never renames them.
 #[napi(object, object_from_js = false)]
-pub struct WeightsTensorInfo {
+pub struct TensorInfo {
     pub name: String,
     /// What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
     /// block types: F32).
@@ -392,28 +394,31 @@ pub struct WeightsTensorInfo {
     pub dtype: String,
     /// The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', …
     pub stored_type: String,
+    /// Row-major, outermost first.
     pub shape: Vec<i64>,
-    /// Where the stored bytes lie in the format's data section, for formats that have one
-    /// (SafeTensors, GGUF).
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Option<Vec<f64>>,
     /// Bytes as stored (what `as: 'raw'` returns).
     pub byte_length: f64,
     pub numel: f64,
+    // Last: napi-rs sets an optional field after the others whatever its place, and
+    // `GgufTensorInfo` keeps this order.
+    /// `[start, end)` of the stored bytes in the format's data section, for formats that have
+    /// one (SafeTensors, GGUF; a shard's own data section in a sharded model).
+    #[napi(ts_type = "[number, number]")]
+    pub data_offsets: Option<Vec<f64>>,
 }
 
 /// The description of one tensor of a source.
-pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<WeightsTensorInfo> {
+pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<TensorInfo> {
     let t = source.info(name)?;
-    Ok(WeightsTensorInfo {
+    Ok(TensorInfo {
         name: t.name.clone(),
         dtype: t.dtype.name().to_string(),
         stored_type: t.stored.to_string(),
         shape: shape_to_js(&t.shape),
+        byte_length: t.stored_len as f64,
+        numel: t.numel() as f64,
         data_offsets: source
             .stored_range(name)
             .map(|(a, b)| vec![a as f64, b as f64]),
-        byte_length: t.stored_len as f64,
-        numel: t.numel() as f64,
     })
 }

@@ -7,7 +7,7 @@ use crate::args::{bytes_arg, parse_backend, with_view, GetOptions};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::gguf::GgufFile;
-use crate::handle::{SourceHandle, Tensor, TensorRecord, WeightsTensorInfo};
+use crate::handle::{SourceHandle, Tensor, TensorInfo, TensorRecord};
 use crate::tasks::CoreTask;
 use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
@@ -255,7 +255,7 @@ impl WeightsFile {
     }
 
     #[napi(catch_unwind, strict)]
-    pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
+    pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "WeightsFile.info", || self.inner.info(&env, &name))
     }
 
