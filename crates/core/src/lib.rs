@@ -31,6 +31,7 @@ pub mod names;
 pub mod pages;
 pub mod parallel;
 pub mod pretrained;
+pub mod remote;
 pub mod slice;
 pub mod source;
 pub mod tensor;
