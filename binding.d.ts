@@ -533,7 +533,7 @@ export declare class Model {
   get path(): string
   /** The weights' key/values (a SafeTensors `__metadata__`, …), or null. */
   get metadata(): Record<string, unknown> | null
-  info(name: string): WeightsTensorInfo
+  info(name: string): TensorInfo
   tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
   /**
@@ -604,7 +604,8 @@ export declare class SafeTensorsFile {
    */
   validate(): ValidationReport
   has(name: string): boolean
-  info(name: string): TensorInfo
+  /** Every SafeTensors tensor has its `dataOffsets`. */
+  info(name: string): TensorInfo & { dataOffsets: [number, number] }
   getTensor(name: string, options?: GetOptions | undefined | null): Tensor
   getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
   /**
@@ -638,7 +639,7 @@ export declare class WeightsFile {
   get tensorNames(): Array<string>
   get numParameters(): number
   has(name: string): boolean
-  info(name: string): WeightsTensorInfo
+  info(name: string): TensorInfo
   getTensor(name: string, options?: GetOptions | undefined | null): Tensor
   getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
   /** Every tensor, keyed by name in serving order. */
@@ -705,26 +706,26 @@ export interface GgufOptions {
 }
 
 /**
- * The description of one tensor `GgufFile.info` returns: `WeightsFile`'s fields plus the
- * ones GGUF has.
+ * The description of one tensor `GgufFile.info` returns: `TensorInfo`'s fields, in its
+ * order and with its values, then the ones GGUF adds.
  */
 export interface GgufTensorInfo {
   name: string
   /** What `getTensor` serves: F32 for block types, the stored type for plain ones. */
   dtype: DType
-  /** The ggml type as stored ('Q4_K', 'F16', 'I32', …). */
-  ggmlType: string
-  /** Same as `ggmlType` (the `WeightsFile` name). */
+  /** The ggml type as stored (as `ggmlType`). */
   storedType: string
   /** Row-major (numpy order, outermost first): the reverse of the file's `ne`. */
   shape: Array<number>
-  /** `[start, end)` of the stored bytes relative to the data section. */
-  dataOffsets: [number, number]
-  /** Offset of the stored bytes from the start of the file. */
-  offset: number
   /** Bytes as stored (what `as: 'raw'` returns). */
   byteLength: number
   numel: number
+  /** `[start, end)` of the stored bytes relative to the data section. */
+  dataOffsets: [number, number]
+  /** The ggml type as stored ('Q4_K', 'F16', 'I32', …). */
+  ggmlType: string
+  /** Offset of the stored bytes from the start of the file. */
+  offset: number
 }
 
 /** `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js). */
@@ -958,13 +959,30 @@ export interface Tensor {
 /** Absolute byte range `[start, end)` of a tensor within the file. */
 export declare function tensorFileRange(file: SafeTensorsFile, name: string): [number, number]
 
+/**
+ * What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
+ * `GgufFile`, whose `GgufTensorInfo` has these fields first and adds its own): a format adds
+ * fields to it, never renames them.
+ */
 export interface TensorInfo {
   name: string
+  /**
+   * What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
+   * block types: F32).
+   */
   dtype: DType
+  /** The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', … */
+  storedType: string
+  /** Row-major, outermost first. */
   shape: Array<number>
-  dataOffsets: [number, number]
+  /** Bytes as stored (what `as: 'raw'` returns). */
   byteLength: number
   numel: number
+  /**
+   * `[start, end)` of the stored bytes in the format's data section, for formats that have
+   * one (SafeTensors, GGUF; a shard's own data section in a sharded model).
+   */
+  dataOffsets?: [number, number]
 }
 
 /** The absolute byte spans a `getSlice` would read, and the result's shape. */
@@ -992,27 +1010,6 @@ export declare function verifySnapshot(dir: string): Promise<VerifyReport>
  * remote files fetched whole with it.
  */
 export declare function weightsFromBytes(bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }): WeightsFile | GgufFile
-
-/** The per-tensor description `WeightsFile.info` returns. */
-export interface WeightsTensorInfo {
-  name: string
-  /**
-   * What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
-   * block types: F32).
-   */
-  dtype: DType
-  /** The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', … */
-  storedType: string
-  shape: Array<number>
-  /**
-   * Where the stored bytes lie in the format's data section, for formats that have one
-   * (SafeTensors, GGUF).
-   */
-  dataOffsets?: [number, number]
-  /** Bytes as stored (what `as: 'raw'` returns). */
-  byteLength: number
-  numel: number
-}
 
 /** Options of a model's `save` and `toOnnx`. */
 export interface WriteOptions {

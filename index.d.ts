@@ -126,7 +126,8 @@ export declare class SafeTensorsFile {
    */
   validate(): ValidationReport
   has(name: string): boolean
-  info(name: string): TensorInfo
+  /** Every SafeTensors tensor has its `dataOffsets`. */
+  info(name: string): TensorInfo & { dataOffsets: [number, number] }
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   /** A sub-tensor along the leading dimensions; negative values count from the end. */
@@ -178,7 +179,7 @@ export declare class Model {
   get tensorNames(): string[]
   get numParameters(): number
   has(name: string): boolean
-  info(name: string): WeightsTensorInfo
+  info(name: string): TensorInfo
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
@@ -300,21 +301,8 @@ export declare function validate(path: string, options?: HttpOptions & ModelIdOp
 /** How `convert`, `inspect` and `validate` fetch an http(s):// input (as `openUrl` does). */
 export type HttpOptions = Pick<OpenUrlOptions, 'headers' | 'timeoutMs' | 'retries' | 'retryDelayMs'>
 
-/** One tensor of a `WeightsFile`: what `getTensor` serves, and what is stored. */
-export interface WeightsTensorInfo {
-  name: string
-  /** What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF block types: F32). */
-  dtype: DType
-  /** The stored type as the format names it: 'BF16', 'Q4_K', … */
-  storedType: string
-  /** Row-major, outermost first. */
-  shape: number[]
-  /** Where the stored bytes lie in the format's data section, for formats that have one (SafeTensors, GGUF). */
-  dataOffsets?: [number, number]
-  /** Bytes as stored (what `as: 'raw'` returns). */
-  byteLength: number
-  numel: number
-}
+/** @deprecated The same as `TensorInfo`, which every reader's `info(name)` returns. */
+export type WeightsTensorInfo = TensorInfo
 
 /**
  * A weights file of any format this package reads, recognised by its bytes: SafeTensors, a
@@ -333,7 +321,7 @@ export interface WeightsFile {
   readonly tensorNames: string[]
   readonly numParameters: number
   has(name: string): boolean
-  info(name: string): WeightsTensorInfo
+  info(name: string): TensorInfo
   /** Block types (GGUF Q8_0, Q4_K, …) decode to Float32Array; `as: 'raw'` gives the stored bytes. */
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
@@ -344,8 +332,8 @@ export interface WeightsFile {
   [Symbol.dispose](): void
 }
 
-/** One tensor of a `GgufFile`: `WeightsTensorInfo` plus what the GGUF header says. */
-export interface GgufTensorInfo extends WeightsTensorInfo {
+/** One tensor of a `GgufFile`: `TensorInfo` plus what the GGUF header says. */
+export interface GgufTensorInfo extends TensorInfo {
   /** The ggml type as stored: 'Q4_K', 'F16', 'I32', … (the same as `storedType`). */
   ggmlType: string
   /** `[start, end)` of the stored bytes, relative to the data section. */
@@ -463,7 +451,8 @@ export interface RemoteSafeTensorsFile {
   /** Bytes transferred so far (header and tensors). */
   readonly bytesFetched: number
   has(name: string): boolean
-  info(name: string): TensorInfo
+  /** Every SafeTensors tensor has its `dataOffsets`. */
+  info(name: string): TensorInfo & { dataOffsets: [number, number] }
   /** Throws ERR_INVALID_ARGUMENT (use getTensorAsync) unless the server sent the whole file. */
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
@@ -511,6 +500,7 @@ export interface RemoteModel {
   readonly numParameters: number
   readonly bytesFetched: number
   has(name: string): boolean
+  info(name: string): TensorInfo
   getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>

@@ -88,8 +88,7 @@ function inspectWeights(depth, options, inspect) {
     const names = this.tensorNames
     const types = {}
     for (const n of names) {
-      const info = this.info(n)
-      const type = info.storedType ?? info.dtype
+      const type = this.info(n).storedType
       types[type] = (types[type] ?? 0) + 1
     }
     summary = { path: this.path, format: this.format ?? 'safetensors', tensors: names.length, types, parameters: this.numParameters }

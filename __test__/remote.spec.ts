@@ -380,4 +380,28 @@ describe('openWeights(url)', () => {
     await expect(openWeights(`${base}/ok/nope.safetensors`)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
     expect(() => openWeightsSync(`${base}/ok/single/model.safetensors`)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
   })
+
+  it('info() of every remote reader is the TensorInfo the local reader gives, keys and values', async () => {
+    const keys = ['name', 'dtype', 'storedType', 'shape', 'byteLength', 'numel', 'dataOffsets']
+    const file = join(root, 'sharded', 'model-00002-of-00003.safetensors')
+    const local = openWeightsSync(file)
+    for (const remote of [await SafeTensorsFile.openUrl(`${base}/ok/sharded/model-00002-of-00003.safetensors`), await openWeights(`${base}/ok/sharded/model-00002-of-00003.safetensors`)]) {
+      expect(Object.keys(remote.info('layer.1'))).toEqual(keys)
+      expect(remote.info('layer.1')).toEqual(local.info('layer.1'))
+    }
+    const model = await Model.loadPretrained(`${base}/ok/sharded/`)
+    const localModel = Model.loadPretrainedSync(join(root, 'sharded'))
+    for (const name of localModel.tensorNames) {
+      expect(Object.keys(model.info(name)), name).toEqual(keys)
+      expect(model.info(name), name).toEqual(localModel.info(name))
+    }
+    expect(model.info('layer.2')).toMatchObject({ dtype: 'BF16', storedType: 'BF16', shape: [4, 8], byteLength: 64 })
+    await expect(Promise.resolve().then(() => model.info('nope'))).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+    await convert(file, join(root, 'info.gguf'), { to: 'gguf' })
+    const gguf = GgufFile.open(join(root, 'info.gguf'))
+    for (const remote of [await GgufFile.openUrl(`${base}/ok/info.gguf`), await openWeights(`${base}/ok/info.gguf`)]) {
+      expect(Object.keys(remote.info('layer.1'))).toEqual([...keys, 'ggmlType', 'offset'])
+      expect(remote.info('layer.1')).toEqual(gguf.info('layer.1'))
+    }
+  })
 })

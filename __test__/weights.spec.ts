@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, validate, type WeightsFile } from '../index.js'
+import { GgufFile, Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type WeightsFile } from '../index.js'
 import { PYTHON, fixture, tempDir } from './helpers'
 
 /**
@@ -145,6 +145,51 @@ describe('openWeights: every format through one interface', () => {
     expect(() => openWeightsSync(gg, { format: 'onnx' as any })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining("options.format must be one of 'safetensors'") }))
     expect(() => openWeightsSync(gg, { backend: 'ftp' as any })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
     await expect(openWeights(join(dir, 'missing.gguf'))).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' })
+  })
+})
+
+/** The fields of `TensorInfo`, in the order every reader gives them. */
+const TENSOR_INFO_KEYS = ['name', 'dtype', 'storedType', 'shape', 'byteLength', 'numel', 'dataOffsets']
+
+describe('info(): one TensorInfo whichever reader opened the file', () => {
+  it('SafeTensorsFile, WeightsFile (file and directory) and Model give the same keys and values; GgufFile the same fields first, then its own', async () => {
+    const model = join(dir, 'info-model')
+    mkdirSync(model)
+    const file = join(model, 'model.safetensors')
+    saveFile(file, {
+      'a.weight': { dtype: 'BF16', shape: [2, 3], data: Float32Array.from({ length: 6 }, (_, i) => i / 2) },
+      'b.bias': { dtype: 'F32', shape: [3], data: new Float32Array([1, 2, 3]) },
+      ids: { dtype: 'I64', shape: [4], data: new BigInt64Array([1n, 2n, 3n, 4n]) as any },
+    })
+    writeFileSync(join(model, 'config.json'), '{"model_type":"x"}')
+    const reference = SafeTensorsFile.open(file)
+    const readers = [openWeightsSync(file), await openWeights(model), Model.loadPretrainedSync(model), await Model.loadPretrained(model)]
+    for (const name of reference.tensorNames) {
+      const want = reference.info(name)
+      expect(Object.keys(want), name).toEqual(TENSOR_INFO_KEYS)
+      expect(want.storedType, name).toBe(want.dtype)
+      for (const r of readers) {
+        expect(Object.keys(r.info(name)), name).toEqual(TENSOR_INFO_KEYS)
+        expect(r.info(name), name).toEqual(want)
+      }
+    }
+    const a = reference.info('a.weight')
+    expect(a).toEqual({ name: 'a.weight', dtype: 'BF16', storedType: 'BF16', shape: [2, 3], byteLength: 12, numel: 6, dataOffsets: [a.dataOffsets[0], a.dataOffsets[0] + 12] })
+
+    // The same tensors in GGUF (types kept): the same values but where its data section puts them.
+    const gguf = join(dir, 'info.gguf')
+    await convert(file, gguf, { to: 'gguf' })
+    const g = GgufFile.open(gguf)
+    for (const r of [g, openWeightsSync(gguf), await openWeights(gguf)]) {
+      for (const name of reference.tensorNames) {
+        const info = r.info(name) as ReturnType<GgufFile['info']>
+        expect(Object.keys(info), name).toEqual([...TENSOR_INFO_KEYS, 'ggmlType', 'offset'])
+        expect({ ...info, dataOffsets: undefined, ggmlType: undefined, offset: undefined }, name).toEqual({ ...reference.info(name), dataOffsets: undefined })
+        expect(info.ggmlType, name).toBe(info.storedType)
+        expect(info.offset, name).toBe(g.dataOffset + info.dataOffsets[0])
+        expect(info.dataOffsets[1] - info.dataOffsets[0], name).toBe(info.byteLength)
+      }
+    }
   })
 })
 

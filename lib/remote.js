@@ -439,7 +439,7 @@ async function mapLimit(items, limit, fn) {
 // ---------------------------------------------------------------------------------------
 // Any weights file behind a URL.
 
-/** `RemoteSafeTensorsFile` with the `WeightsFile` additions (`format`, `info().storedType`). */
+/** `RemoteSafeTensorsFile` with the `WeightsFile` additions (`format`, `config`). */
 class RemoteWeightsFile {
   constructor(file) {
     this._file = file
@@ -456,10 +456,7 @@ class RemoteWeightsFile {
   get bytesFetched() { return this._file.bytesFetched }
   get _opts() { return this._file._opts }
   has(name) { return this._file.has(name) }
-  info(name) {
-    const i = this._file.info(name)
-    return { name: i.name, dtype: i.dtype, storedType: i.dtype, shape: i.shape, dataOffsets: i.dataOffsets, byteLength: i.byteLength, numel: i.numel }
-  }
+  info(name) { return this._file.info(name) }
   getTensor(name, options) { return this._file.getTensor(name, options) }
   getTensorAsync(name, options) { return this._file.getTensorAsync(name, options) }
   tensors(options) { return this._file.tensors(options) }
@@ -568,6 +565,7 @@ class RemoteModel {
   /** Bytes transferred so far for this model. */
   get bytesFetched() { return this._sources.reduce((n, s) => n + s.file.bytesFetched, 0) }
   has(name) { return this._open()._lookup.has(name) }
+  info(name) { return this._source(name).info(name) }
 
   _source(name) {
     const s = this._open()._lookup.get(name)

@@ -1,4 +1,5 @@
-//! JavaScript buffers in arguments, taken in two phases.
+//! Arguments shared by the classes and functions: how a tensor is read (`GetOptions`), a
+//! file's backend, slice ranges; and JavaScript buffers in arguments, taken in two phases.
 //!
 //! Reading a property, an array element or a string of a JS value can run JavaScript (a
 //! getter, a Proxy trap, `valueOf`), and that JavaScript can detach, transfer or resize any
@@ -18,9 +19,13 @@
 //! phase 2: nothing can resize it until the borrow ends (only JavaScript on this thread
 //! can), and async calls copy the bytes before they return.
 
-use crate::error::{invalid_argument, CoreResult};
+use crate::error::{invalid_argument, option, CoreResult};
+use crate::typed::{ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::sys;
+use napi_derive::napi;
+use stcore::memory::Backend;
+use stcore::slice::SliceArg;
 use std::marker::PhantomData;
 
 /// A typed-array argument, seen as a handle only (phase 1).
@@ -206,4 +211,61 @@ pub fn with_view<R>(view: &ViewArg<'_>, f: impl FnOnce(&[u8]) -> CoreResult<R>) 
 /// A `Uint8Array` argument (a Node `Buffer` is one), phase 1.
 pub fn bytes_arg<'env>(value: &Unknown<'env>, what: &str) -> CoreResult<ViewArg<'env>> {
     ViewArg::of_kind(value, TypedArrayType::Uint8, what, "Uint8Array")
+}
+
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct GetOptions {
+    #[napi(js_name = "as", ts_type = "'native' | 'F32' | 'F64' | 'raw'")]
+    pub as_: Option<String>,
+    pub copy: Option<bool>,
+}
+
+impl GetOptions {
+    pub fn mode(options: &Option<GetOptions>, default: ReadAs) -> CoreResult<ReadMode> {
+        let o = options.as_ref();
+        ReadMode::parse(
+            o.and_then(|o| o.as_.as_deref()),
+            o.and_then(|o| o.copy),
+            default,
+        )
+    }
+}
+
+pub fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
+    match option::<String>(options, "backend")?.as_deref() {
+        None | Some("mmap") => Ok(Backend::Mmap),
+        Some("read") => Ok(Backend::Read),
+        Some(other) => Err(invalid_argument(format!(
+            "options.backend must be 'mmap' or 'read', not '{other}'"
+        ))),
+    }
+}
+
+/// The leading-dimension ranges of `getSlice`, as JS gives them.
+pub type JsRanges = Vec<Option<Either<Vec<f64>, f64>>>;
+
+pub fn slice_args(ranges: &JsRanges) -> CoreResult<Vec<SliceArg>> {
+    ranges.iter().map(slice_arg).collect()
+}
+
+fn integer(v: f64, what: &str) -> CoreResult<i64> {
+    if v.fract() != 0.0 || !v.is_finite() || v.abs() > 9007199254740991.0 {
+        return Err(invalid_argument(format!(
+            "{what} must be an integer, got {v}"
+        )));
+    }
+    Ok(v as i64)
+}
+
+pub fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
+    Ok(match r {
+        None => SliceArg::Full,
+        Some(Either::B(i)) => SliceArg::Index(integer(*i, "a slice index")?),
+        Some(Either::A(pair)) if pair.len() == 2 => SliceArg::Range(
+            integer(pair[0], "a slice start")?,
+            integer(pair[1], "a slice stop")?,
+        ),
+        Some(Either::A(_)) => return Err(invalid_argument("a slice range must be [start, stop]")),
+    })
 }

@@ -26,7 +26,7 @@ pub fn to_js(env: &Env, e: &CoreError) -> napi::Error {
 
 /// The body of every synchronous `#[napi]` function, method, getter and constructor: a panic
 /// in `f` (a bug) becomes a thrown ERR_INTERNAL naming `call`, as a panic in an asynchronous
-/// task does (`crate::tasks`), instead of unwinding into Node. The items also carry
+/// task does (`tasks.rs`), instead of unwinding into Node. The items also carry
 /// `#[napi(catch_unwind)]`, which covers napi-rs's own argument and return-value conversion
 /// around this body — there a panic is thrown as napi-rs's plain `GenericFailure` error
 /// (that attribute cannot build our coded error). `__test__/panic-policy.spec.ts` checks

@@ -1,170 +1,18 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
-use crate::handle::SourceHandle;
+use crate::args::{parse_backend, GetOptions};
+use crate::error::{guard, CoreResult, OrThrow};
+use crate::handle::{
+    read_source_all, SourceHandle, StringRecord, Tensor, TensorInfo, TensorRecord,
+};
 use crate::tasks::CoreTask;
-use crate::typed::{ReadAs, ReadMode, TypedArrayOut};
-use crate::weights::read_source_all;
+use crate::typed::{ReadAs, ReadMode};
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::format::safetensors::{Backend, SafeTensors, SliceArg, TensorInfo as CoreInfo};
+use stcore::format::safetensors::{Backend, SafeTensors};
 use std::path::Path;
 use std::sync::Arc;
-
-#[napi(object, object_to_js = false)]
-#[derive(Default)]
-pub struct GetOptions {
-    #[napi(js_name = "as", ts_type = "'native' | 'F32' | 'F64' | 'raw'")]
-    pub as_: Option<String>,
-    pub copy: Option<bool>,
-}
-
-impl GetOptions {
-    pub fn mode(options: &Option<GetOptions>, default: ReadAs) -> CoreResult<ReadMode> {
-        let o = options.as_ref();
-        ReadMode::parse(
-            o.and_then(|o| o.as_.as_deref()),
-            o.and_then(|o| o.copy),
-            default,
-        )
-    }
-}
-
-#[napi(object, object_from_js = false)]
-pub struct Tensor {
-    pub name: String,
-    #[napi(ts_type = "DType")]
-    pub dtype: String,
-    pub shape: Vec<i64>,
-    #[napi(ts_type = "TypedArray")]
-    pub data: TypedArrayOut,
-}
-
-#[napi(object, object_from_js = false)]
-pub struct TensorInfo {
-    pub name: String,
-    #[napi(ts_type = "DType")]
-    pub dtype: String,
-    pub shape: Vec<i64>,
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Vec<i64>,
-    pub byte_length: i64,
-    pub numel: i64,
-}
-
-pub fn shape_to_js(shape: &[usize]) -> Vec<i64> {
-    shape.iter().map(|&d| d as i64).collect()
-}
-
-impl From<&CoreInfo> for TensorInfo {
-    fn from(t: &CoreInfo) -> Self {
-        TensorInfo {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape: shape_to_js(&t.shape),
-            data_offsets: vec![t.data_offsets.0 as i64, t.data_offsets.1 as i64],
-            byte_length: t.byte_len() as i64,
-            numel: t.numel() as i64,
-        }
-    }
-}
-
-/// Tensors keyed by name, in the order given (JS objects keep string keys in insertion order).
-pub struct TensorRecord(pub Vec<Tensor>);
-
-impl TypeName for TensorRecord {
-    fn type_name() -> &'static str {
-        "Record<string, Tensor>"
-    }
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for TensorRecord {
-    unsafe fn to_napi_value(
-        env: napi::sys::napi_env,
-        val: Self,
-    ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: called by napi-rs with a live env, as this trait requires.
-        unsafe { own_record(env, val.0.into_iter().map(|t| (t.name.clone(), t))) }
-    }
-}
-
-/// A JS object with one own, enumerable data property per entry, in order, as `JSON.parse`
-/// would build it: each key string is created with its length (names may contain NUL) and
-/// defined rather than assigned (a tensor or metadata key `__proto__` must not set the
-/// object's prototype).
-///
-/// # Safety
-/// `env` must be the live env of the current Node-API call.
-pub unsafe fn own_record<V: ToNapiValue>(
-    env: napi::sys::napi_env,
-    entries: impl Iterator<Item = (String, V)>,
-) -> napi::Result<napi::sys::napi_value> {
-    use napi::sys;
-    let mut obj = std::ptr::null_mut();
-    // SAFETY: plain Node-API calls on the caller's env with values created here.
-    unsafe {
-        napi::check_status!(sys::napi_create_object(env, &mut obj))?;
-        for (name, value) in entries {
-            let mut key = std::ptr::null_mut();
-            napi::check_status!(sys::napi_create_string_utf8(
-                env,
-                name.as_ptr().cast(),
-                name.len() as isize,
-                &mut key
-            ))?;
-            let descriptor = sys::napi_property_descriptor {
-                utf8name: std::ptr::null(),
-                name: key,
-                method: None,
-                getter: None,
-                setter: None,
-                value: V::to_napi_value(env, value)?,
-                attributes: sys::PropertyAttributes::writable
-                    | sys::PropertyAttributes::enumerable
-                    | sys::PropertyAttributes::configurable,
-                data: std::ptr::null_mut(),
-            };
-            napi::check_status!(sys::napi_define_properties(env, obj, 1, &descriptor))?;
-        }
-    }
-    Ok(obj)
-}
-
-/// The `__metadata__` map as a JS object (see [`own_record`]).
-pub struct StringRecord(pub Vec<(String, String)>);
-
-impl TypeName for StringRecord {
-    fn type_name() -> &'static str {
-        "Record<string, string>"
-    }
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for StringRecord {
-    unsafe fn to_napi_value(
-        env: napi::sys::napi_env,
-        val: Self,
-    ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: called by napi-rs with a live env, as this trait requires.
-        unsafe { own_record(env, val.0.into_iter()) }
-    }
-}
-
-pub(crate) fn parse_backend(options: &Option<Object>) -> CoreResult<Backend> {
-    match option::<String>(options, "backend")?.as_deref() {
-        None | Some("mmap") => Ok(Backend::Mmap),
-        Some("read") => Ok(Backend::Read),
-        Some(other) => Err(invalid_argument(format!(
-            "options.backend must be 'mmap' or 'read', not '{other}'"
-        ))),
-    }
-}
 
 fn open_file(path: &str, backend: CoreResult<Backend>) -> CoreResult<SafeTensorsFile> {
     let inner = SafeTensors::open(Path::new(path), backend?)?;
@@ -322,14 +170,15 @@ impl SafeTensorsFile {
         guard(&env, "SafeTensorsFile.has", || self.inner.has(&env, &name))
     }
 
-    #[napi(catch_unwind, strict)]
+    /// Every SafeTensors tensor has its `dataOffsets`.
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "TensorInfo & { dataOffsets: [number, number] }"
+    )]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "SafeTensorsFile.info", || {
-            self.inner
-                .get()
-                .and_then(|inner| inner.info(&name))
-                .map(|i| TensorInfo::from(&i))
-                .or_throw(&env)
+            self.inner.info(&env, &name)
         })
     }
 
@@ -399,27 +248,6 @@ impl SafeTensorsFile {
             Ok(self.inner.tensors_async(&options, ReadAs::Native))
         })
     }
-}
-
-fn integer(v: f64, what: &str) -> CoreResult<i64> {
-    if v.fract() != 0.0 || !v.is_finite() || v.abs() > 9007199254740991.0 {
-        return Err(invalid_argument(format!(
-            "{what} must be an integer, got {v}"
-        )));
-    }
-    Ok(v as i64)
-}
-
-pub fn slice_arg(r: &Option<Either<Vec<f64>, f64>>) -> CoreResult<SliceArg> {
-    Ok(match r {
-        None => SliceArg::Full,
-        Some(Either::B(i)) => SliceArg::Index(integer(*i, "a slice index")?),
-        Some(Either::A(pair)) if pair.len() == 2 => SliceArg::Range(
-            integer(pair[0], "a slice start")?,
-            integer(pair[1], "a slice stop")?,
-        ),
-        Some(Either::A(_)) => return Err(invalid_argument("a slice range must be [start, stop]")),
-    })
 }
 
 fn load_all(path: &str, mode: CoreResult<ReadMode>) -> CoreResult<TensorRecord> {

@@ -4,9 +4,9 @@
 //! The parsing and decoding are `stcore::format::gguf::GgufSource`'s; this module converts
 //! arguments and values.
 
+use crate::args::{parse_backend, GetOptions};
 use crate::error::{guard, CoreResult, OrThrow};
-use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
-use crate::handle::SourceHandle;
+use crate::handle::{own_record, shape_to_js, SourceHandle, StringRecord, Tensor, TensorRecord};
 use crate::tasks::CoreTask;
 use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
@@ -65,46 +65,45 @@ impl GgufFile {
     }
 }
 
-/// The description of one tensor `GgufFile.info` returns: `WeightsFile`'s fields plus the
-/// ones GGUF has.
+/// The description of one tensor `GgufFile.info` returns: `TensorInfo`'s fields, in its
+/// order and with its values, then the ones GGUF adds.
 #[napi(object, object_from_js = false, js_name = "GgufTensorInfo")]
 pub struct JsGgufTensorInfo {
     pub name: String,
     /// What `getTensor` serves: F32 for block types, the stored type for plain ones.
     #[napi(ts_type = "DType")]
     pub dtype: String,
-    /// The ggml type as stored ('Q4_K', 'F16', 'I32', …).
-    pub ggml_type: String,
-    /// Same as `ggmlType` (the `WeightsFile` name).
+    /// The ggml type as stored (as `ggmlType`).
     pub stored_type: String,
     /// Row-major (numpy order, outermost first): the reverse of the file's `ne`.
     pub shape: Vec<i64>,
-    /// `[start, end)` of the stored bytes relative to the data section.
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Vec<f64>,
-    /// Offset of the stored bytes from the start of the file.
-    pub offset: f64,
     /// Bytes as stored (what `as: 'raw'` returns).
     pub byte_length: f64,
     pub numel: f64,
+    /// `[start, end)` of the stored bytes relative to the data section.
+    #[napi(ts_type = "[number, number]")]
+    pub data_offsets: Vec<f64>,
+    /// The ggml type as stored ('Q4_K', 'F16', 'I32', …).
+    pub ggml_type: String,
+    /// Offset of the stored bytes from the start of the file.
+    pub offset: f64,
 }
 
 fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> {
-    let t = source.info(name)?;
+    let common = crate::handle::tensor_info(source, name)?;
     let g = source.gguf_info(name).ok_or_else(|| {
         stcore::CoreError::not_found("no such tensor in the file").with_tensor(name)
     })?;
-    let start = g.offset as f64;
     Ok(JsGgufTensorInfo {
-        name: t.name.clone(),
-        dtype: t.dtype.name().to_string(),
+        name: common.name,
+        dtype: common.dtype,
+        stored_type: common.stored_type,
+        shape: common.shape,
+        byte_length: common.byte_length,
+        numel: common.numel,
+        data_offsets: common.data_offsets.unwrap_or_default(),
         ggml_type: g.ggml_type.name().to_string(),
-        stored_type: t.stored.to_string(),
-        shape: shape_to_js(&t.shape),
-        data_offsets: vec![start, start + g.byte_len as f64],
         offset: source.file_offset(name).unwrap_or(g.offset) as f64,
-        byte_length: g.byte_len as f64,
-        numel: t.numel() as f64,
     })
 }
 
@@ -210,9 +209,8 @@ impl GgufFile {
             }
             let pairs = &inner.header().metadata;
             // SAFETY: `env` is the live env of this call.
-            let value = unsafe {
-                crate::file::own_record(env.raw(), pairs.iter().map(|(k, v)| (k.clone(), Value(v))))
-            }?;
+            let value =
+                unsafe { own_record(env.raw(), pairs.iter().map(|(k, v)| (k.clone(), Value(v)))) }?;
             *made = Some(Object::from_raw(env.raw(), value).create_ref()?);
             Ok(GgufMetadata(value))
         })
@@ -220,9 +218,9 @@ impl GgufFile {
 
     /// Each key's GGUF type: 'UINT32', 'STRING', … and 'ARRAY[FLOAT32]' for arrays.
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, string>")]
-    pub fn metadata_types(&self, env: Env) -> napi::Result<crate::file::StringRecord> {
+    pub fn metadata_types(&self, env: Env) -> napi::Result<StringRecord> {
         guard(&env, "GgufFile.metadataTypes", || {
-            Ok(crate::file::StringRecord(
+            Ok(StringRecord(
                 self.inner
                     .get_or_throw(&env)?
                     .header()

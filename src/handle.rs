@@ -13,20 +13,23 @@
 //! Every accessor goes through [`SourceHandle::get`], which gives its own `Arc` (the lock is
 //! never held while anything else runs, so a JS getter reached during argument conversion
 //! can call `close()` without deadlock or panic: the call in progress keeps its clone).
+//!
+//! The values the accessors return (`Tensor`, the records of tensors and strings, the
+//! description of a tensor) and the readers of a source they share are here too.
 
+use crate::args::{slice_args, GetOptions, JsRanges};
 use crate::convert::Json;
 use crate::error::{CoreResult, OrThrow};
-use crate::file::{slice_arg, GetOptions, Tensor, TensorRecord};
 use crate::tasks::CoreTask;
-use crate::typed::ReadAs;
-use crate::weights::{
-    read_source_all, read_source_slice, read_source_tensor, tensor_info, WeightsTensorInfo,
-};
-use napi::bindgen_prelude::{AsyncTask, Either};
+use crate::typed::TypedArrayOut;
+use crate::typed::{converted_runs, decoded_f32, runs_convert, to_typed_array, ReadAs, ReadMode};
+use napi::bindgen_prelude::*;
 use napi::Env;
+use napi_derive::napi;
 use stcore::format::gguf::GgufSource;
-use stcore::format::safetensors::{SafeTensors, SliceArg};
-use stcore::{CoreError, TensorSource};
+use stcore::format::safetensors::SafeTensors;
+use stcore::slice::SliceArg;
+use stcore::{CoreError, Selected, Selection, TensorSource};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a handle may hold: anything that is, or holds, a tensor source.
@@ -50,13 +53,6 @@ impl Held for SafeTensors {
     fn source(&self) -> &dyn TensorSource {
         self
     }
-}
-
-/// The leading-dimension ranges of `getSlice`, as JS gives them.
-pub type JsRanges = Vec<Option<Either<Vec<f64>, f64>>>;
-
-fn slice_args(ranges: &JsRanges) -> CoreResult<Vec<SliceArg>> {
-    ranges.iter().map(slice_arg).collect()
 }
 
 /// A weights object's source until `close()`.
@@ -138,7 +134,7 @@ impl<T: ?Sized + Held> SourceHandle<T> {
         Ok((!m.is_none()).then(|| Json(m.to_json())))
     }
 
-    pub fn info(&self, env: &Env, name: &str) -> napi::Result<WeightsTensorInfo> {
+    pub fn info(&self, env: &Env, name: &str) -> napi::Result<TensorInfo> {
         self.get()
             .and_then(|held| tensor_info(held.source(), name))
             .or_throw(env)
@@ -221,4 +217,208 @@ impl<T: ?Sized + Held> SourceHandle<T> {
         let args = slice_args(ranges);
         CoreTask::new(move || read_source_slice(held?.source(), &name, &args?, mode?))
     }
+}
+
+#[napi(object, object_from_js = false)]
+pub struct Tensor {
+    pub name: String,
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    pub shape: Vec<i64>,
+    #[napi(ts_type = "TypedArray")]
+    pub data: TypedArrayOut,
+}
+
+pub fn shape_to_js(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
+}
+
+/// Tensors keyed by name, in the order given (JS objects keep string keys in insertion order).
+pub struct TensorRecord(pub Vec<Tensor>);
+
+impl TypeName for TensorRecord {
+    fn type_name() -> &'static str {
+        "Record<string, Tensor>"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for TensorRecord {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: called by napi-rs with a live env, as this trait requires.
+        unsafe { own_record(env, val.0.into_iter().map(|t| (t.name.clone(), t))) }
+    }
+}
+
+/// A JS object with one own, enumerable data property per entry, in order, as `JSON.parse`
+/// would build it: each key string is created with its length (names may contain NUL) and
+/// defined rather than assigned (a tensor or metadata key `__proto__` must not set the
+/// object's prototype).
+///
+/// # Safety
+/// `env` must be the live env of the current Node-API call.
+pub unsafe fn own_record<V: ToNapiValue>(
+    env: napi::sys::napi_env,
+    entries: impl Iterator<Item = (String, V)>,
+) -> napi::Result<napi::sys::napi_value> {
+    use napi::sys;
+    let mut obj = std::ptr::null_mut();
+    // SAFETY: plain Node-API calls on the caller's env with values created here.
+    unsafe {
+        napi::check_status!(sys::napi_create_object(env, &mut obj))?;
+        for (name, value) in entries {
+            let mut key = std::ptr::null_mut();
+            napi::check_status!(sys::napi_create_string_utf8(
+                env,
+                name.as_ptr().cast(),
+                name.len() as isize,
+                &mut key
+            ))?;
+            let descriptor = sys::napi_property_descriptor {
+                utf8name: std::ptr::null(),
+                name: key,
+                method: None,
+                getter: None,
+                setter: None,
+                value: V::to_napi_value(env, value)?,
+                attributes: sys::PropertyAttributes::writable
+                    | sys::PropertyAttributes::enumerable
+                    | sys::PropertyAttributes::configurable,
+                data: std::ptr::null_mut(),
+            };
+            napi::check_status!(sys::napi_define_properties(env, obj, 1, &descriptor))?;
+        }
+    }
+    Ok(obj)
+}
+
+/// The `__metadata__` map as a JS object (see [`own_record`]).
+pub struct StringRecord(pub Vec<(String, String)>);
+
+impl TypeName for StringRecord {
+    fn type_name() -> &'static str {
+        "Record<string, string>"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for StringRecord {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: called by napi-rs with a live env, as this trait requires.
+        unsafe { own_record(env, val.0.into_iter()) }
+    }
+}
+
+/// One tensor of a source in the form `mode` asks for: `as: 'raw'` gives the bytes as
+/// stored, anything else the bytes `fetch` yields (decoded where the stored type needs it).
+pub fn read_source_tensor(
+    source: &dyn TensorSource,
+    name: &str,
+    mode: ReadMode,
+) -> CoreResult<Tensor> {
+    let t = source.info(name)?;
+    let data = match mode.as_ {
+        ReadAs::Raw => to_typed_array(t.dtype, source.fetch_raw(name)?, mode),
+        ReadAs::Native | ReadAs::F32 => match source.f32_decoder(name)? {
+            Some(decoder) => decoded_f32(t.numel(), decoder),
+            None => to_typed_array(t.dtype, source.fetch(name)?, mode),
+        },
+        ReadAs::F64 => to_typed_array(t.dtype, source.fetch(name)?, mode),
+    }
+    .map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        shape: shape_to_js(&t.shape),
+        data,
+    })
+}
+
+/// A sub-tensor of a source's tensor along its leading dimensions (as
+/// `SafeTensorsFile.getSlice`), from the bytes `TensorSource::select` finds: several runs of
+/// memory asked for as F32/F64 are converted where they lie, anything else is handed out as
+/// the selected bytes.
+pub fn read_source_slice(
+    source: &dyn TensorSource,
+    name: &str,
+    ranges: &[SliceArg],
+    mode: ReadMode,
+) -> CoreResult<Tensor> {
+    let t = source.info(name)?;
+    let Selection { shape, bytes } = source.select(name, ranges)?;
+    let data = match bytes {
+        Selected::Runs { memory, runs } if runs_convert(t.dtype, mode) => {
+            let n = shape.iter().product();
+            converted_runs(t.dtype, mode, Arc::clone(memory), runs, n)
+        }
+        bytes => to_typed_array(t.dtype, bytes.into_bytes()?, mode),
+    }
+    .map_err(|e| e.with_tensor(name))?;
+    Ok(Tensor {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        shape: shape_to_js(&shape),
+        data,
+    })
+}
+
+/// Every tensor of a source, keyed by name in serving order.
+pub fn read_source_all(source: &dyn TensorSource, mode: ReadMode) -> CoreResult<TensorRecord> {
+    source
+        .tensors()
+        .iter()
+        .map(|t| read_source_tensor(source, &t.name, mode))
+        .collect::<CoreResult<Vec<_>>>()
+        .map(TensorRecord)
+}
+
+/// What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
+/// `GgufFile`, whose `GgufTensorInfo` has these fields first and adds its own): a format adds
+/// fields to it, never renames them.
+#[napi(object, object_from_js = false)]
+pub struct TensorInfo {
+    pub name: String,
+    /// What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
+    /// block types: F32).
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    /// The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', …
+    pub stored_type: String,
+    /// Row-major, outermost first.
+    pub shape: Vec<i64>,
+    /// Bytes as stored (what `as: 'raw'` returns).
+    pub byte_length: f64,
+    pub numel: f64,
+    // Last: napi-rs sets an optional field after the others whatever its place, and
+    // `GgufTensorInfo` keeps this order.
+    /// `[start, end)` of the stored bytes in the format's data section, for formats that have
+    /// one (SafeTensors, GGUF; a shard's own data section in a sharded model).
+    #[napi(ts_type = "[number, number]")]
+    pub data_offsets: Option<Vec<f64>>,
+}
+
+/// The description of one tensor of a source.
+pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<TensorInfo> {
+    let t = source.info(name)?;
+    Ok(TensorInfo {
+        name: t.name.clone(),
+        dtype: t.dtype.name().to_string(),
+        stored_type: t.stored.to_string(),
+        shape: shape_to_js(&t.shape),
+        byte_length: t.stored_len as f64,
+        numel: t.numel() as f64,
+        data_offsets: source
+            .stored_range(name)
+            .map(|(a, b)| vec![a as f64, b as f64]),
+    })
 }

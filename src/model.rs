@@ -1,13 +1,12 @@
 //! `Model`: pretrained model directories (config.json + weights) from JavaScript.
 
+use crate::args::{GetOptions, JsRanges};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
-use crate::file::{GetOptions, Tensor, TensorRecord};
-use crate::handle::{Held, JsRanges, SourceHandle};
+use crate::handle::{Held, SourceHandle, Tensor, TensorInfo, TensorRecord};
 use crate::models::{parse_matrix, with_matrix, MatrixArg};
 use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{new_array, JsArray, ReadAs};
-use crate::weights::WeightsTensorInfo;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -295,7 +294,7 @@ impl Model {
     }
 
     #[napi(catch_unwind, strict)]
-    pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
+    pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "Model.info", || self.inner.info(&env, &name))
     }
 

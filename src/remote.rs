@@ -2,9 +2,10 @@
 //! `lib/remote.js` with Node's `fetch`): validate a header fetched on its own, locate a
 //! tensor's bytes, and decode bytes fetched separately.
 
-use crate::args::{bytes_arg, with_view};
+use crate::args::{bytes_arg, slice_arg, with_view, GetOptions};
 use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
-use crate::file::{shape_to_js, slice_arg, GetOptions, SafeTensorsFile, Tensor};
+use crate::file::SafeTensorsFile;
+use crate::handle::{shape_to_js, Tensor};
 use crate::tasks::CoreTask;
 use crate::typed::{to_typed_array, ReadAs};
 use napi::bindgen_prelude::*;

@@ -16,7 +16,7 @@ thread_local! {
 
 /// Whether the current code runs inside a task's work (off the JS thread). Outputs made
 /// there are finished there; outputs made on the JS thread may be filled when they reach JS
-/// (`crate::typed`).
+/// (see `typed.rs`).
 pub fn in_task() -> bool {
     IN_TASK.with(|f| f.get())
 }

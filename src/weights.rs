@@ -3,85 +3,19 @@
 //! only converts arguments and hands tensors out as typed arrays (views of the mapping
 //! where the bytes allow, as `SafeTensorsFile` does).
 
-use crate::args::{bytes_arg, with_view};
+use crate::args::{bytes_arg, parse_backend, with_view, GetOptions};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
-use crate::file::{parse_backend, shape_to_js, GetOptions, Tensor, TensorRecord};
 use crate::gguf::GgufFile;
-use crate::handle::SourceHandle;
+use crate::handle::{SourceHandle, Tensor, TensorInfo, TensorRecord};
 use crate::tasks::CoreTask;
-use crate::typed::{converted_runs, decoded_f32, runs_convert, to_typed_array, ReadAs, ReadMode};
+use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
-use stcore::format::safetensors::SliceArg;
-use stcore::format::OpenOptions;
-use stcore::{Selected, Selection, TensorSource, WeightsFormat};
+use stcore::{OpenOptions, TensorSource, WeightsFormat};
 use std::path::Path;
 use std::sync::Arc;
-
-/// One tensor of a source in the form `mode` asks for: `as: 'raw'` gives the bytes as
-/// stored, anything else the bytes `fetch` yields (decoded where the stored type needs it).
-pub fn read_source_tensor(
-    source: &dyn TensorSource,
-    name: &str,
-    mode: ReadMode,
-) -> CoreResult<Tensor> {
-    let t = source.info(name)?;
-    let data = match mode.as_ {
-        ReadAs::Raw => to_typed_array(t.dtype, source.fetch_raw(name)?, mode),
-        ReadAs::Native | ReadAs::F32 => match source.f32_decoder(name)? {
-            Some(decoder) => decoded_f32(t.numel(), decoder),
-            None => to_typed_array(t.dtype, source.fetch(name)?, mode),
-        },
-        ReadAs::F64 => to_typed_array(t.dtype, source.fetch(name)?, mode),
-    }
-    .map_err(|e| e.with_tensor(name))?;
-    Ok(Tensor {
-        name: t.name.clone(),
-        dtype: t.dtype.name().to_string(),
-        shape: shape_to_js(&t.shape),
-        data,
-    })
-}
-
-/// A sub-tensor of a source's tensor along its leading dimensions (as
-/// `SafeTensorsFile.getSlice`), from the bytes `TensorSource::select` finds: several runs of
-/// memory asked for as F32/F64 are converted where they lie, anything else is handed out as
-/// the selected bytes.
-pub fn read_source_slice(
-    source: &dyn TensorSource,
-    name: &str,
-    ranges: &[SliceArg],
-    mode: ReadMode,
-) -> CoreResult<Tensor> {
-    let t = source.info(name)?;
-    let Selection { shape, bytes } = source.select(name, ranges)?;
-    let data = match bytes {
-        Selected::Runs { memory, runs } if runs_convert(t.dtype, mode) => {
-            let n = shape.iter().product();
-            converted_runs(t.dtype, mode, Arc::clone(memory), runs, n)
-        }
-        bytes => to_typed_array(t.dtype, bytes.into_bytes()?, mode),
-    }
-    .map_err(|e| e.with_tensor(name))?;
-    Ok(Tensor {
-        name: t.name.clone(),
-        dtype: t.dtype.name().to_string(),
-        shape: shape_to_js(&shape),
-        data,
-    })
-}
-
-/// Every tensor of a source, keyed by name in serving order.
-pub fn read_source_all(source: &dyn TensorSource, mode: ReadMode) -> CoreResult<TensorRecord> {
-    source
-        .tensors()
-        .iter()
-        .map(|t| read_source_tensor(source, &t.name, mode))
-        .collect::<CoreResult<Vec<_>>>()
-        .map(TensorRecord)
-}
 
 fn parse_format(name: Option<String>) -> CoreResult<Option<WeightsFormat>> {
     name.map(|n| {
@@ -125,7 +59,7 @@ fn open_source(path: &str, args: CoreResult<OpenArgs>) -> CoreResult<Opened> {
     use stcore::format::detect::Detected;
     let p = Path::new(path);
     // A regular file is recognised here (once), so that GGUF becomes a `GgufFile`; anything
-    // else (a directory, a path that cannot be read) goes to `format::open` for its errors.
+    // else (a directory, a path that cannot be read) goes to `stcore::open` for its errors.
     let is_file = std::fs::metadata(p).is_ok_and(|m| m.is_file());
     let detected = match args.format {
         Some(f) => Some(Detected::Format(f)),
@@ -137,46 +71,10 @@ fn open_source(path: &str, args: CoreResult<OpenArgs>) -> CoreResult<Opened> {
     }
     let mut options = OpenOptions::with_backend(args.backend);
     let source = match detected {
-        Some(d) if is_file => stcore::format::open_detected(p, d, &mut options)?,
-        _ => stcore::format::open(p, args.format, &mut options)?,
+        Some(d) if is_file => stcore::pretrained::open_detected(p, d, &mut options)?,
+        _ => stcore::open(p, args.format, &mut options)?,
     };
     Ok(Either::A(WeightsFile::wrap(Arc::from(source), None)))
-}
-
-/// The per-tensor description `WeightsFile.info` returns.
-#[napi(object, object_from_js = false)]
-pub struct WeightsTensorInfo {
-    pub name: String,
-    /// What `getTensor` serves: the stored dtype, or the one a stored type decodes to (GGUF
-    /// block types: F32).
-    #[napi(ts_type = "DType")]
-    pub dtype: String,
-    /// The stored type as the format names it: 'BF16', 'Q4_K', 'torch.bfloat16', …
-    pub stored_type: String,
-    pub shape: Vec<i64>,
-    /// Where the stored bytes lie in the format's data section, for formats that have one
-    /// (SafeTensors, GGUF).
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Option<Vec<f64>>,
-    /// Bytes as stored (what `as: 'raw'` returns).
-    pub byte_length: f64,
-    pub numel: f64,
-}
-
-/// The description of one tensor of a source.
-pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<WeightsTensorInfo> {
-    let t = source.info(name)?;
-    Ok(WeightsTensorInfo {
-        name: t.name.clone(),
-        dtype: t.dtype.name().to_string(),
-        stored_type: t.stored.to_string(),
-        shape: shape_to_js(&t.shape),
-        data_offsets: source
-            .stored_range(name)
-            .map(|(a, b)| vec![a as f64, b as f64]),
-        byte_length: t.stored_len as f64,
-        numel: t.numel() as f64,
-    })
 }
 
 /// A weights file of any format this package reads (SafeTensors, a sharded index, a model
@@ -357,7 +255,7 @@ impl WeightsFile {
     }
 
     #[napi(catch_unwind, strict)]
-    pub fn info(&self, env: Env, name: String) -> napi::Result<WeightsTensorInfo> {
+    pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "WeightsFile.info", || self.inner.info(&env, &name))
     }
 

@@ -153,8 +153,7 @@ pub struct DiffReport {
 /// Compare the weights at `a` and `b` (files or model directories of any format the package
 /// reads), tensors paired as `names` says.
 pub fn diff(a: &Path, b: &Path, names: NameMap) -> Result<DiffReport> {
-    let open =
-        |p: &Path| crate::format::open(p, None, &mut OpenOptions::with_backend(Backend::Mmap));
+    let open = |p: &Path| crate::open(p, None, &mut OpenOptions::with_backend(Backend::Mmap));
     let (sa, sb) = (open(a)?, open(b)?);
     let mut warnings = Vec::new();
     let mapped = match names {

@@ -34,6 +34,8 @@ pub mod names;
 pub mod pages;
 pub mod parallel;
 pub mod pretrained;
+pub mod remote;
+pub mod slice;
 pub mod source;
 pub mod tensor;
 #[cfg(feature = "fs")]
@@ -42,9 +44,9 @@ pub mod verify;
 pub use dtype::DType;
 pub use error::{CoreError, ErrorKind, Result};
 #[cfg(feature = "fs")]
-pub use format::open;
-pub use format::OpenOptions;
+pub use pretrained::open;
 pub use source::{
-    F32Decoder, Metadata, Selected, Selection, SourceTensor, TensorSource, WeightsFormat,
+    F32Decoder, Metadata, OpenOptions, Selected, Selection, SourceTensor, TensorSource,
+    WeightsFormat,
 };
 pub use tensor::TensorView;

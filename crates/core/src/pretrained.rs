@@ -12,7 +12,8 @@
 //!
 //! Each weight file is opened by what its bytes are (see [`crate::format::detect`]), and
 //! the directory is then one more [`TensorSource`], so callers never care which layout or
-//! format it came from.
+//! format it came from. [`open`] opens any path: a weights file, a sharded index with its
+//! shards ([`sharded`]), or a model directory.
 
 #[cfg(feature = "fs")]
 pub mod adapter;
@@ -22,6 +23,7 @@ pub mod hub;
 pub mod layout;
 #[cfg(feature = "fs")]
 pub mod save;
+pub mod sharded;
 #[cfg(feature = "fs")]
 pub use save::{save_model_dir, SaveOptions, Saved};
 
@@ -32,19 +34,21 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "fs")]
 use crate::error::CoreError;
 #[cfg(feature = "fs")]
-use crate::format::sharded::ShardedSource;
-#[cfg(feature = "fs")]
-use crate::format::OpenOptions;
+use crate::format::detect::Detected;
 #[cfg(feature = "fs")]
 use crate::fsutil;
 #[cfg(feature = "fs")]
 use crate::memory::{Backend, TensorBytes};
+#[cfg(feature = "fs")]
+use crate::source::OpenOptions;
 #[cfg(feature = "fs")]
 use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource};
 #[cfg(feature = "fs")]
 use crate::tensor::TensorView;
 #[cfg(feature = "fs")]
 use layout::Layout;
+#[cfg(feature = "fs")]
+use sharded::ShardedSource;
 
 pub use layout::{CONFIG_FILE, CONFIG_MAX_BYTES, INDEX_FILE, INDEX_MAX_BYTES};
 /// The single-file SafeTensors layouts, in discovery order.
@@ -83,6 +87,54 @@ pub struct ModelDir {
 pub fn safe_join(dir: &Path, name: &str) -> Result<PathBuf> {
     layout::check_shard_name(name).map_err(|e| e.with_path(dir))?;
     Ok(dir.join(name))
+}
+
+#[cfg(feature = "fs")]
+/// Open a weights file by what its bytes are (or as `format`, when given), a sharded index
+/// with its shards, or a model directory (`config.json` plus weights, see [`ModelDir`]).
+pub fn open(
+    path: &Path,
+    format: Option<WeightsFormat>,
+    options: &mut OpenOptions<'_>,
+) -> Result<Box<dyn TensorSource>> {
+    let meta = std::fs::metadata(path).map_err(|e| CoreError::io(e, path))?;
+    if meta.is_dir() {
+        let dir = ModelDir::open_with(path, options)?;
+        if let Some(f) = format.filter(|f| *f != dir.format()) {
+            return Err(CoreError::invalid_argument(format!(
+                "a model directory holding {} weights, not {}",
+                dir.format(),
+                f.name()
+            ))
+            .with_path(path));
+        }
+        return Ok(Box::new(dir));
+    }
+    let detected = match format {
+        Some(f) => Detected::Format(f),
+        None => crate::format::detect_file(path)?,
+    };
+    open_detected(path, detected, options)
+}
+
+#[cfg(feature = "fs")]
+/// Open a file known to be `detected`: a weights file through its format's registration, a
+/// sharded index with the shards it names.
+pub fn open_detected(
+    path: &Path,
+    detected: Detected,
+    options: &mut OpenOptions<'_>,
+) -> Result<Box<dyn TensorSource>> {
+    match detected {
+        Detected::Format(f) if crate::format::registration(f).is_index() => {
+            let backend = options.backend;
+            let source = ShardedSource::open(path, backend, &mut |_, done, total| {
+                options.report(done, total)
+            })?;
+            Ok(Box::new(source))
+        }
+        _ => crate::format::open_detected(path, detected, options),
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -229,7 +281,7 @@ impl ModelDir {
                     backend,
                     progress: Some(&mut report),
                 };
-                let source = crate::format::open_detected(path, detected, &mut options)?;
+                let source = open_detected(path, detected, &mut options)?;
                 (source, vec![name.clone()])
             }
             Layout::Sharded => {

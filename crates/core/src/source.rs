@@ -1,8 +1,8 @@
 //! [`TensorSource`]: the one shape every weights format takes.
 //!
-//! A format module (SafeTensors, a sharded index, GGUF, weights.mlx, later PyTorch and
-//! NumPy) exports a type implementing this trait and registers how to recognise and open it
-//! in [`crate::format::registry`]. Everything downstream — `getTensor` in the binding,
+//! A format module (SafeTensors, GGUF, PyTorch, NumPy, weights.mlx) exports a type
+//! implementing this trait and registers how to recognise and open it in the format registry;
+//! a model directory or a sharded index is one more source made of them. Everything downstream — `getTensor` in the binding,
 //! `Model`, `convert`, `inspect`, `validate`, the CLI, the writers — lists tensors and
 //! fetches their bytes through it, and never asks which format it is reading.
 //!
@@ -12,22 +12,47 @@
 //!                                                 bytes allow, owned where decoded)
 //! ```
 
+pub mod value;
+
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use crate::format::gguf::GgufValue;
-use crate::format::safetensors::{SliceArg, SlicePlan, TensorInfo};
-#[cfg(feature = "fs")]
-use crate::format::OpenOptions;
-#[cfg(feature = "fs")]
-use crate::memory::Backend;
-use crate::memory::{Block, Memory, TensorBytes};
+use crate::memory::{Backend, Block, Memory, TensorBytes};
+use crate::slice::{SliceArg, SlicePlan};
 use crate::tensor::{checked_numel, TensorView};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use value::GgufValue;
 
-/// The formats a [`TensorSource`] can come from (`WeightsFile.format` in JavaScript).
+/// How a source is opened from a file.
+#[derive(Default)]
+pub struct OpenOptions<'p> {
+    pub backend: Backend,
+    /// Called with (bytes done, bytes in all) while a file is read (at least once per file;
+    /// more often while a large document is parsed).
+    pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
+}
+
+impl OpenOptions<'_> {
+    pub fn with_backend(backend: Backend) -> OpenOptions<'static> {
+        OpenOptions {
+            backend,
+            progress: None,
+        }
+    }
+
+    /// Report progress, if anyone listens.
+    pub fn report(&mut self, done: u64, total: u64) {
+        if let Some(p) = self.progress.as_mut() {
+            p(done, total)
+        }
+    }
+}
+
+/// The formats a [`TensorSource`] can come from (`WeightsFile.format` in JavaScript). What
+/// each one is called and how it is described are its registration's data (the format
+/// registry's `name`, `describe`, `metadata_namespace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WeightsFormat {
     SafeTensors,
@@ -47,52 +72,6 @@ impl WeightsFormat {
         WeightsFormat::NumPy,
         WeightsFormat::Mlx,
     ];
-
-    /// The name JavaScript sees (`'safetensors'`, `'sharded-safetensors'`, `'gguf'`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightsFormat::SafeTensors => "safetensors",
-            WeightsFormat::ShardedSafeTensors => "sharded-safetensors",
-            WeightsFormat::Gguf => "gguf",
-            WeightsFormat::PyTorch => "pytorch",
-            WeightsFormat::NumPy => "numpy",
-            WeightsFormat::Mlx => "mlx",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<WeightsFormat> {
-        WeightsFormat::ALL.into_iter().find(|f| f.name() == name)
-    }
-
-    /// What a file of this format is, for messages ("a GGUF file").
-    pub fn describe(self) -> &'static str {
-        match self {
-            WeightsFormat::SafeTensors => "a SafeTensors file",
-            WeightsFormat::ShardedSafeTensors => "a sharded checkpoint index",
-            WeightsFormat::Gguf => "a GGUF file",
-            WeightsFormat::PyTorch => "a PyTorch checkpoint",
-            WeightsFormat::NumPy => "a NumPy file",
-            WeightsFormat::Mlx => "an MLX weights file (weights.mlx)",
-        }
-    }
-
-    /// The prefix under which string metadata of this format is kept when it is written to
-    /// another format that namespaces keys (GGUF: `safetensors.format`).
-    pub fn metadata_namespace(self) -> &'static str {
-        match self {
-            WeightsFormat::SafeTensors | WeightsFormat::ShardedSafeTensors => "safetensors",
-            WeightsFormat::Gguf => "gguf",
-            WeightsFormat::PyTorch => "pytorch",
-            WeightsFormat::NumPy => "numpy",
-            WeightsFormat::Mlx => "mlx",
-        }
-    }
-}
-
-impl std::fmt::Display for WeightsFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// One tensor of a source, as listed.
@@ -172,7 +151,7 @@ impl Metadata<'_> {
             Metadata::Strings(m) => serde_json::to_value(m).unwrap_or(serde_json::Value::Null),
             Metadata::Gguf(pairs) => {
                 // Arrays (a vocabulary) are shown within a report's budget, not in full.
-                let mut budget = crate::format::gguf::JsonBudget::REPORT;
+                let mut budget = value::JsonBudget::REPORT;
                 serde_json::Value::Object(
                     pairs
                         .iter()
@@ -203,16 +182,14 @@ impl Metadata<'_> {
 
     /// The pairs as a SafeTensors `__metadata__` (string → string) keeps them: string pairs
     /// as they are, GGUF's as `gguf.<key>` → its value as text, refused past `max_bytes` of
-    /// text ([`crate::format::gguf::export::metadata_as_strings`]); none for other forms.
+    /// text ([`value::metadata_as_strings`]); none for other forms.
     pub fn as_safetensors_metadata(
         &self,
         max_bytes: usize,
     ) -> crate::error::Result<Option<BTreeMap<String, String>>> {
         Ok(match self {
             Metadata::Strings(m) => Some((*m).clone()),
-            Metadata::Gguf(pairs) => Some(crate::format::gguf::export::metadata_as_strings(
-                pairs, max_bytes,
-            )?),
+            Metadata::Gguf(pairs) => Some(value::metadata_as_strings(pairs, max_bytes)?),
             Metadata::None | Metadata::Json(_) => None,
         })
     }
@@ -329,13 +306,8 @@ pub trait TensorSource: Send + Sync {
             Some(p) => e.with_tensor(name).with_path(p),
             None => e.with_tensor(name),
         };
-        let info = TensorInfo {
-            name: t.name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            data_offsets: (0, served),
-        };
-        let SlicePlan { shape, spans, .. } = SlicePlan::new(&info, ranges).map_err(context)?;
+        let SlicePlan { shape, spans, .. } =
+            SlicePlan::new(t.dtype, &t.shape, ranges).map_err(context)?;
         let selected = |bytes| Selection {
             shape: shape.clone(),
             bytes,
@@ -594,14 +566,6 @@ pub fn whole_from_bytes<S: WholeFile>(bytes: Vec<u8>) -> Result<Box<dyn TensorSo
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn format_names_round_trip() {
-        for f in WeightsFormat::ALL {
-            assert_eq!(WeightsFormat::from_name(f.name()), Some(f));
-        }
-        assert_eq!(WeightsFormat::from_name("onnx"), None);
-    }
 
     #[test]
     fn tensor_lists_index_names_and_refuse_duplicates() {

@@ -228,7 +228,7 @@ impl Input {
                 kind: MODEL_DIR,
             });
         }
-        let source = formats::open(path, None, &mut OpenOptions::default())?;
+        let source = crate::pretrained::open(path, None, &mut OpenOptions::default())?;
         let kind = source.format().name();
         Ok(Input { source, kind })
     }
@@ -325,20 +325,15 @@ fn file_problems(path: &Path) -> (Option<&'static str>, Vec<CoreError>) {
         Detected::Foreign(_) => None,
     };
     let problems = match detected {
-        Detected::Format(f) if formats::registration(f).open.is_some() => {
-            match formats::registration(f).problems {
-                Some(problems) => problems(path),
-                None => formats::open_detected(path, detected, &mut OpenOptions::default())
-                    .err()
-                    .into_iter()
-                    .collect(),
-            }
-        }
-        _ => formats::open_detected(path, detected, &mut OpenOptions::default())
+        Detected::Format(f) => formats::registration(f).problems().map(|p| p(path)),
+        Detected::Foreign(_) => None,
+    };
+    let problems = problems.unwrap_or_else(|| {
+        crate::pretrained::open_detected(path, detected, &mut OpenOptions::default())
             .err()
             .into_iter()
-            .collect(),
-    };
+            .collect()
+    });
     (format, problems)
 }
 

@@ -10,7 +10,7 @@
 use super::companion::ModelFiles;
 use super::CONFIG_FILE;
 use crate::error::{CoreError, Result};
-use crate::format::{self as formats, OpenOptions};
+use crate::format::OpenOptions;
 use crate::source::TensorSource;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,7 @@ impl LoraAdapter {
                 .with_path(dir)
             })?;
         let path = crate::pretrained::safe_join(dir, weights)?;
-        let source = formats::open(&path, None, &mut OpenOptions::default())?;
+        let source = super::open(&path, None, &mut OpenOptions::default())?;
         let pairs = pair_tensors(source.as_ref()).map_err(|e| e.with_path(&path))?;
         Ok(LoraAdapter {
             dir: dir.to_path_buf(),

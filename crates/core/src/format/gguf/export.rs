@@ -17,12 +17,12 @@
 //! F16 cannot hold values beyond ±65504: encoding one that would overflow is refused
 //! ([`check_f16_range`]) rather than written as infinity.
 
-use super::value::{GgufArray, GgufValue};
 use crate::codecs::presets::{plan_types, Preset, QuantizationChoice, TensorPlan, TypePlanModel};
 use crate::codecs::GgmlType;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-use std::collections::BTreeMap;
+use crate::source::value::GgufValue;
+pub use crate::source::value::{metadata_as_strings, value_as_string};
 
 /// The GGUF type that holds `dtype` without loss.
 pub fn base_type(dtype: DType) -> Result<GgmlType> {
@@ -216,115 +216,6 @@ pub fn check_f16_range(values: &[f32], first_index: usize) -> Result<()> {
     }
 }
 
-/// A GGUF metadata value as a string, for a SafeTensors `__metadata__` (whose values are
-/// strings): strings as they are, booleans `true`/`false`, integers in decimal (64-bit ones
-/// exact), floats in the fewest digits that read back to the same f32 or f64 value, in
-/// JavaScript's layout (exponent form below 1e-6 and from 1e21, `1e+300`; `-0` kept;
-/// `NaN`, `Infinity`, `-Infinity`), arrays as JSON (non-finite floats in them become
-/// `null`).
-pub fn value_as_string(value: &GgufValue) -> String {
-    value_text_within(value, usize::MAX).unwrap_or_default()
-}
-
-/// [`value_as_string`], or `None` when it is longer than `max` bytes: an array's text is
-/// measured, then written element by element into a buffer of its size (never its JSON
-/// tree, ~30 bytes per element whatever its type, nor more than `max` bytes).
-fn value_text_within(value: &GgufValue, max: usize) -> Option<String> {
-    let text = match value {
-        GgufValue::String(s) => s.clone(),
-        GgufValue::F32(v) => js_number(f64::from(*v), format!("{v}"), format!("{v:e}")),
-        GgufValue::F64(v) => js_number(*v, format!("{v}"), format!("{v:e}")),
-        GgufValue::Array(a) => {
-            let mut len = Counter(0);
-            serde_json::to_writer(&mut len, &ArrayJson(a)).ok()?;
-            if len.0 > max {
-                return None;
-            }
-            let mut text = Vec::with_capacity(len.0);
-            serde_json::to_writer(&mut text, &ArrayJson(a)).ok()?;
-            return String::from_utf8(text).ok();
-        }
-        other => other.to_json().to_string(),
-    };
-    (text.len() <= max).then_some(text)
-}
-
-/// An array serialized as [`GgufArray::to_json`] renders it (floats as f64, non-finite
-/// ones `null`), element by element.
-struct ArrayJson<'a>(&'a GgufArray);
-
-impl serde::Serialize for ArrayJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.0 {
-            GgufArray::U8(v) => s.collect_seq(v),
-            GgufArray::I8(v) => s.collect_seq(v),
-            GgufArray::U16(v) => s.collect_seq(v),
-            GgufArray::I16(v) => s.collect_seq(v),
-            GgufArray::U32(v) => s.collect_seq(v),
-            GgufArray::I32(v) => s.collect_seq(v),
-            GgufArray::F32(v) => s.collect_seq(v.iter().map(|&x| f64::from(x))),
-            GgufArray::Bool(v) => s.collect_seq(v),
-            GgufArray::String(v) => s.collect_seq(v),
-            GgufArray::U64(v) => s.collect_seq(v),
-            GgufArray::I64(v) => s.collect_seq(v),
-            GgufArray::F64(v) => s.collect_seq(v),
-        }
-    }
-}
-
-/// A writer that only counts.
-struct Counter(usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A float as JavaScript writes it, from Rust's shortest plain and exponent forms.
-fn js_number(v: f64, plain: String, exponent: String) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v.is_infinite() {
-        if v > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
-    } else if v == 0.0 || (1e-6..1e21).contains(&plain.parse::<f64>().unwrap_or(v).abs()) {
-        plain
-    } else if let Some((mantissa, exp)) = exponent.split_once('e') {
-        let sign = if exp.starts_with('-') { "" } else { "+" };
-        format!("{mantissa}e{sign}{exp}")
-    } else {
-        exponent
-    }
-}
-
-/// A GGUF file's metadata as SafeTensors `__metadata__` entries: `gguf.<key>` →
-/// [`value_as_string`]; ERR_INVALID_ARGUMENT, with no more built, when their text would be
-/// more than `max_bytes` in all (the SafeTensors header's limit: an array of 25 million
-/// booleans is 140 MB of text).
-pub fn metadata_as_strings(
-    metadata: &[(String, GgufValue)],
-    max_bytes: usize,
-) -> Result<BTreeMap<String, String>> {
-    let mut left = max_bytes;
-    metadata
-        .iter()
-        .map(|(k, v)| {
-            let text = value_text_within(v, left).ok_or_else(|| {
-                CoreError::invalid_argument(format!(
-                    "the GGUF metadata as SafeTensors metadata would be more than {max_bytes} \
-                     bytes, the most a SafeTensors header holds ('{k}' passes the limit)"
-                ))
-            })?;
-            left -= text.len();
-            Ok((format!("gguf.{k}"), text))
-        })
-        .collect()
-}
-
 /// `general.file_type`: llama.cpp's number for a file's quantization mix.
 pub const FILE_TYPE: &str = "general.file_type";
 
@@ -408,62 +299,5 @@ mod tests {
         assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
         assert!(e.to_string().contains("element 11 is 99840"), "{e}");
         assert!(check_f16_range(&[-65520.0], 0).is_err());
-    }
-
-    #[test]
-    fn metadata_values_as_strings() {
-        use super::super::value::GgufArray;
-        let cases = [
-            (GgufValue::from("llama"), "llama"),
-            (GgufValue::U64(u64::MAX), "18446744073709551615"),
-            (GgufValue::I64(i64::MIN), "-9223372036854775808"),
-            (GgufValue::F32(0.1), "0.1"),
-            (GgufValue::F64(1e300), "1e+300"),
-            (GgufValue::F64(-2.5e-7), "-2.5e-7"),
-            (GgufValue::F32(1e-6), "0.000001"),
-            (GgufValue::F32(3.4028235e38), "3.4028235e+38"),
-            (GgufValue::F64(-0.0), "-0"),
-            (GgufValue::F32(f32::NEG_INFINITY), "-Infinity"),
-            (GgufValue::F64(f64::NAN), "NaN"),
-            (GgufValue::Bool(true), "true"),
-            (GgufValue::Array(GgufArray::I32(vec![1, -2])), "[1,-2]"),
-            (GgufValue::from(vec!["a\"b".to_string()]), "[\"a\\\"b\"]"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(value_as_string(&v), want, "{v:?}");
-        }
-    }
-
-    /// Arrays are written element by element as their JSON tree prints, within a cap.
-    #[test]
-    fn array_text_is_the_json_trees_and_capped() {
-        use super::super::value::GgufArray as A;
-        let arrays = [
-            A::U8(vec![0, 255]),
-            A::I8(vec![-128]),
-            A::U16(vec![65535]),
-            A::I16(vec![-1]),
-            A::U32(vec![7]),
-            A::I32(vec![i32::MIN]),
-            A::F32(vec![0.1, -0.0, 1.0, f32::NAN, f32::INFINITY, 3e38, 1e-40]),
-            A::Bool(vec![true, false]),
-            A::String(vec!["é\n\"".into(), String::new()]),
-            A::U64(vec![u64::MAX]),
-            A::I64(vec![i64::MIN]),
-            A::F64(vec![1e300, f64::NEG_INFINITY, 5e-324]),
-        ];
-        for a in arrays {
-            let v = GgufValue::Array(a.clone());
-            assert_eq!(value_as_string(&v), a.to_json().to_string(), "{a:?}");
-        }
-        let bools = GgufValue::Array(A::Bool(vec![true; 1000]));
-        let pairs = [
-            ("a".to_string(), GgufValue::from("x")),
-            ("b".to_string(), bools),
-        ];
-        assert_eq!(metadata_as_strings(&pairs, 5002).unwrap().len(), 2);
-        let e = metadata_as_strings(&pairs, 5001).unwrap_err();
-        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
-        assert!(e.detail().contains("'b' passes the limit"), "{e}");
     }
 }

@@ -21,7 +21,6 @@ pub mod export;
 mod read;
 pub mod source;
 pub mod split;
-mod value;
 pub(crate) mod write;
 
 pub use crate::codecs::presets::{Preset, QuantizationChoice, TensorPlan, TypePlanModel};
@@ -30,12 +29,12 @@ pub use crate::codecs::{
     quantize_q4_0_ref, quantize_q8_0, quantize_q8_0_ref, GgmlType, Q4_0_BLOCK_BYTES,
     Q8_0_BLOCK_BYTES, QK,
 };
+pub use crate::source::value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 pub use export::{plan_export, plan_preset, ExportTensor};
 pub use read::{parse_header, GgufFile, GgufHeader, GgufParts, GgufTensorInfo};
 pub use source::{GgufSource, Served};
 #[cfg(feature = "fs")]
 pub use split::write_gguf_split;
-pub use value::{GgufArray, GgufValue, GgufValueType, JsonBudget};
 #[cfg(feature = "fs")]
 pub use write::write_gguf_file;
 pub use write::{choose_type, standard_metadata, write_gguf, GgufTensorSpec, TensorData};

@@ -8,7 +8,6 @@
 //! typed UINT32, tensor names shorter than 64 bytes, at most 4 dimensions, rows a whole number
 //! of blocks), so whatever opens here opens there.
 
-use super::value::{GgufArray, GgufValue, GgufValueType};
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ALIGNMENT, MAX_ARRAY_ELEMENTS,
     MAX_DIMS, MAX_STRING_BYTES, MAX_TENSOR_NAME_BYTES,
@@ -17,6 +16,7 @@ use crate::codecs;
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 use crate::names::printable;
+use crate::source::value::{GgufArray, GgufValue, GgufValueType};
 use crate::tensor::TensorView;
 use std::collections::{HashMap, HashSet};
 

@@ -9,10 +9,10 @@
 use super::{GgmlType, GgufFile, GgufParts, GgufTensorInfo};
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
-#[cfg(feature = "fs")]
-use crate::format::OpenOptions;
-use crate::format::{detect, Registration};
+use crate::format::{detect, FileReader, Reader, Registration};
 use crate::memory::{Block, Memory, TensorBytes};
+#[cfg(feature = "fs")]
+use crate::source::OpenOptions;
 use crate::source::{
     self, F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
@@ -23,18 +23,23 @@ use std::sync::Arc;
 /// GGUF's entry in the format registry.
 pub const FORMAT: Registration = Registration {
     format: WeightsFormat::Gguf,
+    name: "gguf",
+    describe: "a GGUF file",
+    metadata_namespace: "gguf",
     sniff: detect::is_gguf,
-    #[cfg(feature = "fs")]
-    open: Some(|path, options| Ok(Box::new(GgufSource::open(path, options)?))),
-    from_bytes: Some(|bytes| {
-        let memory = Arc::new(Memory::Owned(bytes));
-        let source = GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
-            detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(detect::Head::of(&memory)))
-        })?;
-        Ok(Box::new(source))
+    reader: Reader::File(FileReader {
+        #[cfg(feature = "fs")]
+        open: Some(|path, options| Ok(Box::new(GgufSource::open(path, options)?))),
+        from_bytes: Some(|bytes| {
+            let memory = Arc::new(Memory::Owned(bytes));
+            let source = GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
+                detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(detect::Head::of(&memory)))
+            })?;
+            Ok(Box::new(source))
+        }),
+        #[cfg(feature = "fs")]
+        problems: None,
     }),
-    #[cfg(feature = "fs")]
-    problems: None,
 };
 
 /// A parsed GGUF file that owns its bytes (or, for a file read piecewise, only its header:

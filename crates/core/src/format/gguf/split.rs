@@ -8,9 +8,9 @@
 //! none (`--no-tensor-first-split`). The other files are found from the first one's name, as
 //! llama.cpp's loader does (`llama_split_prefix`, `llama_split_path`).
 
-use super::value::GgufValue;
 use super::{align_up, keys};
 use crate::error::{CoreError, Result};
+use crate::source::value::GgufValue;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 

@@ -14,7 +14,6 @@
 //! last included, strings and arrays within ggml's limits, no arrays of arrays.
 
 use super::export;
-use super::value::{encode_string, GgufArray, GgufValue};
 use super::{
     align_up, keys, GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT,
     MAX_ARRAY_ELEMENTS, MAX_DIMS, MAX_STRING_BYTES, MAX_TENSOR_NAME_BYTES, QUANTIZATION_VERSION,
@@ -26,6 +25,7 @@ use crate::error::{CoreError, ErrorKind, Result};
 #[cfg(feature = "fs")]
 use crate::fsutil;
 use crate::names::printable;
+use crate::source::value::{encode_string, GgufArray, GgufValue};
 use crate::tensor::{checked_numel, TensorView};
 use std::collections::HashSet;
 use std::io::Write;

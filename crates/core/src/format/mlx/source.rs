@@ -18,12 +18,17 @@ use std::sync::Arc;
 /// weights.mlx's entry in the format registry.
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::Mlx,
+    name: "mlx",
+    describe: "an MLX weights file (weights.mlx)",
+    metadata_namespace: "mlx",
     sniff: crate::format::detect::is_mlx,
-    #[cfg(feature = "fs")]
-    open: Some(|path, options| Ok(Box::new(MlxSource::open(path, options)?))),
-    from_bytes: Some(|bytes| Ok(Box::new(MlxSource::new(parse_mlx(&bytes)?)?))),
-    #[cfg(feature = "fs")]
-    problems: None,
+    reader: crate::format::Reader::File(crate::format::FileReader {
+        #[cfg(feature = "fs")]
+        open: Some(|path, options| Ok(Box::new(MlxSource::open(path, options)?))),
+        from_bytes: Some(|bytes| Ok(Box::new(MlxSource::new(parse_mlx(&bytes)?)?))),
+        #[cfg(feature = "fs")]
+        problems: None,
+    }),
 };
 
 /// A parsed `weights.mlx`: every tensor decoded once, at open, into its own buffer, served
@@ -41,7 +46,7 @@ pub struct MlxSource {
 impl MlxSource {
     #[cfg(feature = "fs")]
     /// Read and parse a file, reporting `(bytes parsed, file size)` as it goes.
-    pub fn open(path: &Path, options: &mut crate::format::OpenOptions<'_>) -> Result<MlxSource> {
+    pub fn open(path: &Path, options: &mut crate::source::OpenOptions<'_>) -> Result<MlxSource> {
         let weights = read_mlx_with_progress(path, &mut |done, total| options.report(done, total))?;
         let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let mut source = MlxSource::new(weights).map_err(|e| e.with_path(path))?;

@@ -14,7 +14,7 @@ use crate::format::pytorch::TensorListing;
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
-use crate::format::Registration;
+use crate::format::{FileReader, Reader, Registration};
 use crate::source::{
     self, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat, WholeFile,
 };
@@ -565,8 +565,14 @@ fn push(
 }
 
 /// NumPy's entry in the format registry.
-pub const FORMAT: Registration =
-    Registration::whole_file::<NumpyFile>(WeightsFormat::NumPy, crate::format::detect::is_numpy);
+pub const FORMAT: Registration = Registration {
+    format: WeightsFormat::NumPy,
+    name: "numpy",
+    describe: "a NumPy file",
+    metadata_namespace: "numpy",
+    sniff: crate::format::detect::is_numpy,
+    reader: Reader::File(FileReader::whole::<NumpyFile>()),
+};
 
 impl TensorSource for NumpyFile {
     fn format(&self) -> WeightsFormat {

@@ -17,7 +17,7 @@ use crate::error::{CoreError, Result};
 use crate::format::safetensors::{Memory, TensorBytes};
 use crate::format::strided;
 use crate::format::zip::{Method, ZipArchive, ZipEntry};
-use crate::format::Registration;
+use crate::format::{FileReader, Reader, Registration};
 use crate::source::{
     self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat, WholeFile,
 };
@@ -705,10 +705,14 @@ impl PyTorchFile {
 }
 
 /// PyTorch's entry in the format registry.
-pub const FORMAT: Registration = Registration::whole_file::<PyTorchFile>(
-    WeightsFormat::PyTorch,
-    crate::format::detect::is_pytorch,
-);
+pub const FORMAT: Registration = Registration {
+    format: WeightsFormat::PyTorch,
+    name: "pytorch",
+    describe: "a PyTorch checkpoint",
+    metadata_namespace: "pytorch",
+    sniff: crate::format::detect::is_pytorch,
+    reader: Reader::File(FileReader::whole::<PyTorchFile>()),
+};
 
 impl TensorSource for PyTorchFile {
     fn format(&self) -> WeightsFormat {

@@ -15,15 +15,14 @@
 //! The header is parsed and validated once, at open; afterwards every tensor access is a
 //! bounds-checked slice of a validated range.
 mod header;
-mod slice;
 mod storage;
 mod write;
 
 #[cfg(feature = "mmap")]
 pub use crate::memory::Mapping;
 pub use crate::memory::{Backend, Memory, TensorBytes};
+pub use crate::slice::{SliceArg, SlicePlan};
 pub use header::*;
-pub use slice::*;
 pub use storage::*;
 pub use write::*;
 

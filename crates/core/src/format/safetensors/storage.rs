@@ -4,13 +4,13 @@
 #[cfg(feature = "fs")]
 use super::header::validate_file;
 use super::header::{Header, TensorInfo, N_LEN};
-use super::slice::{SliceArg, SlicePlan};
 use crate::error::{CoreError, Result};
 #[cfg(feature = "fs")]
 use crate::fsutil;
 #[cfg(feature = "fs")]
 use crate::memory::Backend;
 use crate::memory::{Memory, TensorBytes};
+use crate::slice::{SliceArg, SlicePlan};
 use crate::source::{
     self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
@@ -193,7 +193,8 @@ impl SafeTensors {
         ranges: &[SliceArg],
     ) -> Result<(Vec<usize>, Vec<FileSpan>)> {
         let info = self.info(name)?;
-        let plan = SlicePlan::new(&info, ranges).map_err(|e| self.context(e.with_tensor(name)))?;
+        let plan = SlicePlan::new(info.dtype, &info.shape, ranges)
+            .map_err(|e| self.context(e.with_tensor(name)))?;
         let (base, _) = self.file_range(&info);
         let spans = plan
             .spans
@@ -355,16 +356,21 @@ impl SafeTensors {
 /// SafeTensors' entry in the format registry.
 pub const FORMAT: crate::format::Registration = crate::format::Registration {
     format: WeightsFormat::SafeTensors,
+    name: "safetensors",
+    describe: "a SafeTensors file",
+    metadata_namespace: "safetensors",
     sniff: crate::format::detect::is_safetensors,
-    #[cfg(feature = "fs")]
-    open: Some(|path, options| {
-        let file = SafeTensors::open(path, options.backend)?;
-        options.report(file.file_len(), file.file_len());
-        Ok(Box::new(file))
+    reader: crate::format::Reader::File(crate::format::FileReader {
+        #[cfg(feature = "fs")]
+        open: Some(|path, options| {
+            let file = SafeTensors::open(path, options.backend)?;
+            options.report(file.file_len(), file.file_len());
+            Ok(Box::new(file))
+        }),
+        from_bytes: Some(|bytes| Ok(Box::new(SafeTensors::from_bytes(bytes)?))),
+        #[cfg(feature = "fs")]
+        problems: Some(validate_file),
     }),
-    from_bytes: Some(|bytes| Ok(Box::new(SafeTensors::from_bytes(bytes)?))),
-    #[cfg(feature = "fs")]
-    problems: Some(validate_file),
 };
 
 impl TensorSource for SafeTensors {

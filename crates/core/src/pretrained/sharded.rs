@@ -3,38 +3,22 @@
 //!
 //! Each shard is opened by what its bytes are (SafeTensors for `model.safetensors.index.json`;
 //! any registered format otherwise), lazily mapped; the rules that tie shards to their index
-//! are [`crate::pretrained::layout`]'s, shared with remote directories.
+//! are [`super::layout`]'s, shared with remote directories ([`ShardedSource::assemble`] serves
+//! shards opened anywhere).
 
+use super::layout::{self, ShardIndex, ShardListing};
 use crate::error::{CoreError, Result};
 #[cfg(feature = "fs")]
-use crate::format::OpenOptions;
-use crate::format::{detect, Registration};
+use crate::format::detect;
 #[cfg(feature = "fs")]
 use crate::memory::Backend;
 use crate::memory::TensorBytes;
 #[cfg(feature = "fs")]
-use crate::pretrained::layout::{self, ShardIndex, ShardListing};
-#[cfg(feature = "fs")]
-use crate::source::SourceTensor;
-use crate::source::{F32Decoder, Metadata, SourceFile, TensorList, TensorSource, WeightsFormat};
-use std::path::{Path, PathBuf};
-
-/// The sharded index's entry in the format registry (an index file opened on its own).
-pub const FORMAT: Registration = Registration {
-    format: WeightsFormat::ShardedSafeTensors,
-    sniff: detect::is_sharded_index,
-    #[cfg(feature = "fs")]
-    open: Some(|path, options| {
-        let backend = options.backend;
-        let source = ShardedSource::open(path, backend, &mut |_, done, total| {
-            options.report(done, total)
-        })?;
-        Ok(Box::new(source))
-    }),
-    from_bytes: None,
-    #[cfg(feature = "fs")]
-    problems: None,
+use crate::source::OpenOptions;
+use crate::source::{
+    F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
+use std::path::{Path, PathBuf};
 
 /// The shards of an index, served as one source.
 pub struct ShardedSource {
@@ -62,18 +46,12 @@ impl ShardedSource {
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let text = crate::pretrained::read_json_file(
-            index_path,
-            "a sharded index",
-            layout::INDEX_MAX_BYTES,
-        )?;
+        let text = super::read_json_file(index_path, "a sharded index", layout::INDEX_MAX_BYTES)?;
         let index = layout::parse_index(&text).map_err(|e| e.with_path(index_path))?;
         let paths: Vec<PathBuf> = index
             .shards
             .iter()
-            .map(|name| {
-                crate::pretrained::safe_join(dir, name).map_err(|e| e.with_path(index_path))
-            })
+            .map(|name| super::safe_join(dir, name).map_err(|e| e.with_path(index_path)))
             .collect::<Result<_>>()?;
         let mut sizes = Vec::with_capacity(paths.len());
         for p in &paths {
@@ -133,8 +111,10 @@ impl ShardedSource {
         ShardedSource::assemble(index_path, dir, &index, files, shards)
     }
 
-    #[cfg(feature = "fs")]
-    fn assemble(
+    /// The source of `shards` (opened in [`ShardIndex::shards`] order, `files` their names
+    /// and sizes), checked against `index` ([`layout::assemble`]); errors name the shard
+    /// concerned as a path under `dir`.
+    pub fn assemble(
         index_path: &Path,
         dir: &Path,
         index: &ShardIndex,

@@ -1,6 +1,7 @@
-//! Slicing: which byte spans of a tensor a request for leading-dimension ranges selects.
+//! Slicing: which byte spans of a tensor a request for leading-dimension ranges selects
+//! (what `TensorSource::select` and every reader by ranges of a file share).
 
-use super::header::TensorInfo;
+use crate::dtype::DType;
 use crate::error::{CoreError, Result};
 
 /// One entry of a slice request, per leading dimension.
@@ -30,14 +31,11 @@ pub struct SlicePlan {
 }
 
 impl SlicePlan {
-    pub fn new(info: &TensorInfo, args: &[SliceArg]) -> Result<SlicePlan> {
-        let elem = info.dtype.size().ok_or_else(|| {
-            CoreError::unsupported_dtype(format!(
-                "{} packs below a byte and cannot be sliced",
-                info.dtype
-            ))
+    /// The plan of `args` over a tensor of `dtype` and `shape` (row-major, outermost first).
+    pub fn new(dtype: DType, shape: &[usize], args: &[SliceArg]) -> Result<SlicePlan> {
+        let elem = dtype.size().ok_or_else(|| {
+            CoreError::unsupported_dtype(format!("{dtype} packs below a byte and cannot be sliced"))
         })?;
-        let shape = &info.shape;
         if args.len() > shape.len() {
             return Err(CoreError::invalid_argument(format!(
                 "{} slice ranges given for a tensor of rank {}",

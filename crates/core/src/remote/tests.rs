@@ -1,0 +1,394 @@
+use super::*;
+use crate::dtype::DType;
+use crate::format::gguf::{standard_metadata, write_gguf, GgmlType, GgufTensorSpec, GgufValue};
+use crate::format::safetensors::serialize;
+use crate::tensor::TensorView;
+#[cfg(feature = "fs")]
+use std::path::{Path, PathBuf};
+
+/// A server: the reply to each request.
+type Server<'a> = Box<dyn FnMut(&Request) -> Reply + 'a>;
+
+/// What a driver saw: requests made and bytes served.
+#[derive(Default, Debug)]
+struct Traffic {
+    requests: usize,
+    bytes: u64,
+}
+
+/// Drive an opener over `file` with `server` answering each request.
+fn drive_with(
+    hint: Option<WeightsFormat>,
+    traffic: &mut Traffic,
+    server: &mut dyn FnMut(&Request) -> Reply,
+) -> Result<RemoteFile> {
+    let mut opener = Opener::new("mem://file", hint);
+    for _ in 0..64 {
+        match opener.step()? {
+            Step::Fetch(requests) => {
+                for r in requests {
+                    traffic.requests += 1;
+                    let reply = server(&r);
+                    if let Reply::Bytes { bytes, .. } = &reply {
+                        traffic.bytes += bytes.len() as u64;
+                    }
+                    opener.reply(r.id, reply)?;
+                }
+            }
+            Step::Ready(file) => return Ok(*file),
+        }
+    }
+    panic!("the opener asked for more than 64 steps");
+}
+
+/// An honest server of `file`'s ranges.
+fn serve(file: &[u8]) -> impl FnMut(&Request) -> Reply + '_ {
+    move |r: &Request| {
+        assert_eq!(r.file, "");
+        let len = file.len() as u64;
+        let (start, end) = match r.want {
+            Want::Range { start, end } => (start.min(len), end.min(len)),
+            Want::Whole { .. } => (0, len),
+        };
+        Reply::Bytes {
+            bytes: file[start as usize..end as usize].to_vec(),
+            total: Some(len),
+        }
+    }
+}
+
+fn drive(file: &[u8], hint: Option<WeightsFormat>) -> (Result<RemoteFile>, Traffic) {
+    let mut traffic = Traffic::default();
+    let result = drive_with(hint, &mut traffic, &mut serve(file));
+    (result, traffic)
+}
+
+/// Every tensor's served bytes (decoded to F32 where the source decodes) and raw bytes.
+fn served_locally(source: &dyn TensorSource, name: &str) -> (Vec<u8>, Vec<u8>) {
+    let t = source.info(name).unwrap();
+    let served = match source.f32_decoder(name).unwrap() {
+        Some(d) => d.decode_to_bytes(t.numel()).unwrap(),
+        None => source.fetch(name).unwrap().as_slice().to_vec(),
+    };
+    (served, source.fetch_raw(name).unwrap().as_slice().to_vec())
+}
+
+fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Vec<u8>) {
+    if remote.is_whole() {
+        return served_locally(remote.source(), name);
+    }
+    let mut raw = Vec::new();
+    for s in remote.spans(name).unwrap() {
+        assert_eq!(s.file, "");
+        raw.extend_from_slice(&file[s.start as usize..(s.start + s.len) as usize]);
+    }
+    let numel = remote.source().info(name).unwrap().numel();
+    let served = match remote.serve(name, raw.clone()).unwrap() {
+        Served::Bytes(b) => b.as_slice().to_vec(),
+        Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
+    };
+    (served, raw)
+}
+
+/// The remote open of `file` gives exactly the local open of its bytes: the same tensors,
+/// metadata and bytes, or the same error.
+fn same_as_local(file: &[u8], what: &str) -> Traffic {
+    let local = format::open_bytes(file.to_vec(), None);
+    let (remote, traffic) = drive(file, None);
+    match (local, remote) {
+        (Ok(local), Ok(remote)) => {
+            let listed = |s: &dyn TensorSource| {
+                s.tensors()
+                    .iter()
+                    .map(|t| {
+                        let t = (
+                            &t.name,
+                            t.dtype,
+                            t.stored.to_string(),
+                            &t.shape,
+                            t.stored_len,
+                        );
+                        format!("{t:?}")
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(listed(remote.source()), listed(local.as_ref()), "{what}");
+            assert_eq!(remote.source().format(), local.format(), "{what}");
+            assert_eq!(
+                remote.source().metadata().to_json(),
+                local.metadata().to_json(),
+                "{what}"
+            );
+            for t in local.tensors().iter() {
+                assert_eq!(
+                    remote.source().stored_range(&t.name),
+                    local.stored_range(&t.name),
+                    "{what} {}",
+                    t.name
+                );
+                assert_eq!(
+                    served_remotely(&remote, file, &t.name),
+                    served_locally(local.as_ref(), &t.name),
+                    "{what} {}",
+                    t.name
+                );
+            }
+        }
+        (Err(local), Err(remote)) => {
+            assert_eq!(
+                (remote.code(), remote.detail()),
+                (local.code(), local.detail()),
+                "{what}"
+            );
+            assert_eq!(remote.path(), Some("mem://file"), "{what}");
+        }
+        (local, remote) => panic!(
+            "{what}: locally {:?}, remotely {:?}",
+            local.err(),
+            remote.err()
+        ),
+    }
+    traffic
+}
+
+#[cfg(feature = "fs")]
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !name.ends_with("expected") && !name.ends_with("datasets") {
+                    stack.push(p);
+                }
+            } else if [
+                ".safetensors",
+                ".pt",
+                ".bin",
+                ".npy",
+                ".npz",
+                ".gguf",
+                ".mlx",
+            ]
+            .iter()
+            .any(|s| name.ends_with(s))
+            {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn every_fixture_opens_as_it_does_locally() {
+    let files = fixtures();
+    assert!(files.len() > 30, "{files:?}");
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        same_as_local(&bytes, &path.display().to_string());
+    }
+}
+
+/// A SafeTensors file with a header over the first range and a large tensor.
+fn large_safetensors() -> Vec<u8> {
+    let big: Vec<f32> = (0..256 * 1024).map(|i| (i % 997) as f32 / 7.0).collect();
+    let mut views = vec![TensorView::from_f32("big", vec![512, 512], &big).unwrap()];
+    for i in 0..3000 {
+        views.push(
+            TensorView::from_f32(
+                format!("layer.{i}.a_rather_long_tensor_name"),
+                vec![2],
+                &[i as f32, 1.0],
+            )
+            .unwrap(),
+        );
+    }
+    let metadata = [("format".to_string(), "pt".to_string())].into();
+    serialize(&views, Some(&metadata)).unwrap()
+}
+
+/// A GGUF file whose header (a vocabulary) runs past the first range, with block types.
+fn large_gguf() -> Vec<u8> {
+    let values: Vec<f32> = (0..256 * 1024)
+        .map(|i| ((i % 113) as f32 - 56.0) / 9.0)
+        .collect();
+    let views = [
+        TensorView::from_f32("q8", vec![1024, 256], &values).unwrap(),
+        TensorView::from_f32("f32", vec![1024, 256], &values).unwrap(),
+        TensorView::new(
+            "f16",
+            DType::F16,
+            vec![64],
+            crate::cast::encode_f32(&values[..64], DType::F16).unwrap(),
+        )
+        .unwrap(),
+    ];
+    let specs = [
+        GgufTensorSpec::new("q8", vec![1024, 256], GgmlType::Q8_0),
+        GgufTensorSpec::new("f32", vec![1024, 256], GgmlType::F32),
+        GgufTensorSpec::new("f16", vec![64], GgmlType::F16),
+    ];
+    let mut metadata = standard_metadata("test", "t", &specs);
+    let tokens = (0..20_000).map(|i| format!("token-{i}")).collect();
+    metadata.push((
+        "tokenizer.ggml.tokens".to_string(),
+        GgufValue::Array(crate::format::gguf::GgufArray::String(tokens)),
+    ));
+    let mut bytes = Vec::new();
+    write_gguf(&mut bytes, &metadata, &specs, |i, _| Ok(views[i].clone())).unwrap();
+    bytes
+}
+
+#[test]
+fn safetensors_and_gguf_are_opened_by_their_headers_in_few_requests() {
+    let st = large_safetensors();
+    let header = SafeTensors::header_end(&st, st.len() as u64).unwrap();
+    assert!(header > FIRST_RANGE_BYTES, "{header}");
+    let traffic = same_as_local(&st, "large safetensors");
+    assert_eq!(traffic.requests, 2);
+    assert_eq!(traffic.bytes, header);
+    assert!(
+        traffic.bytes * 4 < st.len() as u64,
+        "{traffic:?} of {}",
+        st.len()
+    );
+
+    let gguf = large_gguf();
+    let traffic = same_as_local(&gguf, "large gguf");
+    assert!((2..=4).contains(&traffic.requests), "{traffic:?}");
+    assert!(
+        traffic.bytes * 2 < gguf.len() as u64,
+        "{traffic:?} of {}",
+        gguf.len()
+    );
+}
+
+#[test]
+fn a_safetensors_slice_is_its_spans() {
+    let st = large_safetensors();
+    let (remote, _) = drive(&st, None);
+    let remote = remote.unwrap();
+    let local = format::open_bytes(st.clone(), None).unwrap();
+    let ranges = [SliceArg::Range(3, 7), SliceArg::Range(-5, 512)];
+    let (shape, spans) = remote.slice_spans("big", &ranges).unwrap();
+    let want = local.select("big", &ranges).unwrap();
+    assert_eq!(shape, want.shape);
+    assert_eq!(spans.len(), 4);
+    let got: Vec<u8> = spans
+        .iter()
+        .flat_map(|s| st[s.start as usize..(s.start + s.len) as usize].to_vec())
+        .collect();
+    assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice().to_vec());
+}
+
+#[test]
+fn truncated_and_damaged_files_fail_as_they_do_locally() {
+    for (what, file) in [("safetensors", large_safetensors()), ("gguf", large_gguf())] {
+        // Cuts inside the header, past the first range and inside it.
+        for cut in [0, 3, 8, 24, 1000, 150_000, 300_000] {
+            same_as_local(
+                &file[..cut.min(file.len())],
+                &format!("{what} cut at {cut}"),
+            );
+        }
+        // A length prefix or a count far past the file.
+        let mut lying = file.clone();
+        lying[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        same_as_local(&lying, &format!("{what} with a huge count"));
+    }
+}
+
+#[test]
+fn a_server_that_lies_gives_coded_errors() {
+    let file = large_safetensors();
+    let len = file.len() as u64;
+    let cases: Vec<(&str, Server)> = vec![
+        (
+            "short",
+            Box::new(|r: &Request| match r.want {
+                Want::Range { start, .. } => Reply::Bytes {
+                    bytes: file[start as usize..start as usize + 10].to_vec(),
+                    total: Some(len),
+                },
+                Want::Whole { .. } => unreachable!(),
+            }),
+        ),
+        (
+            "no length",
+            Box::new(|_: &Request| Reply::Bytes {
+                bytes: file[..100].to_vec(),
+                total: None,
+            }),
+        ),
+        (
+            "length changes",
+            Box::new({
+                let mut n = 0;
+                let mut honest = serve(&file);
+                move |r: &Request| {
+                    n += 1;
+                    match honest(r) {
+                        Reply::Bytes { bytes, total } if n > 1 => Reply::Bytes {
+                            bytes,
+                            total: total.map(|t| t + 1),
+                        },
+                        reply => reply,
+                    }
+                }
+            }),
+        ),
+        ("404", Box::new(|_: &Request| Reply::NotFound)),
+        (
+            "error",
+            Box::new(|_: &Request| Reply::Error(CoreError::new(ErrorKind::Io, "connection reset"))),
+        ),
+    ];
+    for (what, mut server) in cases {
+        let e = drive_with(None, &mut Traffic::default(), &mut *server)
+            .err()
+            .unwrap();
+        let code = if what == "404" {
+            "ERR_NOT_FOUND"
+        } else {
+            "ERR_IO"
+        };
+        assert_eq!(e.code(), code, "{what}: {e}");
+        assert_eq!(e.path(), Some("mem://file"), "{what}");
+    }
+}
+
+#[test]
+fn the_protocol_refuses_misuse() {
+    let mut opener = Opener::new("mem://file", None);
+    let Step::Fetch(requests) = opener.step().unwrap() else {
+        panic!("the first step fetches")
+    };
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].want,
+        Want::Range {
+            start: 0,
+            end: FIRST_RANGE_BYTES
+        }
+    );
+    let e = opener.step().err().unwrap();
+    assert_eq!(
+        (e.code(), e.detail()),
+        ("ERR_INVALID_ARGUMENT", "1 requests are not answered yet")
+    );
+    let e = opener.reply(99, Reply::NotFound).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
+    let st = large_safetensors();
+    let (remote, _) = drive(&st, None);
+    let remote = remote.unwrap();
+    let e = remote.serve("big", vec![0; 3]).err().unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
+    assert!(e.detail().contains("3 bytes given"), "{e}");
+    assert_eq!(remote.spans("nope").unwrap_err().code(), "ERR_NOT_FOUND");
+}
