@@ -489,14 +489,14 @@ describe('bad model directories', () => {
   it('an architecture llama.cpp export does not know: the generic GGUF and a warning, in the report and on the CLI', async () => {
     const dir = join(root, 'unknown')
     cpSync(base, dir, { recursive: true })
-    editConfig(dir, (c) => (c.architectures = ['Qwen3MoeForCausalLM']))
+    editConfig(dir, (c) => (c.architectures = ['FalconForCausalLM']))
     const report = await convert(dir, join(root, 'unknown.gguf'), { to: 'gguf' })
     expect(report.architecture).toBeUndefined()
-    expect(report.warnings).toEqual([expect.stringContaining("does not know architecture 'Qwen3MoeForCausalLM'")])
+    expect(report.warnings).toEqual([expect.stringContaining("does not know architecture 'FalconForCausalLM'")])
     expect(summary(join(root, 'unknown.gguf')).tensors).toHaveProperty(['model.embed_tokens.weight'])
     const cli = spawnSync(process.execPath, [resolve(__dirname, '../bin/safetensors-node.js'), 'convert', dir, join(root, 'unknown-cli.gguf'), '--to', 'gguf'], { encoding: 'utf8' })
     expect(cli.status, cli.stderr).toBe(0)
-    expect(cli.stderr).toMatch(/warning: llama\.cpp export does not know architecture 'Qwen3MoeForCausalLM'/)
+    expect(cli.stderr).toMatch(/warning: llama\.cpp export does not know architecture 'FalconForCausalLM'/)
   })
 })
 
