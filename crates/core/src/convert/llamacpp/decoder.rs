@@ -2,7 +2,7 @@
 //! differs between them is a [`DecoderSpec`] — a name table and a few switches.
 
 use super::hparams::{field_error, Hparams};
-use super::names::{self, Dims, NamePolicy, TensorRule};
+use super::names::{self, rule, Dim::*, Dims, NamePolicy, Need::*, TensorRule};
 use super::vocab::{self, Vocab};
 use super::{
     output_type, size_label, source_dtype, ExportTensor, LlamaExport, Metadata, ModelInput, Origin,
@@ -18,7 +18,8 @@ use std::path::Path;
 pub struct DecoderSpec {
     /// `general.architecture`
     pub arch: &'static str,
-    pub tensors: &'static [TensorRule],
+    /// The name table, as groups of rows (architectures share groups).
+    pub tensors: &'static [&'static [TensorRule]],
     pub names: NamePolicy,
     /// Llama-style rope rotates adjacent pairs: Q and K rows are permuted (see
     /// [`Transform::RopeInterleave`]). NeoX-style (Qwen) keeps Hugging Face's layout.
@@ -51,6 +52,36 @@ pub struct DecoderSpec {
     /// key under `{arch}.`), e.g. Granite's multipliers.
     pub scales: &'static [(&'static str, &'static str)],
 }
+
+impl DecoderSpec {
+    /// The name table's rows, groups in order.
+    pub fn rules(&self) -> Vec<TensorRule> {
+        self.tensors.concat()
+    }
+}
+
+/// Rows most decoders share (`tensor_mapping.py`): the token embeddings, the final norm and
+/// the output projection (tied to the embeddings when absent).
+#[rustfmt::skip]
+pub const EMBEDDINGS: &[TensorRule] = &[
+    rule("model.embed_tokens", "token_embd",  Required, Absent, &[Vocab, Embd]),
+    rule("model.norm",         "output_norm", Required, Absent, &[Embd]),
+    rule("lm_head",            "output",      Optional, Absent, &[Vocab, Embd]),
+];
+
+/// The norm before the feed-forward.
+#[rustfmt::skip]
+pub const FFN_NORM: &[TensorRule] = &[
+    rule("model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm", Required, Absent, &[Embd]),
+];
+
+/// A gated (SwiGLU) feed-forward without biases.
+#[rustfmt::skip]
+pub const GATED_FFN: &[TensorRule] = &[
+    rule("model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate", Required, Absent, &[Ff, Embd]),
+    rule("model.layers.{bid}.mlp.up_proj",   "blk.{bid}.ffn_up",   Required, Absent, &[Ff, Embd]),
+    rule("model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down", Required, Absent, &[Embd, Ff]),
+];
 
 /// Tensors every decoder has that llama.cpp does not load, dropped as its converter drops them.
 pub const DROPPED: &[&str] = &[
@@ -137,7 +168,13 @@ pub fn plan(spec: &DecoderSpec, input: &ModelInput) -> Result<LlamaExport> {
         expert_ff: h.count(&["moe_intermediate_size"])?.unwrap_or(ff),
         shared_ff: h.count(&["shared_expert_intermediate_size"])?.unwrap_or(0),
     };
-    let mapped = names::map_tensors(input.tensors, spec.tensors, &spec.names, &dims, block_count)?;
+    let mapped = names::map_tensors(
+        input.tensors,
+        &spec.rules(),
+        &spec.names,
+        &dims,
+        block_count,
+    )?;
     let rope = h.rope()?;
     let mut warnings = Vec::new();
 

@@ -2,24 +2,26 @@
 //! rope: Q and K rows are permuted; tokenizer from `tokenizer.model` (SentencePiece) or
 //! `tokenizer.json` (byte-level BPE, Llama 3).
 
-use super::decoder::{self, DecoderSpec, DROPPED};
+use super::decoder::{self, DecoderSpec, DROPPED, EMBEDDINGS, FFN_NORM};
 use super::names::{rule, Dim::*, NamePolicy, Need::*, TensorRule};
 use super::{Architecture, LlamaExport, ModelInput};
 use crate::error::Result;
 
-/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, llama rows).
+/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, llama rows): attention, with
+/// the biases some checkpoints have (`attention_bias`).
 #[rustfmt::skip]
-pub const TENSORS: &[TensorRule] = &[
+pub const ATTENTION: &[TensorRule] = &[
     //   Hugging Face                                    llama.cpp                    weight    bias      shape (outermost first)
-    rule("model.embed_tokens",                          "token_embd",            Required, Absent,   &[Vocab, Embd]),
-    rule("model.norm",                                  "output_norm",           Required, Absent,   &[Embd]),
-    rule("lm_head",                                     "output",                Optional, Absent,   &[Vocab, Embd]),
     rule("model.layers.{bid}.input_layernorm",          "blk.{bid}.attn_norm",   Required, Absent,   &[Embd]),
     rule("model.layers.{bid}.self_attn.q_proj",         "blk.{bid}.attn_q",      Required, Optional, &[Q, Embd]),
     rule("model.layers.{bid}.self_attn.k_proj",         "blk.{bid}.attn_k",      Required, Optional, &[Kv, Embd]),
     rule("model.layers.{bid}.self_attn.v_proj",         "blk.{bid}.attn_v",      Required, Optional, &[Kv, Embd]),
     rule("model.layers.{bid}.self_attn.o_proj",         "blk.{bid}.attn_output", Required, Optional, &[Embd, Q]),
-    rule("model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm",    Required, Absent,   &[Embd]),
+];
+
+/// The gated feed-forward, with the biases some checkpoints have (`mlp_bias`).
+#[rustfmt::skip]
+pub const FFN: &[TensorRule] = &[
     rule("model.layers.{bid}.mlp.gate_proj",            "blk.{bid}.ffn_gate",    Required, Optional, &[Ff, Embd]),
     rule("model.layers.{bid}.mlp.up_proj",              "blk.{bid}.ffn_up",      Required, Optional, &[Ff, Embd]),
     rule("model.layers.{bid}.mlp.down_proj",            "blk.{bid}.ffn_down",    Required, Optional, &[Embd, Ff]),
@@ -27,7 +29,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "llama",
-    tensors: TENSORS,
+    tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, FFN],
     names: NamePolicy {
         strip_prefixes: &[],
         renames: &[],

@@ -98,7 +98,7 @@ pub fn plan(
             ))
             .with_tensor(&pair.a));
         }
-        let Some((name, rule)) = gguf_name(&pair.target, spec.tensors, &spec.names) else {
+        let Some((name, rule)) = gguf_name(&pair.target, &spec.rules(), &spec.names) else {
             return Err(CoreError::invalid_model(format!(
                 "adapts {}, which llama.cpp's {} has no tensor for",
                 pair.target, spec.arch

@@ -2,7 +2,7 @@
 //! llama.cpp loads as `llama`; Mixtral's feed-forward is a mixture of experts, stacked per
 //! layer (`ffn_{gate,down,up}_exps`) with its router (`ffn_gate_inp`).
 
-use super::decoder::{self, DecoderSpec};
+use super::decoder::{self, DecoderSpec, EMBEDDINGS, FFN_NORM};
 use super::llama;
 use super::names::{rule, Dim::*, Need::*, TensorRule};
 use super::{Architecture, LlamaExport, ModelInput};
@@ -24,19 +24,11 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
     decoder::plan(&SPEC, input)
 }
 
-/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, llama rows with Mixtral's MoE).
+/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, Mixtral's feed-forward): the
+/// router and the experts.
 #[rustfmt::skip]
-pub const MIXTRAL_TENSORS: &[TensorRule] = &[
+pub const MIXTRAL_FFN: &[TensorRule] = &[
     //   Hugging Face                                                  llama.cpp                      weight    bias    shape (outermost first)
-    rule("model.embed_tokens",                                        "token_embd",              Required, Absent, &[Vocab, Embd]),
-    rule("model.norm",                                                "output_norm",             Required, Absent, &[Embd]),
-    rule("lm_head",                                                   "output",                  Optional, Absent, &[Vocab, Embd]),
-    rule("model.layers.{bid}.input_layernorm",                        "blk.{bid}.attn_norm",     Required, Absent, &[Embd]),
-    rule("model.layers.{bid}.self_attn.q_proj",                       "blk.{bid}.attn_q",        Required, Absent, &[Q, Embd]),
-    rule("model.layers.{bid}.self_attn.k_proj",                       "blk.{bid}.attn_k",        Required, Absent, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.v_proj",                       "blk.{bid}.attn_v",        Required, Absent, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.o_proj",                       "blk.{bid}.attn_output",   Required, Absent, &[Embd, Q]),
-    rule("model.layers.{bid}.post_attention_layernorm",               "blk.{bid}.ffn_norm",      Required, Absent, &[Embd]),
     rule("model.layers.{bid}.block_sparse_moe.gate",                  "blk.{bid}.ffn_gate_inp",  Required, Absent, &[Experts, Embd]),
     rule("model.layers.{bid}.block_sparse_moe.experts.{xid}.w1",      "blk.{bid}.ffn_gate_exps", Required, Absent, &[ExpertFf, Embd]),
     rule("model.layers.{bid}.block_sparse_moe.experts.{xid}.w2",      "blk.{bid}.ffn_down_exps", Required, Absent, &[Embd, ExpertFf]),
@@ -45,7 +37,7 @@ pub const MIXTRAL_TENSORS: &[TensorRule] = &[
 
 /// Mixtral: the llama class in llama.cpp's converter, experts stacked.
 pub const MIXTRAL_SPEC: DecoderSpec = DecoderSpec {
-    tensors: MIXTRAL_TENSORS,
+    tensors: &[EMBEDDINGS, llama::ATTENTION, FFN_NORM, MIXTRAL_FFN],
     default_context: 4096 * 32,
     ..llama::SPEC
 };

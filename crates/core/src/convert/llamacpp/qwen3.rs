@@ -1,18 +1,16 @@
 //! `qwen3` (Qwen3ForCausalLM). As qwen2 without Q/K/V biases, with per-head RMS norms of
 //! Q and K, and an explicit head_dim (transformers' default 128).
 
-use super::decoder::{self, DecoderSpec, DROPPED};
+use super::decoder::{self, DecoderSpec, DROPPED, EMBEDDINGS, FFN_NORM, GATED_FFN};
 use super::names::{rule, Dim::*, NamePolicy, Need::*, TensorRule};
 use super::{Architecture, LlamaExport, ModelInput};
 use crate::error::Result;
 
-/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, qwen3 rows).
+/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, qwen3 rows): attention with
+/// per-head Q/K norms.
 #[rustfmt::skip]
-pub const TENSORS: &[TensorRule] = &[
+pub const ATTENTION: &[TensorRule] = &[
     //   Hugging Face                                    llama.cpp                    weight    bias      shape (outermost first)
-    rule("model.embed_tokens",                          "token_embd",            Required, Absent,   &[Vocab, Embd]),
-    rule("model.norm",                                  "output_norm",           Required, Absent,   &[Embd]),
-    rule("lm_head",                                     "output",                Optional, Absent,   &[Vocab, Embd]),
     rule("model.layers.{bid}.input_layernorm",          "blk.{bid}.attn_norm",   Required, Absent,   &[Embd]),
     rule("model.layers.{bid}.self_attn.q_proj",         "blk.{bid}.attn_q",      Required, Optional, &[Q, Embd]),
     rule("model.layers.{bid}.self_attn.k_proj",         "blk.{bid}.attn_k",      Required, Optional, &[Kv, Embd]),
@@ -20,15 +18,11 @@ pub const TENSORS: &[TensorRule] = &[
     rule("model.layers.{bid}.self_attn.q_norm",         "blk.{bid}.attn_q_norm", Required, Absent,   &[Head]),
     rule("model.layers.{bid}.self_attn.k_norm",         "blk.{bid}.attn_k_norm", Required, Absent,   &[Head]),
     rule("model.layers.{bid}.self_attn.o_proj",         "blk.{bid}.attn_output", Required, Absent,   &[Embd, Q]),
-    rule("model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm",    Required, Absent,   &[Embd]),
-    rule("model.layers.{bid}.mlp.gate_proj",            "blk.{bid}.ffn_gate",    Required, Absent,   &[Ff, Embd]),
-    rule("model.layers.{bid}.mlp.up_proj",              "blk.{bid}.ffn_up",      Required, Absent,   &[Ff, Embd]),
-    rule("model.layers.{bid}.mlp.down_proj",            "blk.{bid}.ffn_down",    Required, Absent,   &[Embd, Ff]),
 ];
 
 pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "qwen3",
-    tensors: TENSORS,
+    tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
         strip_prefixes: &[],
         renames: &[],

@@ -3,28 +3,25 @@
 //! (`ffn_{gate,down,up}_exps`) with the router (`ffn_gate_inp`); Qwen2-MoE adds a shared
 //! expert and its gate (`*_shexp`).
 
-use super::decoder::{self, DecoderSpec};
+use super::decoder::{self, DecoderSpec, EMBEDDINGS, FFN_NORM};
 use super::names::{rule, Dim::*, Need::*, TensorRule};
 use super::{qwen2, qwen3, Architecture, LlamaExport, ModelInput};
 use crate::error::Result;
 
-/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, qwen2moe rows).
+/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, qwen2moe/qwen3moe rows): the
+/// router and the experts.
 #[rustfmt::skip]
-pub const QWEN2_MOE_TENSORS: &[TensorRule] = &[
+pub const MOE_FFN: &[TensorRule] = &[
     //   Hugging Face                                           llama.cpp                          weight    bias      shape (outermost first)
-    rule("model.embed_tokens",                                 "token_embd",                  Required, Absent,   &[Vocab, Embd]),
-    rule("model.norm",                                         "output_norm",                 Required, Absent,   &[Embd]),
-    rule("lm_head",                                            "output",                      Optional, Absent,   &[Vocab, Embd]),
-    rule("model.layers.{bid}.input_layernorm",                 "blk.{bid}.attn_norm",         Required, Absent,   &[Embd]),
-    rule("model.layers.{bid}.self_attn.q_proj",                "blk.{bid}.attn_q",            Required, Optional, &[Q, Embd]),
-    rule("model.layers.{bid}.self_attn.k_proj",                "blk.{bid}.attn_k",            Required, Optional, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.v_proj",                "blk.{bid}.attn_v",            Required, Optional, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.o_proj",                "blk.{bid}.attn_output",       Required, Absent,   &[Embd, Q]),
-    rule("model.layers.{bid}.post_attention_layernorm",        "blk.{bid}.ffn_norm",          Required, Absent,   &[Embd]),
     rule("model.layers.{bid}.mlp.gate",                        "blk.{bid}.ffn_gate_inp",      Required, Absent,   &[Experts, Embd]),
     rule("model.layers.{bid}.mlp.experts.{xid}.gate_proj",     "blk.{bid}.ffn_gate_exps",     Required, Absent,   &[ExpertFf, Embd]),
     rule("model.layers.{bid}.mlp.experts.{xid}.down_proj",     "blk.{bid}.ffn_down_exps",     Required, Absent,   &[Embd, ExpertFf]),
     rule("model.layers.{bid}.mlp.experts.{xid}.up_proj",       "blk.{bid}.ffn_up_exps",       Required, Absent,   &[ExpertFf, Embd]),
+];
+
+/// Qwen2-MoE's shared expert and its gate.
+#[rustfmt::skip]
+pub const SHARED_EXPERT: &[TensorRule] = &[
     rule("model.layers.{bid}.mlp.shared_expert_gate",          "blk.{bid}.ffn_gate_inp_shexp", Required, Absent,  &[One, Embd]),
     rule("model.layers.{bid}.mlp.shared_expert.gate_proj",     "blk.{bid}.ffn_gate_shexp",    Required, Absent,   &[SharedFf, Embd]),
     rule("model.layers.{bid}.mlp.shared_expert.down_proj",     "blk.{bid}.ffn_down_shexp",    Required, Absent,   &[Embd, SharedFf]),
@@ -33,7 +30,13 @@ pub const QWEN2_MOE_TENSORS: &[TensorRule] = &[
 
 pub const QWEN2_MOE_SPEC: DecoderSpec = DecoderSpec {
     arch: "qwen2moe",
-    tensors: QWEN2_MOE_TENSORS,
+    tensors: &[
+        EMBEDDINGS,
+        qwen2::ATTENTION,
+        FFN_NORM,
+        MOE_FFN,
+        SHARED_EXPERT,
+    ],
     pooling_from_modules: false,
     expert_ff_keys: true,
     ..qwen2::SPEC
@@ -49,30 +52,9 @@ fn plan_qwen2_moe(input: &ModelInput) -> Result<LlamaExport> {
     decoder::plan(&QWEN2_MOE_SPEC, input)
 }
 
-/// Hugging Face name → llama.cpp name (`tensor_mapping.py`, qwen3moe rows).
-#[rustfmt::skip]
-pub const QWEN3_MOE_TENSORS: &[TensorRule] = &[
-    //   Hugging Face                                           llama.cpp                      weight    bias      shape (outermost first)
-    rule("model.embed_tokens",                                 "token_embd",              Required, Absent,   &[Vocab, Embd]),
-    rule("model.norm",                                         "output_norm",             Required, Absent,   &[Embd]),
-    rule("lm_head",                                            "output",                  Optional, Absent,   &[Vocab, Embd]),
-    rule("model.layers.{bid}.input_layernorm",                 "blk.{bid}.attn_norm",     Required, Absent,   &[Embd]),
-    rule("model.layers.{bid}.self_attn.q_proj",                "blk.{bid}.attn_q",        Required, Optional, &[Q, Embd]),
-    rule("model.layers.{bid}.self_attn.k_proj",                "blk.{bid}.attn_k",        Required, Optional, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.v_proj",                "blk.{bid}.attn_v",        Required, Optional, &[Kv, Embd]),
-    rule("model.layers.{bid}.self_attn.q_norm",                "blk.{bid}.attn_q_norm",   Required, Absent,   &[Head]),
-    rule("model.layers.{bid}.self_attn.k_norm",                "blk.{bid}.attn_k_norm",   Required, Absent,   &[Head]),
-    rule("model.layers.{bid}.self_attn.o_proj",                "blk.{bid}.attn_output",   Required, Absent,   &[Embd, Q]),
-    rule("model.layers.{bid}.post_attention_layernorm",        "blk.{bid}.ffn_norm",      Required, Absent,   &[Embd]),
-    rule("model.layers.{bid}.mlp.gate",                        "blk.{bid}.ffn_gate_inp",  Required, Absent,   &[Experts, Embd]),
-    rule("model.layers.{bid}.mlp.experts.{xid}.gate_proj",     "blk.{bid}.ffn_gate_exps", Required, Absent,   &[ExpertFf, Embd]),
-    rule("model.layers.{bid}.mlp.experts.{xid}.down_proj",     "blk.{bid}.ffn_down_exps", Required, Absent,   &[Embd, ExpertFf]),
-    rule("model.layers.{bid}.mlp.experts.{xid}.up_proj",       "blk.{bid}.ffn_up_exps",   Required, Absent,   &[ExpertFf, Embd]),
-];
-
 pub const QWEN3_MOE_SPEC: DecoderSpec = DecoderSpec {
     arch: "qwen3moe",
-    tensors: QWEN3_MOE_TENSORS,
+    tensors: &[EMBEDDINGS, qwen3::ATTENTION, FFN_NORM, MOE_FFN],
     pooling_from_modules: false,
     expert_ff_keys: true,
     ..qwen3::SPEC

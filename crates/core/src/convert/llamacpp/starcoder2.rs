@@ -25,7 +25,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "starcoder2",
-    tensors: TENSORS,
+    tensors: &[TENSORS],
     pooling_from_modules: false,
     default_context: 4096,
     default_rms_eps: 1e-5,

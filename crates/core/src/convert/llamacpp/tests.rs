@@ -904,10 +904,15 @@ fn every_exported_name_is_one_ggml_reads_whole() {
     use crate::format::gguf::{GgmlType, GgufTensorSpec, MAX_TENSOR_NAME_BYTES};
     let mut longest = 0;
     for rules in [
-        bert::TENSORS,
-        llama::TENSORS,
-        qwen2::TENSORS,
-        qwen3::TENSORS,
+        bert::TENSORS.to_vec(),
+        llama::SPEC.rules(),
+        mistral::MIXTRAL_SPEC.rules(),
+        olmo2::SPEC.rules(),
+        qwen2::SPEC.rules(),
+        qwen3::SPEC.rules(),
+        qwen_moe::QWEN2_MOE_SPEC.rules(),
+        qwen_moe::QWEN3_MOE_SPEC.rules(),
+        starcoder2::SPEC.rules(),
     ] {
         for rule in rules {
             let name = rule.gguf.replace("{bid}", &usize::MAX.to_string()) + ".weight";
