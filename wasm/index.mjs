@@ -198,6 +198,18 @@ async function openWith(core, source, format) {
   }
 }
 
+const ARRAYS = { UINT8: Uint8Array, INT8: Int8Array, UINT16: Uint16Array, INT16: Int16Array, UINT32: Uint32Array, INT32: Int32Array, FLOAT32: Float32Array, FLOAT64: Float64Array, UINT64: BigUint64Array, INT64: BigInt64Array }
+const SPECIAL = { NaN: NaN, inf: Infinity, '-inf': -Infinity }
+
+/** One GGUF value as `GgufFile.metadata` gives it (64-bit integers as bigint, numeric arrays typed). */
+function ggufValue(type, value) {
+  const scalar = (t, v) => (t === 'UINT64' || t === 'INT64' ? BigInt(v) : typeof v === 'string' && t.startsWith('FLOAT') ? SPECIAL[v] : v)
+  const item = /^ARRAY\[(\w+)\]$/.exec(type)?.[1]
+  if (!item) return scalar(type, value)
+  const values = value.map((v) => scalar(item, v))
+  return ARRAYS[item] ? ARRAYS[item].from(values) : values
+}
+
 /** A weights file opened in WebAssembly (see `openWeights`). */
 class WasmWeightsFile {
   #core
@@ -212,7 +224,12 @@ class WasmWeightsFile {
     this.#source = source
     this.format = described.format
     this.path = source.name
-    this.metadata = described.metadata
+    if (described.gguf) {
+      this.metadata = Object.fromEntries(described.metadata.map(([k, t, v]) => [k, ggufValue(t, v)]))
+      this.metadataTypes = Object.fromEntries(described.metadata.map(([k, t]) => [k, t]))
+    } else {
+      this.metadata = described.metadata
+    }
     this.config = null
     this.#infos = new Map(described.tensors.map((t) => [t.name, t]))
     this.tensorNames = described.tensors.map((t) => t.name)

@@ -16,6 +16,7 @@ use stcore::cast;
 use stcore::format::gguf::Served;
 use stcore::memory::TensorBytes;
 use stcore::remote::{Opener, RemoteFile, Reply, Step, Want};
+use stcore::source::value::{GgufArray, GgufValue};
 use stcore::{CoreError, DType, F32Decoder, WeightsFormat};
 use std::cell::RefCell;
 
@@ -319,10 +320,12 @@ pub extern "C" fn stw_file_describe(h: u32) -> i32 {
                 v
             })
             .collect();
+        let metadata = source.metadata();
         Ok(Output::json(&json!({
             "format": source.format().name(),
             "whole": file.is_whole(),
-            "metadata": source.metadata().to_json(),
+            "metadata": metadata.gguf_pairs().map_or_else(|| metadata.to_json(), gguf_json),
+            "gguf": metadata.gguf_pairs().is_some(),
             "tensors": tensors,
         })))
     })
@@ -399,6 +402,43 @@ pub unsafe extern "C" fn stw_file_tensor(
         tensor_output(dtype, numel, served, mode)
             .map_err(|e| e.with_tensor(&name).with_path(origin))
     })
+}
+
+/// GGUF's pairs in file order, typed, for `wasm/index.mjs` to rebuild what `GgufFile.metadata`
+/// gives: `[[key, type, value]]`, 64-bit integers and non-finite floats as strings (JSON has
+/// neither), arrays as JSON arrays of their elements.
+fn gguf_json(pairs: &[(String, GgufValue)]) -> Value {
+    fn float(x: f64) -> Value {
+        if x.is_finite() {
+            json!(x)
+        } else {
+            json!(x.to_string())
+        }
+    }
+    fn each<T: Copy>(v: &[T], f: impl Fn(T) -> Value) -> Value {
+        Value::Array(v.iter().map(|&x| f(x)).collect())
+    }
+    let value = |v: &GgufValue| match v {
+        GgufValue::U64(x) => json!(x.to_string()),
+        GgufValue::I64(x) => json!(x.to_string()),
+        GgufValue::F32(x) => float(f64::from(*x)),
+        GgufValue::F64(x) => float(*x),
+        GgufValue::Array(GgufArray::U64(a)) => each(a, |x| json!(x.to_string())),
+        GgufValue::Array(GgufArray::I64(a)) => each(a, |x| json!(x.to_string())),
+        GgufValue::Array(GgufArray::F32(a)) => each(a, |x| float(f64::from(x))),
+        GgufValue::Array(GgufArray::F64(a)) => each(a, float),
+        other => other.to_json(),
+    };
+    let ty = |v: &GgufValue| match v {
+        GgufValue::Array(a) => format!("ARRAY[{}]", a.item_type().name()),
+        other => other.value_type().name().to_string(),
+    };
+    Value::Array(
+        pairs
+            .iter()
+            .map(|(k, v)| json!([k, ty(v), value(v)]))
+            .collect(),
+    )
 }
 
 fn owned(bytes: TensorBytes<'_>) -> TensorBytes<'static> {
