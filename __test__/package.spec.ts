@@ -132,10 +132,11 @@ describe.runIf(CAN_RUN)(`installed from npm pack tarballs (${PLATFORM})`, () => 
     for (const required of [
       'package.json', 'README.md', 'LICENSE', 'docs/cli.md', 'index.js', 'index.mjs', 'index.d.ts', 'index.d.mts',
       'binding.js', 'binding.d.ts', 'lib/remote.js', 'lib/missing-binary.js', 'bin/safetensors-node.js', 'bin/lib/main.js',
+      'wasm/index.mjs', 'wasm/index.d.mts', 'wasm/safetensors-node.wasm',
     ]) {
       expect(files, required).toContain(required)
     }
-    const allowed = /^(package\.json|README\.md|LICENSE|index\.(js|mjs|d\.ts|d\.mts)|binding\.(js|d\.ts)|(lib|bin)\/[\w/.-]+\.js|docs\/[\w.-]+\.md)$/
+    const allowed = /^(package\.json|README\.md|LICENSE|index\.(js|mjs|d\.ts|d\.mts)|binding\.(js|d\.ts)|(lib|bin)\/[\w/.-]+\.js|docs\/[\w.-]+\.md|wasm\/(index\.(mjs|d\.mts)|safetensors-node\.wasm))$/
     expect(files.filter((f) => !allowed.test(f))).toEqual([])
     // The real tarball holds what the dry run listed.
     expect(rootPack.files.map((f) => f.path).sort()).toEqual(files)

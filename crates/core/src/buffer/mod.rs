@@ -74,11 +74,15 @@ pub fn prepare_output(ptr: *mut u8, len: usize) {
     }
     let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
     let end = (ptr as usize).saturating_add(len) / HUGE_PAGE * HUGE_PAGE;
+    // Hosts without madvise (WebAssembly) have no pages to advise about.
+    #[cfg(unix)]
     if end > start {
         // SAFETY: [start, end) lies inside [ptr, ptr + len), the caller's fresh allocation;
         // the advice changes no contents.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
+    #[cfg(not(unix))]
+    let _ = (start, end);
 }
 
 /// Fill `numel` f32 values through `fill` and return their little-endian bytes, decoding in
@@ -100,6 +104,13 @@ pub fn f32_bytes(numel: usize, fill: &dyn Fn(&mut [f32]) -> Result<()>) -> Resul
 }
 
 /// Bytes of physical memory (1 GiB when unknown).
+#[cfg(not(unix))]
+pub fn physical_memory() -> usize {
+    1 << 30
+}
+
+/// Bytes of physical memory (1 GiB when unknown).
+#[cfg(unix)]
 pub fn physical_memory() -> usize {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page) = unsafe {
@@ -115,6 +126,7 @@ pub fn physical_memory() -> usize {
     }
 }
 
+#[cfg(unix)]
 /// A fresh private anonymous mapping of `map_len` bytes (untouched), or ERR_IO naming the
 /// `bytes` that were asked for.
 fn map_anonymous(map_len: usize, bytes: usize) -> Result<*mut libc::c_void> {
@@ -155,18 +167,32 @@ pub fn check_allocatable(len: usize) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
-    let ptr = map_anonymous(len, len)?;
-    // SAFETY: exactly the mapping created above.
-    unsafe { libc::munmap(ptr, len) };
+    #[cfg(unix)]
+    {
+        let ptr = map_anonymous(len, len)?;
+        // SAFETY: exactly the mapping created above.
+        unsafe { libc::munmap(ptr, len) };
+    }
+    // Without mappings to probe with (WebAssembly), the allocation itself is fallible.
+    #[cfg(not(unix))]
+    std::alloc::Layout::array::<u8>(len).map_err(|_| {
+        CoreError::invalid_argument(format!("{len} bytes overflow the address space"))
+    })?;
     Ok(())
 }
 
 /// Ask the kernel to map the pages of `bytes` (part of a file mapping) in one call, instead
 /// of one fault per 4 KiB page as a conversion walks them. Advisory: errors are ignored.
 pub fn populate_read(bytes: &[u8]) {
-    if bytes.is_empty() {
+    if bytes.is_empty() || cfg!(not(unix)) {
         return;
     }
+    #[cfg(unix)]
+    populate_pages(bytes);
+}
+
+#[cfg(unix)]
+fn populate_pages(bytes: &[u8]) {
     let page = 4096usize;
     let start = bytes.as_ptr() as usize / page * page;
     let end = bytes.as_ptr() as usize + bytes.len();
