@@ -138,7 +138,7 @@ describe('README.md', () => {
 
   for (const example of blocks) {
     it(`the example at README.md:${example.line} runs`, async () => {
-      expect(example.code).toMatch(/from 'safetensors-node'|require\('safetensors-node'\)/)
+      expect(example.code).toMatch(/from 'safetensors-node(\/wasm)?'|require\('safetensors-node'\)/)
       const r = await run(example)
       expect(r.status, `${r.stderr}\n${r.stdout}`).toBe(0)
       expect(r.stdout.trim(), 'an example shows what it did').not.toBe('')
