@@ -801,6 +801,7 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
       impls: [
         { key: 'native', label: "ours, native: `getTensor(name, {as: 'F32'})` (file opened once)", lang: 'node', case: nativeCase, params: { path, name: 'weight' }, ...skip },
         { key: 'wasm', label: "ours, WebAssembly in headless Chromium: `await getTensor(name, {as: 'F32'})` (opened from bytes)", lang: 'chromium', case: 'wasm-get', params: { path, name: 'weight', as: 'F32' }, ...skip },
+        { key: 'bound', label: '(info) bound in the page: a new Float32Array of the output\'s length + a copy into it', lang: 'chromium', case: 'copy-bound', params: { path, name: 'weight', as: 'F32' }, ...skip },
       ],
     }
   }
@@ -885,6 +886,8 @@ const GOALS = [
   // The Hub (a local server), verify, diff.
   { id: '15a', label: 'BF16 → F32 in WebAssembly (headless Chromium) vs the native addon', ours: 'wasm', peer: 'native', target: 3 },
   { id: '15b', label: 'Q4_K dequantization in WebAssembly (headless Chromium) vs the native addon', ours: 'wasm', peer: 'native', target: 3 },
+  { id: '15a', label: '(info) BF16 → F32 in WebAssembly vs its bound in the page (fresh output + copy)', ours: 'wasm', peer: 'bound', target: 1.3, info: true },
+  { id: '15b', label: '(info) Q4_K in WebAssembly vs its bound in the page (fresh output + copy)', ours: 'wasm', peer: 'bound', target: 1.3, info: true },
   { id: '12', label: 'download of a multi-file model vs huggingface_hub.snapshot_download (same local server)', ours: 'ours', peer: 'hf', target: 1.0 },
   { id: '12', label: 'download: peak RSS vs snapshot_download', ours: 'ours', peer: 'hf', target: 1.0, rss: true },
   { id: '13', label: 'verify of the cached blobs vs `sha256sum` of the same blobs', ours: 'ours', peer: 'sha256sum', target: 1.0 },

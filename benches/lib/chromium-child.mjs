@@ -6,7 +6,10 @@
 // times and the output's check value back. Peak RSS is not measured (null): the work runs
 // in Chromium's renderer, a process this one does not own the accounting of.
 //
-// Case `wasm-get`: `getTensor(P.name, { as: P.as })` of the file at P.path.
+// Case `wasm-get`: `getTensor(P.name, { as: P.as })` of the file at P.path. Case
+// `copy-bound`: what producing that output costs a page at all — a new Float32Array of the
+// tensor's elements, filled by a copy of one made before (the floor under `wasm-get`, whose
+// output is such a copy out of WebAssembly memory).
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
@@ -17,7 +20,7 @@ import { ROOT } from './common.mjs'
 const [caseName, repsArg, paramsArg] = process.argv.slice(2)
 const reps = Number(repsArg)
 const P = JSON.parse(paramsArg ?? '{}')
-if (caseName !== 'wasm-get') throw new Error(`unknown case ${caseName}`)
+if (!['wasm-get', 'copy-bound'].includes(caseName)) throw new Error(`unknown case ${caseName}`)
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const TYPES = { '.mjs': 'text/javascript', '.wasm': 'application/wasm' }
 
@@ -26,13 +29,21 @@ const page = `<!doctype html><script type="module">
   try {
     const { openWeights } = await import('/wasm/index.mjs')
     const f = await openWeights(new Uint8Array(await (await fetch('/input')).arrayBuffer()))
+    const get = () => f.getTensor(${JSON.stringify(P.name)}, { as: ${JSON.stringify(P.as ?? 'native')} })
+    const source = ${JSON.stringify(caseName)} === 'copy-bound' ? (await get()).data : null
+    const copy = async () => {
+      const out = new Float32Array(source.length)
+      out.set(source)
+      return out
+    }
+    const run = source ? copy : async () => (await get()).data
     const times = []
     let warmup = null
     let out = null
     for (let i = 0; i <= ${reps}; i++) {
       out = null
       const t0 = performance.now()
-      out = (await f.getTensor(${JSON.stringify(P.name)}, { as: ${JSON.stringify(P.as ?? 'native')} })).data
+      out = await run()
       const ms = performance.now() - t0
       if (i === 0) warmup = ms
       else times.push(ms)
