@@ -57,9 +57,14 @@ pub fn serialize(plan: &[u8], data: &[u8]) -> stcore::Result<Output> {
         let end = at
             .checked_add(e.len)
             .filter(|&end| end <= data.len())
-            .ok_or_else(|| CoreError::invalid_argument("serialize: the data is shorter than the plan"))?;
+            .ok_or_else(|| {
+                CoreError::invalid_argument("serialize: the data is shorter than the plan")
+            })?;
         views.push(view(e, &data[at..end]).map_err(|err| err.with_tensor(&e.name))?);
         at = end;
     }
-    Ok(Output::bytes(safetensors::serialize(&views, plan.metadata.as_ref())?))
+    Ok(Output::bytes(safetensors::serialize(
+        &views,
+        plan.metadata.as_ref(),
+    )?))
 }
