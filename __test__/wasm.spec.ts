@@ -1,119 +1,53 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { openWeights as openNative, saveFile, type Tensor, type WeightsFile } from '../index.js'
-import { PYTHON, fixture, sendRange, tempDir } from './helpers'
+import { openWeights as openNative, serialize as serializeNative } from '../index.js'
+import { PYTHON, tempDir } from './helpers'
+import { describe as describeFile } from './wasm-describe.mjs'
+import { RANGED, rangedOnly, serveFiles, wasmFiles, type Served } from './wasm-fixtures'
 
 /**
- * The WebAssembly build (`safetensors-node/wasm`): every tensor of every file, opened by
- * bytes, by Blob and by URL, the same to the bit as the native addon's, with the same error
- * codes; by URL, SafeTensors and GGUF are read by ranges (the server sees no whole-file read).
+ * The WebAssembly build (`safetensors-node/wasm`): every tensor of every file (SafeTensors,
+ * GGUF of every ggml type, PyTorch, NumPy), opened by bytes, by Blob and by URL, the same to
+ * the bit as the native addon's, with the same error codes; by URL, SafeTensors and GGUF are
+ * read by ranges (the server sees no whole-file read).
  */
 
 const root = resolve(__dirname, '..')
 const dir = tempDir('wasm-')
 let wasm: any
-let server: Server
+let served: Served
 let base = ''
-/** Every request the server answered: the path and its Range header (null: none). */
-const requests: { path: string; range: string | null }[] = []
-const files = new Map<string, string>()
+let files = new Map<string, string>()
 
 beforeAll(async () => {
   const { buildWasm } = await import(pathToFileURL(join(root, 'scripts/wasm/build.mjs')).href)
   buildWasm()
   wasm = await import(pathToFileURL(join(root, 'wasm/index.mjs')).href)
-  const peer = spawnSync(PYTHON, [join(root, 'scripts/gguf_file_peer.py'), dir], { encoding: 'utf8', maxBuffer: 64 << 20 })
-  expect(peer.status, peer.stderr).toBe(0)
-  // A SafeTensors file larger than one first request, of every upcast type and an integer.
-  const n = 1 << 16
-  const bytes = (k: number) => Uint8Array.from({ length: n * k }, (_, i) => (i * 131 + 7) & 0xff)
-  saveFile(join(dir, 'big.safetensors'), {
-    bf16: { dtype: 'BF16', shape: [256, 256], data: bytes(2) },
-    f16: { dtype: 'F16', shape: [n], data: bytes(2) },
-    f32: { dtype: 'F32', shape: [n], data: new Float32Array(n).map((_, i) => Math.sin(i)) },
-    i64: { dtype: 'I64', shape: [n / 8], data: bytes(1) },
-  }, { metadata: { format: 'pt' } })
-  for (const f of ['all_dtypes', 'half_special', 'tiny_checkpoint']) files.set(`${f}.safetensors`, fixture('safetensors', `${f}.safetensors`))
-  for (const f of ['all.gguf', 'bighead.gguf', 'big.safetensors']) files.set(f, join(dir, f))
-  server = createServer((req, res) => {
-    const path = decodeURIComponent((req.url ?? '/').slice(1))
-    requests.push({ path, range: req.headers.range ?? null })
-    const file = files.get(path)
-    if (!file) return void res.writeHead(404).end()
-    sendRange(req, res, readFileSync(file))
-  })
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok))
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+  files = wasmFiles(dir)
+  served = await serveFiles(files)
+  base = served.base
 }, 600_000)
 
-afterAll(() => new Promise<void>((ok) => (server ? server.close(() => ok()) : ok())))
-
-const bytesOf = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
-const MODES = ['native', 'F32', 'F64', 'raw'] as const
-
-/** The common TensorInfo fields (a GgufFile's info adds ggmlType and offset). */
-function common(info: any) {
-  const { name, dtype, storedType, shape, byteLength, numel, dataOffsets } = info
-  return { name, dtype, storedType, shape, byteLength, numel, ...(dataOffsets ? { dataOffsets } : {}) }
-}
-
-type Outcome = { tensor: Tensor } | { code: string }
-async function outcome(read: () => Promise<Tensor> | Tensor): Promise<Outcome> {
-  try {
-    return { tensor: await read() }
-  } catch (e: any) {
-    return { code: e.code }
-  }
-}
-
-/** Every tensor in every form, to the bit, and the file's description, as the native addon gives them. */
-async function expectSame(opened: any, native: WeightsFile) {
-  expect(opened.format).toBe(native.format)
-  expect(opened.tensorNames).toEqual(native.tensorNames)
-  expect(opened.numParameters).toBe(native.numParameters)
-  expect(opened.metadata).toEqual(native.metadata)
-  if (native.format === 'gguf') {
-    expect(Object.keys(opened.metadata)).toEqual(Object.keys(native.metadata!))
-    expect(opened.metadataTypes).toEqual((native as any).metadataTypes)
-  }
-  for (const name of native.tensorNames) {
-    expect(opened.info(name)).toEqual(common(native.info(name)))
-    for (const as of MODES) {
-      const [w, n] = [await outcome(() => opened.getTensor(name, { as })), await outcome(() => native.getTensor(name, { as }))]
-      if ('code' in n) {
-        expect(w, `${name} as ${as}`).toEqual(n)
-        continue
-      }
-      expect('tensor' in w, `${name} as ${as}: ${'code' in w ? w.code : ''}`).toBe(true)
-      const t = (w as { tensor: Tensor }).tensor
-      expect({ name: t.name, dtype: t.dtype, shape: t.shape, kind: t.data.constructor.name }).toEqual({
-        name: n.tensor.name, dtype: n.tensor.dtype, shape: n.tensor.shape, kind: n.tensor.data.constructor.name,
-      })
-      expect(bytesOf(t.data).equals(bytesOf(n.tensor.data)), `${name} as ${as}`).toBe(true)
-    }
-  }
-}
+afterAll(() => served?.close())
 
 describe('safetensors-node/wasm against the native addon', () => {
-  const names = ['all_dtypes.safetensors', 'half_special.safetensors', 'tiny_checkpoint.safetensors', 'big.safetensors', 'all.gguf', 'bighead.gguf']
-  for (const name of names) {
-    it(`${name}: by bytes, by Blob and by URL, every tensor in every form to the bit`, async () => {
-      const path = files.get(name)!
+  it('every file: by bytes, by Blob and by URL, every tensor in every form to the bit', async () => {
+    for (const [name, path] of files) {
       const native = await openNative(path)
+      const expected = await describeFile(native)
+      native.close()
       const body = readFileSync(path)
       for (const input of [new Uint8Array(body), new Blob([body]), `${base}${name}`]) {
         const opened = await wasm.openWeights(input)
-        await expectSame(opened, native)
+        expect(await describeFile(opened), `${name} from ${typeof input === 'string' ? 'URL' : input.constructor.name}`).toEqual(expected)
         opened.close()
       }
-      native.close()
-    }, 120_000)
-  }
+    }
+    for (const name of RANGED) expect(rangedOnly(served.requests, name, readFileSync(files.get(name)!).length), name).toBe(true)
+  }, 300_000)
 
   it('covers every ggml type the native reader decodes in all.gguf (K-quants and IQ types included)', async () => {
     const g = await wasm.openWeights(readFileSync(files.get('all.gguf')!))
@@ -124,6 +58,7 @@ describe('safetensors-node/wasm against the native addon', () => {
   it('by URL, SafeTensors and GGUF are read by ranges: the header, then each tensor’s own bytes, never the whole file', async () => {
     for (const name of ['big.safetensors', 'bighead.gguf']) {
       const size = readFileSync(files.get(name)!).length
+      const requests = served.requests
       requests.length = 0
       const f = await wasm.openWeights(`${base}${name}`)
       const opening = requests.map((r) => r.range)
@@ -140,7 +75,7 @@ describe('safetensors-node/wasm against the native addon', () => {
       f.close()
     }
     // bighead.gguf's header (~700 KB) took more than the first range: the rest was asked for.
-    expect(requests.length).toBeGreaterThan(2)
+    expect(served.requests.length).toBeGreaterThan(2)
   })
 
   it('errors carry the native codes', async () => {
@@ -158,6 +93,70 @@ describe('safetensors-node/wasm against the native addon', () => {
     f.close()
     await expect(f.getTensor('f32')).rejects.toMatchObject({ code: 'ERR_CLOSED' })
     await expect(wasm.openWeights(42)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT' })
+  })
+
+  it('serialize: the native serialize\'s bytes, read back by the native addon and by Python safetensors', async () => {
+    const tensors = {
+      f32: { shape: [2, 3], data: Float32Array.of(1, -2.5, NaN, Infinity, -0, 3.4e38) },
+      bf16: { dtype: 'BF16', shape: [4], data: Float32Array.of(1.00390625, -3, 65504, 1e-40) },
+      f16: { dtype: 'F16', shape: [2, 2], data: [0.1, -2, 65504, 1e-7] },
+      i8: { dtype: 'I8', shape: [3], data: [-128, 0, 127] },
+      u8: { shape: [2], data: new Uint8ClampedArray([0, 255]) },
+      i64: { shape: [2], data: BigInt64Array.of(-(2n ** 63n), 2n ** 62n) },
+      u64: { shape: [1], data: BigUint64Array.of(2n ** 64n - 1n) },
+      f64: { shape: [], data: Float64Array.of(Math.PI) },
+      fp8: { dtype: 'F8_E4M3', shape: [2], data: Uint8Array.of(0x38, 0xfe) },
+      empty: { shape: [0, 3], data: new Float32Array(0) },
+      'a.b/c ü': { shape: [1], data: Int16Array.of(-7) },
+    } as const
+    const metadata = { format: 'pt', note: 'wasm ✓' }
+    const bytes: Uint8Array = await wasm.serialize(tensors, { metadata })
+    expect(bytes).toBeInstanceOf(Uint8Array)
+    expect(Buffer.from(bytes).equals(serializeNative(tensors as any, { metadata }))).toBe(true)
+    const path = join(dir, 'serialized.safetensors')
+    writeFileSync(path, bytes)
+    const native = await openNative(path)
+    expect(native.metadata).toEqual(metadata)
+    expect((await native.getTensor('i64')).data).toEqual(BigInt64Array.of(-(2n ** 63n), 2n ** 62n))
+    native.close()
+    // Python safetensors: every tensor's dtype, shape and bytes, and the metadata.
+    const py = spawnSync(PYTHON, ['-c', `import json, sys
+from safetensors import safe_open
+from safetensors._safetensors_rust import deserialize
+data = open(sys.argv[1], 'rb').read()
+with safe_open(sys.argv[1], 'numpy') as f: meta = f.metadata()
+print(json.dumps({'metadata': meta, 'tensors': {n: [t['dtype'], t['shape'], bytes(t['data']).hex()] for n, t in deserialize(data)}}))`, path], { encoding: 'utf8' })
+    expect(py.status, py.stderr).toBe(0)
+    const read = JSON.parse(py.stdout)
+    expect(read.metadata).toEqual(metadata)
+    const reopened = await wasm.openWeights(bytes)
+    for (const name of Object.keys(tensors)) {
+      const t = await reopened.getTensor(name, { as: 'raw' })
+      expect(read.tensors[name], name).toEqual([reopened.info(name).dtype, t.shape, Buffer.from(t.data).toString('hex')])
+    }
+    expect(Object.keys(read.tensors).sort()).toEqual(Object.keys(tensors).sort())
+  })
+
+  it('serialize: bad input has the native codes', async () => {
+    const bad: [string, any, any?][] = [
+      ['a non-integer shape', { t: { shape: [1.5], data: [1] } }],
+      ['a short shape', { t: { shape: [3], data: Float32Array.of(1, 2) } }],
+      ['an unknown dtype', { t: { dtype: 'F12', shape: [1], data: [1] } }],
+      ['a number out of range', { t: { dtype: 'U8', shape: [1], data: [300] } }],
+      ['strings as data', { t: { shape: [1], data: ['1'] } }],
+      ['a DataView', { t: { shape: [4], data: new DataView(new ArrayBuffer(4)) } }],
+      ['metadata that is not strings', { t: { shape: [1], data: [1] } }, { metadata: { n: 1 } }],
+    ]
+    for (const [what, tensors, options] of bad) {
+      let nativeCode = 'none'
+      try {
+        serializeNative(tensors, options)
+      } catch (e: any) {
+        nativeCode = e.code
+      }
+      expect(nativeCode, what).toMatch(/^ERR_/)
+      await expect(wasm.serialize(tensors, options), what).rejects.toMatchObject({ code: nativeCode })
+    }
   })
 
   it('`safetensors-node/wasm` loads under Node with no native binary in the package', () => {

@@ -17,8 +17,8 @@ import { createHash } from 'node:crypto'
 import { closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
-import { join } from 'node:path'
-import { DATA, MiB, ROOT, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
+import { dirname, join } from 'node:path'
+import { DATA, MiB, ROOT, fillNormal, fmtMiB, fmtMs, fmtRatio, llamaTensors, mdTable, median } from './lib/common.mjs'
 import { pageReporting } from './lib/host-memory.mjs'
 import { ensureLlamaCpp, ensureLlamaCppSources, llamaCpp } from '../scripts/peers/llama-cpp.mjs'
 
@@ -27,7 +27,7 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff', 'wasm']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -59,9 +59,9 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-4])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-5])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-14)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-15)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
@@ -216,6 +216,32 @@ function makeInputs() {
   writeFileSync(stampPath, want)
   log(`  inputs ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   return files
+}
+
+/**
+ * Row 15's inputs: the .wasm built (scripts/wasm/build.mjs, cached) and a BF16 SafeTensors
+ * file of row 6's shape (roughly normal values, truncated to BF16).
+ */
+async function makeWasmInputs() {
+  try {
+    const { buildWasm } = await import(join(ROOT, 'scripts', 'wasm', 'build.mjs'))
+    buildWasm()
+  } catch (e) {
+    return { error: `the WebAssembly build failed: ${e.message.split('\n')[0]}` }
+  }
+  if (!existsSync(process.env.CHROMIUM ?? '/usr/bin/chromium')) return { error: 'no Chromium (node scripts/wasm/chromium.mjs installs it)' }
+  const [rows, cols] = SIZE.dequant
+  const bf16 = join(DATA, opt.quick ? 'quick' : 'full', `wasm-bf16-${rows}x${cols}.safetensors`)
+  if (!existsSync(bf16)) {
+    mkdirSync(dirname(bf16), { recursive: true })
+    // The high halves of little-endian f32s: their BF16 truncations.
+    const data = new Uint16Array(fillNormal(new Float32Array(rows * cols), 15).buffer).filter((_, i) => i % 2 === 1)
+    const header = Buffer.from(JSON.stringify({ weight: { dtype: 'BF16', shape: [rows, cols], data_offsets: [0, data.byteLength] } }))
+    const len = Buffer.alloc(8)
+    len.writeBigUInt64LE(BigInt(header.length))
+    writeFileSync(bf16, Buffer.concat([len, header, Buffer.from(data.buffer)]))
+  }
+  return { bf16 }
 }
 
 /** The ggml types whose decoding row 6 measures (the K and IQ families). */
@@ -420,7 +446,7 @@ let PY = null
 
 function runChild(impl) {
   if (impl.skipped) return { skipped: impl.skipped }
-  const node = impl.lang === 'node'
+  const node = impl.lang === 'node' || impl.lang === 'chromium'
   if (!node && !PY.python) return { skipped: `Python peers unavailable (${PY.error ?? 'setup failed'})` }
   if (impl.requires === 'mlx' && !PY.mlx.ok) return { skipped: PY.mlx.reason }
   if (impl.requires === 'torch' && !TORCH.python) return { skipped: TORCH.error }
@@ -437,7 +463,7 @@ function runChild(impl) {
   }
   const cmd = node ? process.execPath : impl.requires === 'torch' ? TORCH.python : PY.python
   const args = node
-    ? ['--expose-gc', join(ROOT, 'benches', 'lib', 'child.mjs'), impl.case, String(n), JSON.stringify(impl.params)]
+    ? ['--expose-gc', join(ROOT, 'benches', 'lib', impl.lang === 'chromium' ? 'chromium-child.mjs' : 'child.mjs'), impl.case, String(n), JSON.stringify(impl.params)]
     : [join(ROOT, 'benches', impl.script ?? 'peers.py'), impl.case, String(n), JSON.stringify(impl.params)]
   const t0 = Date.now()
   const res = spawnSync(cmd, args, {
@@ -483,7 +509,7 @@ function merge(prev, r) {
 // The rows. Each group is one piece of work; its first implementation is "ours" (the one the
 // ratios are computed from); `goals` compare one of ours with one peer.
 
-function groups(f, ggml, ckpt, pt, npz, hub, diffIn) {
+function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
   const [ur, uc] = SIZE.upcast
   const nUp = ur * uc
   const upM = `${Math.round(nUp / 2 ** 20)}M`
@@ -762,6 +788,27 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn) {
       { key: 'numpy', label: 'numpy: each pair read and compared in float64, tensor by tensor', lang: 'py', case: 'diff-numpy', params: diffIn ?? {}, ...diffSkip },
     ],
   }
+  // Row 15: the WebAssembly build in headless Chromium against the native addon, the same
+  // call on the same tensor (the page opens the file from bytes; the call copies the stored
+  // bytes into WebAssembly memory, decodes them, and copies the output out).
+  const wasmRow = (id, work, path, nativeCase) => {
+    const skip = !path ? { skipped: 'no bench inputs (Python peers unavailable)' } : wasmIn?.error ? { skipped: wasmIn.error } : {}
+    return {
+      row: 'wasm',
+      id,
+      work,
+      warm: path ? [path] : [],
+      impls: [
+        { key: 'native', label: "ours, native: `getTensor(name, {as: 'F32'})` (file opened once)", lang: 'node', case: nativeCase, params: { path, name: 'weight' }, ...skip },
+        { key: 'wasm', label: "ours, WebAssembly in headless Chromium: `await getTensor(name, {as: 'F32'})` (opened from bytes)", lang: 'chromium', case: 'wasm-get', params: { path, name: 'weight', as: 'F32' }, ...skip },
+        { key: 'bound', label: '(info) bound in the page: a new Float32Array of the output\'s length + a copy into it', lang: 'chromium', case: 'copy-bound', params: { path, name: 'weight', as: 'F32' }, ...skip },
+      ],
+    }
+  }
+  const wasmRows = [
+    wasmRow('15a', `BF16 → F32, ${nDq / 2 ** 20}M elements ([${dr}, ${dc}], ${nDq * 2 / MiB} MiB → ${nDq * 4 / MiB} MiB)`, wasmIn?.bf16, 'upcast-ours-file'),
+    wasmRow('15b', `dequantize Q4_K → F32, ${nDq / 2 ** 20}M elements ([${dr}, ${dc}])`, ggml?.dequant.Q4_K, 'gguf-get'),
+  ]
   return [
     upcast('BF16', f.bf16),
     upcast('F16', f.f16),
@@ -786,6 +833,7 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn) {
     download,
     verify,
     diffRow,
+    ...wasmRows,
   ].filter((g) => only.has(g.row))
 }
 
@@ -836,6 +884,10 @@ const GOALS = [
   { id: '10', label: '0.6B `pytorch_model.bin` → SafeTensors: peak RSS vs convert.py', ours: 'ours', peer: 'convert-py', target: 0.5, rss: true },
   { id: '10', label: '(info) vs the file-I/O bound (read + write the same bytes)', ours: 'ours', peer: 'io', target: 1.3, info: true },
   // The Hub (a local server), verify, diff.
+  { id: '15a', label: 'BF16 → F32 in WebAssembly (headless Chromium) vs the native addon', ours: 'wasm', peer: 'native', target: 3 },
+  { id: '15b', label: 'Q4_K dequantization in WebAssembly (headless Chromium) vs the native addon', ours: 'wasm', peer: 'native', target: 3 },
+  { id: '15a', label: '(info) BF16 → F32 in WebAssembly vs its bound in the page (fresh output + copy)', ours: 'wasm', peer: 'bound', target: 1.3, info: true },
+  { id: '15b', label: '(info) Q4_K in WebAssembly vs its bound in the page (fresh output + copy)', ours: 'wasm', peer: 'bound', target: 1.3, info: true },
   { id: '12', label: 'download of a multi-file model vs huggingface_hub.snapshot_download (same local server)', ours: 'ours', peer: 'hf', target: 1.0 },
   { id: '12', label: 'download: peak RSS vs snapshot_download', ours: 'ours', peer: 'hf', target: 1.0, rss: true },
   { id: '13', label: 'verify of the cached blobs vs `sha256sum` of the same blobs', ours: 'ours', peer: 'sha256sum', target: 1.0 },
@@ -1065,7 +1117,8 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
 PY = ensurePython()
 const pyInfo = pythonInfo()
 const files = makeInputs()
-const ggmlFiles = only.has('dequant') || only.has('preset') ? makeGgmlInputs() : null
+const ggmlFiles = only.has('dequant') || only.has('preset') || only.has('wasm') ? makeGgmlInputs() : null
+const wasmInputs = only.has('wasm') ? await makeWasmInputs() : null
 const LLAMA_QUANTIZE = only.has('preset') ? llamaQuantize() : { error: 'row 7 not selected' }
 let TORCH = { python: null, error: 'row 8 not selected' }
 let LLAMA_SRC = null
@@ -1093,7 +1146,7 @@ if (only.has('download') || only.has('verify')) {
 const diffFiles = only.has('diff') ? makeDiffInputs() : null
 const reportingStart = pageReporting()
 const m = machine()
-const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles, hub, diffFiles)
+const gs = groups(files, ggmlFiles, checkpoints, ptBin, npzFiles, hub, diffFiles, wasmInputs)
 log(`bench: ${opt.quick ? 'quick' : 'full'} sizes, ${rounds} round(s) × ${reps} repetitions, rows: ${[...only].join(', ')}; load average ${la(loadStart)}`)
 for (const g of gs) {
   log(`\n${g.id} ${g.work}  [load ${la(os.loadavg())}]`)

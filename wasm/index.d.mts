@@ -1,9 +1,9 @@
 // safetensors-node/wasm (and the package's `browser` entry): the reader compiled to
 // WebAssembly. Everything is asynchronous; results and error codes are the native addon's.
-import type { DType, TensorInfo, WeightsFormat } from '../binding.js'
+import type { DType, TensorInfo, TensorInput, WeightsFormat } from '../binding.js'
 import type { GetOptions, Tensor, TensorAs, TensorData } from '../index.js'
 
-export type { DType, GetOptions, Tensor, TensorAs, TensorData, TensorInfo, WeightsFormat }
+export type { DType, GetOptions, Tensor, TensorAs, TensorData, TensorInfo, TensorInput, WeightsFormat }
 
 export interface WasmOpenOptions {
   /** Read the input as this format instead of recognising it by its bytes. */
@@ -50,3 +50,9 @@ export declare function openWeights(input: string | URL | Blob | ArrayBuffer | A
  * a URL, a Response, bytes or a compiled module. Call before the first open.
  */
 export declare function initWasm(source: string | URL | Response | ArrayBuffer | Uint8Array | WebAssembly.Module): Promise<void>
+
+/**
+ * The bytes of a SafeTensors file holding `tensors`, byte-identical to the native
+ * `serialize`; `options.metadata` is the file's `__metadata__`.
+ */
+export declare function serialize(tensors: Record<string, TensorInput>, options?: { metadata?: Record<string, string> } | null): Promise<Uint8Array>

@@ -79,6 +79,20 @@ class Core {
     return [ptr, bytes.length]
   }
 
+  /** Several byte arrays copied, one after another, into one buffer (as `put`). */
+  putAll(parts) {
+    const len = parts.reduce((n, p) => n + p.byteLength, 0)
+    if (len === 0) return [0, 0]
+    const ptr = this.x.stw_alloc(len)
+    if (ptr === 0) throw coded('ERR_IO', `cannot allocate ${len} bytes in WebAssembly memory`)
+    let at = ptr
+    for (const p of parts) {
+      new Uint8Array(this.x.memory.buffer, at, p.byteLength).set(p)
+      at += p.byteLength
+    }
+    return [ptr, len]
+  }
+
   str(s) {
     return this.put(encoder.encode(s))
   }
@@ -317,4 +331,59 @@ export async function openWeights(input, options = {}) {
     if (!core.broken) core.x.stw_close(handle)
     throw e
   }
+}
+
+/** The dtype a typed array's elements are (what the native addon reads them as). */
+const NATURAL = new Map([
+  [Int8Array, 'I8'], [Uint8Array, 'U8'], [Uint8ClampedArray, 'U8'], [Int16Array, 'I16'], [Uint16Array, 'U16'],
+  [Int32Array, 'I32'], [Uint32Array, 'U32'], [Float32Array, 'F32'], [Float64Array, 'F64'], [BigInt64Array, 'I64'], [BigUint64Array, 'U64'],
+])
+
+/** One `TensorInput` as the core's writer takes it: its plan entry and its bytes. */
+function tensorInput(name, t) {
+  const bad = (message) => coded('ERR_INVALID_ARGUMENT', `tensor '${name}': ${message}`, { tensor: name })
+  if (t === null || typeof t !== 'object') throw bad('each tensor must be an object {dtype?, shape, data}')
+  const { dtype, shape, data } = t
+  if (dtype !== undefined && dtype !== null && typeof dtype !== 'string') throw bad('dtype must be a string')
+  if (!Array.isArray(shape)) throw bad('missing shape (an array of integers)')
+  for (const d of shape) {
+    if (!Number.isSafeInteger(d) || d < 0) throw bad(`shape entries must be non-negative integers, got ${d}`)
+  }
+  let source
+  let bytes
+  if (ArrayBuffer.isView(data) && !(data instanceof DataView)) {
+    source = NATURAL.get(data.constructor)
+    if (!source) throw bad(`unsupported typed array type ${data.constructor.name}`)
+    bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+  } else if (data instanceof DataView) {
+    throw bad('DataView data is not supported; pass a Uint8Array of the raw bytes')
+  } else if (Array.isArray(data)) {
+    if (!data.every((v) => typeof v === 'number')) {
+      throw bad('data must be an array of numbers only (for 64-bit integers beyond 2^53, pass a BigInt64Array or BigUint64Array)')
+    }
+    source = 'numbers'
+    bytes = new Uint8Array(Float64Array.from(data).buffer)
+  } else {
+    throw bad('data must be a typed array or an array of numbers')
+  }
+  return [{ name, dtype: dtype ?? null, source, shape, len: bytes.byteLength }, bytes]
+}
+
+/**
+ * The bytes of a SafeTensors file holding `tensors` (`{ name: { dtype?, shape, data } }`),
+ * byte-identical to the native `serialize`; `options.metadata` is `__metadata__` (strings).
+ */
+export async function serialize(tensors, options = {}) {
+  if (tensors === null || typeof tensors !== 'object') throw coded('ERR_INVALID_ARGUMENT', 'serialize takes an object of tensors')
+  const metadata = options?.metadata ?? null
+  if (metadata !== null) {
+    if (typeof metadata !== 'object') throw coded('ERR_INVALID_ARGUMENT', 'options.metadata must be an object of strings')
+    for (const [k, v] of Object.entries(metadata)) {
+      if (typeof v !== 'string') throw coded('ERR_INVALID_ARGUMENT', `options.metadata['${k}'] must be a string, got ${JSON.stringify(v)}`)
+    }
+  }
+  const entries = Object.keys(tensors).map((name) => tensorInput(name, tensors[name]))
+  const core = await load()
+  const plan = JSON.stringify({ metadata, tensors: entries.map(([e]) => e) })
+  return core.call('stw_serialize', ...core.str(plan), ...core.putAll(entries.map(([, b]) => b)))
 }

@@ -21,6 +21,7 @@ use stcore::{CoreError, DType, F32Decoder, WeightsFormat};
 use std::cell::RefCell;
 
 mod convert;
+mod write;
 
 pub use convert::{ArrayKind, Output, ReadAs};
 
@@ -402,6 +403,23 @@ pub unsafe extern "C" fn stw_file_tensor(
         tensor_output(dtype, numel, served, mode)
             .map_err(|e| e.with_tensor(&name).with_path(origin))
     })
+}
+
+/// The bytes of a SafeTensors file (a U8 result): `plan` (JSON) and `data` as [`write::serialize`]
+/// takes them, both taken over.
+///
+/// # Safety
+/// Both buffers as [`take`].
+#[no_mangle]
+pub unsafe extern "C" fn stw_serialize(
+    plan: *mut u8,
+    plan_len: usize,
+    data: *mut u8,
+    data_len: usize,
+) -> i32 {
+    // SAFETY: forwarded contract.
+    let (plan, data) = unsafe { (take(plan, plan_len), take(data, data_len)) };
+    call(|_| write::serialize(&plan, &data))
 }
 
 /// GGUF's pairs in file order, typed, for `wasm/index.mjs` to rebuild what `GgufFile.metadata`
