@@ -6,7 +6,7 @@
 // package types), the CLI, Bun and Deno.
 import { beforeAll, describe, expect, it } from 'vitest'
 import { execFileSync, spawnSync, type SpawnSyncOptions } from 'node:child_process'
-import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { delimiter, join, resolve } from 'node:path'
 import { tempDir } from './helpers'
 
@@ -39,12 +39,23 @@ const PLATFORM_OF: Record<string, { name: string; os: string; cpu: string; libc?
   'x86_64-pc-windows-msvc': { name: 'win32-x64-msvc', os: 'win32', cpu: 'x64' },
 }
 
-/** PATH without the directories that hold cargo or rustc: what a user without Rust has. */
+/** PATH without cargo, rustc and their kin: what a user without Rust has. */
 function pathWithoutRust(): string {
   const exe = WIN ? '.exe' : ''
+  const rust = /^(cargo|rustc|rustdoc|rustup|rust-gdb|rust-lldb|rust-lld)([-.].*)?$/
+  const shadows = tempDir('stn-path-')
   return (process.env.PATH ?? '')
     .split(delimiter)
-    .filter((dir) => dir && !existsSync(join(dir, `cargo${exe}`)) && !existsSync(join(dir, `rustc${exe}`)))
+    .filter((dir) => dir)
+    .map((dir, i) => {
+      if (!existsSync(join(dir, `cargo${exe}`)) && !existsSync(join(dir, `rustc${exe}`))) return dir
+      // A directory that also holds what a user has (Debian's cargo and rustc sit in /usr/bin
+      // beside node and npm): the same programs, Rust's left out.
+      const shadow = join(shadows, String(i))
+      mkdirSync(shadow)
+      for (const name of readdirSync(dir)) if (!rust.test(name)) symlinkSync(join(dir, name), join(shadow, name))
+      return shadow
+    })
     .join(delimiter)
 }
 const USER_ENV: NodeJS.ProcessEnv = { ...process.env, PATH: pathWithoutRust(), CARGO: '', RUSTC: '', npm_config_audit: 'false', npm_config_fund: 'false' }

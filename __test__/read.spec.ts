@@ -74,7 +74,7 @@ describe('SafeTensorsFile', () => {
     expect(f.numParameters).toBe(total)
     expect(f.has('f16')).toBe(true)
     expect(f.has('nope')).toBe(false)
-    expect(f.info('f16')).toEqual({ name: 'f16', dtype: 'F16', shape: [17], dataOffsets: [366, 400], byteLength: 34, numel: 17 })
+    expect(f.info('f16')).toEqual({ name: 'f16', dtype: 'F16', storedType: 'F16', shape: [17], dataOffsets: [366, 400], byteLength: 34, numel: 17 })
     expect(SafeTensorsFile.fromBytes(readFileSync(path)).path).toBeNull()
   })
 
