@@ -173,7 +173,7 @@ describe.runIf(CAN_RUN)(`installed from npm pack tarballs (${PLATFORM})`, () => 
   const expected = () => {
     const header = JSON.stringify({ x: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } })
     return {
-      exports: ['GgufFile', 'LinearRegression', 'LogisticRegression', 'Model', 'SafeTensorsFile', 'convert', 'inspect', 'loadFile', 'loadFileAsync', 'openWeights', 'openWeightsSync', 'saveFile', 'saveFileAsync', 'serialize', 'validate'],
+      exports: ['GgufFile', 'LinearRegression', 'LogisticRegression', 'Model', 'SafeTensorsFile', 'convert', 'diff', 'download', 'inspect', 'loadFile', 'loadFileAsync', 'openWeights', 'openWeightsSync', 'saveFile', 'saveFileAsync', 'serialize', 'validate', 'verify'],
       tensorNames: ['ids', 'w'], // the reference writer's order: larger dtypes first
       metadata: { source: 'smoke' },
       w: [1, -2.5, 3.140625],
