@@ -132,6 +132,8 @@ struct FileRead {
     /// Where its data section starts, for a file opened by its header; `None` for a file read
     /// whole (the source serves its tensors).
     data_start: Option<u64>,
+    /// The file's length.
+    total: u64,
 }
 
 /// A model directory's own facts.
@@ -158,9 +160,10 @@ enum Held {
         source: Box<dyn TensorSource>,
         reads: Vec<FileRead>,
     },
-    /// A GGUF file read by its header.
+    /// A GGUF file: its header (`read.data_start` is `Some(0)`: tensors at their file
+    /// offsets), or the whole file.
     Gguf {
-        source: Box<GgufSource>,
+        source: std::sync::Arc<GgufSource>,
         read: FileRead,
     },
 }
@@ -179,8 +182,8 @@ impl RemoteFile {
         }
     }
 
-    /// The GGUF header of a GGUF file read by ranges.
-    pub fn gguf(&self) -> Option<&GgufSource> {
+    /// The GGUF header of a GGUF file read by ranges (shared: a binding's `GgufFile` view).
+    pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
         match &self.held {
             Held::Gguf { source, .. } => Some(source),
             Held::Source { .. } => None,
@@ -218,21 +221,26 @@ impl RemoteFile {
             .collect()
     }
 
+    /// The length of the weight files together.
+    pub fn byte_length(&self) -> u64 {
+        match &self.held {
+            Held::Source { reads, .. } => reads.iter().map(|r| r.total).sum(),
+            Held::Gguf { read, .. } => read.total,
+        }
+    }
+
     /// Whether every file was read whole ([`RemoteFile::source`] serves every tensor).
     pub fn is_whole(&self) -> bool {
         match &self.held {
             Held::Source { reads, .. } => reads.iter().all(|r| r.data_start.is_none()),
-            Held::Gguf { .. } => false,
+            Held::Gguf { read, .. } => read.data_start.is_none(),
         }
     }
 
     /// Whether the tensor's file was read whole: [`RemoteFile::source`] serves it, and there
     /// is nothing to fetch. ERR_NOT_FOUND for a tensor that does not exist.
     pub fn holds(&self, name: &str) -> Result<bool> {
-        match &self.held {
-            Held::Source { .. } => Ok(self.read_of(name)?.data_start.is_none()),
-            Held::Gguf { source, .. } => source.info(name).map(|_| false),
-        }
+        Ok(self.read_of(name)?.data_start.is_none())
     }
 
     /// The file holding `name`, and how it is read.
@@ -258,6 +266,7 @@ impl RemoteFile {
         let read = self.read_of(name)?;
         let (start, end) = match &self.held {
             Held::Gguf { source, .. } => {
+                self.data_start(read, name)?;
                 let t = source.info(name)?;
                 let start = source.file_offset(name).unwrap_or_default();
                 (start, start + t.stored_len)
@@ -303,7 +312,10 @@ impl RemoteFile {
     pub fn serve(&self, name: &str, stored: Vec<u8>) -> Result<Served> {
         let read = self.read_of(name)?;
         match &self.held {
-            Held::Gguf { source, .. } => source.serve_stored(name, stored),
+            Held::Gguf { source, .. } => {
+                self.data_start(read, name)?;
+                source.serve_stored(name, stored)
+            }
             Held::Source { source, .. } => {
                 self.data_start(read, name)?;
                 let t = source.info(name)?;
@@ -626,7 +638,7 @@ impl Opener {
     /// Open candidate `at` of [`layout::DISCOVERY`], or the next ones.
     fn candidate(&mut self, at: usize, config: serde_json::Value) -> Result<Step> {
         let Some(candidate) = layout::DISCOVERY.get(at) else {
-            return Err(layout::no_weights().with_path(self.base.trim_end_matches('/')));
+            return Err(layout::no_weights().with_path(&self.base));
         };
         let url = layout::shard_url(&self.base, candidate.file)?;
         let open = match candidate.layout {

@@ -58,7 +58,8 @@ pub(super) enum Part {
     Whole(Box<dyn TensorSource>),
     /// The header only: tensors by their ranges.
     SafeTensors(Box<SafeTensors>),
-    Gguf(Box<GgufSource>),
+    /// A GGUF file: its header only (`false`), or the whole file (`true`).
+    Gguf(Box<GgufSource>, bool),
 }
 
 impl Part {
@@ -68,14 +69,15 @@ impl Part {
             file: open.file.clone(),
             url: open.url.clone(),
             data_start,
+            total: open.total(),
         }
     }
 
     pub(super) fn into_held(self, open: &FileOpen) -> Held {
         match self {
-            Part::Gguf(source) => Held::Gguf {
-                source,
-                read: Part::read(open, None),
+            Part::Gguf(source, whole) => Held::Gguf {
+                source: std::sync::Arc::from(source),
+                read: Part::read(open, (!whole).then_some(0)),
             },
             Part::Whole(source) => Held::Source {
                 source,
@@ -185,7 +187,7 @@ impl FileOpen {
             ));
         }
         if have == total {
-            return self.whole(hint);
+            return self.whole(detected, hint, gguf_ranges);
         }
         match detected {
             Detected::Format(WeightsFormat::SafeTensors) => {
@@ -200,9 +202,10 @@ impl FileOpen {
                 let misread =
                     |e| detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(head.clone()));
                 match gguf::parse_header(&self.head, total).map_err(misread)? {
-                    GgufHeader::Parsed(parts) => Ok(Next::Open(Part::Gguf(Box::new(
-                        GgufSource::from_header(parts, total)?,
-                    )))),
+                    GgufHeader::Parsed(parts) => Ok(Next::Open(Part::Gguf(
+                        Box::new(GgufSource::from_header(parts, total)?),
+                        false,
+                    ))),
                     GgufHeader::NeedBytes(n) => {
                         // Doubling keeps a large vocabulary to a few requests.
                         let end = total.min((n as u64).max(have * 2));
@@ -218,24 +221,42 @@ impl FileOpen {
             }
             Detected::Format(f) if format::registration(f).from_bytes().is_some() => {
                 if total > WHOLE_FILE_MAX_BYTES {
-                    return Err(CoreError::invalid_argument(format!(
-                        "{} of {total} bytes is read whole, and the most read so is {} MiB",
-                        f.describe(),
-                        WHOLE_FILE_MAX_BYTES >> 20
-                    )));
+                    let name = self.url.rsplit('/').next().unwrap_or_default();
+                    let message = format!(
+                        "{name} is larger than {} MiB ({total} bytes or more), the most read \
+                         whole: {} is read whole",
+                        WHOLE_FILE_MAX_BYTES >> 20,
+                        f.describe()
+                    );
+                    return Err(match f {
+                        WeightsFormat::Mlx => CoreError::invalid_mlx(message),
+                        _ => CoreError::invalid_argument(message),
+                    });
                 }
                 Ok(Next::Want(Want::Range {
                     start: have,
                     end: total,
                 }))
             }
-            _ => self.whole(hint),
+            _ => self.whole(detected, hint, gguf_ranges),
         }
     }
 
     /// Open the bytes held, the whole file, as a file in memory.
-    fn whole(&mut self, hint: Option<WeightsFormat>) -> Result<Next> {
+    /// A single GGUF file keeps its header's source (what only GGUF's header has).
+    fn whole(
+        &mut self,
+        detected: Detected,
+        hint: Option<WeightsFormat>,
+        gguf: bool,
+    ) -> Result<Next> {
         let bytes = std::mem::take(&mut self.head);
+        if gguf && detected == Detected::Format(WeightsFormat::Gguf) {
+            return Ok(Next::Open(Part::Gguf(
+                Box::new(GgufSource::from_bytes(bytes)?),
+                true,
+            )));
+        }
         Ok(Next::Open(Part::Whole(format::open_bytes(bytes, hint)?)))
     }
 

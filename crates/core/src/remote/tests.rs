@@ -497,7 +497,8 @@ fn same_dir_as_local(dir: &Path, what: &str) -> (Result<RemoteFile>, Traffic) {
                 .path()
                 .unwrap()
                 .replace(&dir_text, BASE.trim_end_matches('/'));
-            assert_eq!(remote.path(), Some(local_path.as_str()), "{what}");
+            let remote_path = remote.path().map(|p| p.trim_end_matches('/'));
+            assert_eq!(remote_path, Some(local_path.as_str()), "{what}");
         }
         (local, remote) => panic!(
             "{what}: locally {:?}, remotely {:?}",
