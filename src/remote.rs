@@ -256,20 +256,26 @@ fn served_tensor(
 impl RemoteWeights {
     #[napi(catch_unwind, getter, ts_return_type = "WeightsFormat")]
     pub fn format(&self, env: Env) -> napi::Result<String> {
-        let file = self.inner.get_or_throw(&env)?;
-        Ok(file.source().format().name().to_string())
+        guard(&env, "RemoteWeights.format", || {
+            let file = self.inner.get_or_throw(&env)?;
+            Ok(file.source().format().name().to_string())
+        })
     }
 
     /// The URL opened.
     #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<String> {
-        Ok(self.inner.get_or_throw(&env)?.origin().to_string())
+        guard(&env, "RemoteWeights.path", || {
+            Ok(self.inner.get_or_throw(&env)?.origin().to_string())
+        })
     }
 
     /// A directory's URL (ending in '/'), or null for a file.
     #[napi(catch_unwind, getter)]
     pub fn base(&self, env: Env) -> napi::Result<Option<String>> {
-        Ok(self.inner.get_or_throw(&env)?.base().map(str::to_string))
+        guard(&env, "RemoteWeights.base", || {
+            Ok(self.inner.get_or_throw(&env)?.base().map(str::to_string))
+        })
     }
 
     #[napi(
@@ -278,88 +284,104 @@ impl RemoteWeights {
         ts_return_type = "Record<string, unknown> | null"
     )]
     pub fn config(&self, env: Env) -> napi::Result<Option<Json>> {
-        Ok(self.inner.get_or_throw(&env)?.config().cloned().map(Json))
+        guard(&env, "RemoteWeights.config", || {
+            Ok(self.inner.get_or_throw(&env)?.config().cloned().map(Json))
+        })
     }
 
     /// A directory's weight files, relative to it.
     #[napi(catch_unwind, getter)]
     pub fn files(&self, env: Env) -> napi::Result<Vec<String>> {
-        Ok(self.inner.get_or_throw(&env)?.files())
+        guard(&env, "RemoteWeights.files", || {
+            Ok(self.inner.get_or_throw(&env)?.files())
+        })
     }
 
     #[napi(catch_unwind, getter, ts_return_type = "Record<string, string> | null")]
     pub fn metadata(&self, env: Env) -> napi::Result<Option<Json>> {
-        self.inner.metadata(&env)
+        guard(&env, "RemoteWeights.metadata", || self.inner.metadata(&env))
     }
 
     #[napi(catch_unwind, getter)]
     pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        self.inner.tensor_names(&env)
+        guard(&env, "RemoteWeights.tensorNames", || {
+            self.inner.tensor_names(&env)
+        })
     }
 
     #[napi(catch_unwind, getter)]
     pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        self.inner.num_parameters(&env)
+        guard(&env, "RemoteWeights.numParameters", || {
+            self.inner.num_parameters(&env)
+        })
     }
 
     #[napi(catch_unwind, getter)]
     pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
-        Ok(self.inner.get_or_throw(&env)?.byte_length() as f64)
+        guard(&env, "RemoteWeights.byteLength", || {
+            Ok(self.inner.get_or_throw(&env)?.byte_length() as f64)
+        })
     }
 
     #[napi(catch_unwind, strict)]
     pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        self.inner.has(&env, &name)
+        guard(&env, "RemoteWeights.has", || self.inner.has(&env, &name))
     }
 
     #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
-        self.inner.info(&env, &name)
+        guard(&env, "RemoteWeights.info", || self.inner.info(&env, &name))
     }
 
     /// The header of a GGUF file read by ranges, as a `GgufFile` (its tensors are served
     /// here), or null.
     #[napi(catch_unwind)]
     pub fn gguf(&self, env: Env) -> napi::Result<Option<GgufFile>> {
-        let file = self.inner.get_or_throw(&env)?;
-        let origin = file.origin().to_string();
-        Ok(file
-            .gguf()
-            .map(|g| GgufFile::wrap_shared(Arc::clone(g), Some(origin))))
+        guard(&env, "RemoteWeights.gguf", || {
+            let file = self.inner.get_or_throw(&env)?;
+            let origin = file.origin().to_string();
+            Ok(file
+                .gguf()
+                .map(|g| GgufFile::wrap_shared(Arc::clone(g), Some(origin))))
+        })
     }
 
     /// The companion files of a directory (each fetched whole, at most `cap` bytes, and
     /// skipped where missing).
     #[napi(catch_unwind)]
     pub fn companions(&self, env: Env) -> napi::Result<Vec<Companion>> {
-        let run = || -> CoreResult<Vec<Companion>> {
-            let file = self.inner.get()?;
-            Ok(file
-                .companions()?
-                .into_iter()
-                .map(|(file, url)| Companion {
-                    file,
-                    url,
-                    cap: stcore::pretrained::layout::COMPANION_MAX_BYTES as f64,
-                })
-                .collect())
-        };
-        run().or_throw(&env)
+        guard(&env, "RemoteWeights.companions", || {
+            let run = || -> CoreResult<Vec<Companion>> {
+                let file = self.inner.get()?;
+                Ok(file
+                    .companions()?
+                    .into_iter()
+                    .map(|(file, url)| Companion {
+                        file,
+                        url,
+                        cap: stcore::pretrained::layout::COMPANION_MAX_BYTES as f64,
+                    })
+                    .collect())
+            };
+            run().or_throw(&env)
+        })
     }
 
     /// Where the stored bytes of `name` lie, or null when its file is held whole.
     #[napi(catch_unwind, strict)]
     pub fn spans(&self, env: Env, name: String) -> napi::Result<Option<Vec<RemoteSpan>>> {
-        let run = || -> CoreResult<Option<Vec<RemoteSpan>>> {
-            let file = self.inner.get()?;
-            if file.holds(&name)? {
-                return Ok(None);
-            }
-            Ok(Some(
-                file.spans(&name)?.into_iter().map(span_to_js).collect(),
-            ))
-        };
-        run().or_throw(&env)
+        guard(&env, "RemoteWeights.spans", || {
+            let run = || -> CoreResult<Option<Vec<RemoteSpan>>> {
+                let file = self.inner.get()?;
+                if file.holds(&name)? {
+                    return Ok(None);
+                }
+                Ok(Some(
+                    file.spans(&name)?.into_iter().map(span_to_js).collect(),
+                ))
+            };
+            run().or_throw(&env)
+        })
     }
 
     /// The spans a slice needs and its shape, or null when the file is held whole.
@@ -374,18 +396,20 @@ impl RemoteWeights {
         name: String,
         ranges: JsRanges,
     ) -> napi::Result<Option<RemoteSlice>> {
-        let run = || -> CoreResult<Option<RemoteSlice>> {
-            let file = self.inner.get()?;
-            if file.holds(&name)? {
-                return Ok(None);
-            }
-            let (shape, spans) = file.slice_spans(&name, &slice_args(&ranges)?)?;
-            Ok(Some(RemoteSlice {
-                shape: shape_to_js(&shape),
-                spans: spans.into_iter().map(span_to_js).collect(),
-            }))
-        };
-        run().or_throw(&env)
+        guard(&env, "RemoteWeights.sliceSpans", || {
+            let run = || -> CoreResult<Option<RemoteSlice>> {
+                let file = self.inner.get()?;
+                if file.holds(&name)? {
+                    return Ok(None);
+                }
+                let (shape, spans) = file.slice_spans(&name, &slice_args(&ranges)?)?;
+                Ok(Some(RemoteSlice {
+                    shape: shape_to_js(&shape),
+                    spans: spans.into_iter().map(span_to_js).collect(),
+                }))
+            };
+            run().or_throw(&env)
+        })
     }
 
     /// The tensor, from the bytes of its spans concatenated (null: its file is held).
@@ -401,16 +425,18 @@ impl RemoteWeights {
         bytes: Option<Unknown>,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        let run = || -> CoreResult<Tensor> {
-            // `options` was converted before this body ran: the bytes are taken last, copied.
-            let mode = GetOptions::mode(&options, ReadAs::Native)?;
-            let file = self.inner.get()?;
-            match fetched(&bytes)? {
-                None => read_source_tensor(file.source(), &name, mode),
-                Some(stored) => served_tensor(&file, &name, stored, mode),
-            }
-        };
-        run().or_throw(&env)
+        guard(&env, "RemoteWeights.serve", || {
+            let run = || -> CoreResult<Tensor> {
+                // `options` was converted before this body ran: the bytes are taken last, copied.
+                let mode = GetOptions::mode(&options, ReadAs::Native)?;
+                let file = self.inner.get()?;
+                match fetched(&bytes)? {
+                    None => read_source_tensor(file.source(), &name, mode),
+                    Some(stored) => served_tensor(&file, &name, stored, mode),
+                }
+            };
+            run().or_throw(&env)
+        })
     }
 
     /// A slice, from the bytes of its spans concatenated (null: its file is held).
@@ -427,38 +453,43 @@ impl RemoteWeights {
         bytes: Option<Unknown>,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
-        let run = || -> CoreResult<Tensor> {
-            let mode = GetOptions::mode(&options, ReadAs::Native)?;
-            let args = slice_args(&ranges)?;
-            let file = self.inner.get()?;
-            let Some(stored) = fetched(&bytes)? else {
-                return read_source_slice(file.source(), &name, &args, mode);
+        guard(&env, "RemoteWeights.serveSlice", || {
+            let run = || -> CoreResult<Tensor> {
+                let mode = GetOptions::mode(&options, ReadAs::Native)?;
+                let args = slice_args(&ranges)?;
+                let file = self.inner.get()?;
+                let Some(stored) = fetched(&bytes)? else {
+                    return read_source_slice(file.source(), &name, &args, mode);
+                };
+                let t = file.source().info(&name)?.clone();
+                let (shape, _) = file.slice_spans(&name, &args)?;
+                let expected = checked_numel(&shape).and_then(|n| t.dtype.byte_len(n));
+                if expected != Some(stored.len()) {
+                    return Err(invalid_argument(format!(
+                        "{} bytes given for a slice of shape {shape:?}",
+                        stored.len()
+                    ))
+                    .with_tensor(&name));
+                }
+                let data = to_typed_array(t.dtype, TensorBytes::Owned(stored), mode)
+                    .map_err(|e| e.with_tensor(&name))?;
+                Ok(Tensor {
+                    name: t.name,
+                    dtype: t.dtype.name().to_string(),
+                    shape: shape_to_js(&shape),
+                    data,
+                })
             };
-            let t = file.source().info(&name)?.clone();
-            let (shape, _) = file.slice_spans(&name, &args)?;
-            let expected = checked_numel(&shape).and_then(|n| t.dtype.byte_len(n));
-            if expected != Some(stored.len()) {
-                return Err(invalid_argument(format!(
-                    "{} bytes given for a slice of shape {shape:?}",
-                    stored.len()
-                ))
-                .with_tensor(&name));
-            }
-            let data = to_typed_array(t.dtype, TensorBytes::Owned(stored), mode)
-                .map_err(|e| e.with_tensor(&name))?;
-            Ok(Tensor {
-                name: t.name,
-                dtype: t.dtype.name().to_string(),
-                shape: shape_to_js(&shape),
-                data,
-            })
-        };
-        run().or_throw(&env)
+            run().or_throw(&env)
+        })
     }
 
     /// Release the listing now (later calls throw ERR_CLOSED).
     #[napi(catch_unwind)]
-    pub fn close(&self) {
-        self.inner.close()
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        guard(&env, "RemoteWeights.close", || {
+            self.inner.close();
+            Ok(())
+        })
     }
 }
