@@ -18,29 +18,13 @@ struct Traffic {
     bytes: u64,
 }
 
-/// Drive an opener over `file` with `server` answering each request.
+/// Drive an opener of the file "mem://file" with `server` answering each request.
 fn drive_with(
     hint: Option<WeightsFormat>,
     traffic: &mut Traffic,
     server: &mut dyn FnMut(&Request) -> Reply,
 ) -> Result<RemoteFile> {
-    let mut opener = Opener::new("mem://file", hint);
-    for _ in 0..64 {
-        match opener.step()? {
-            Step::Fetch(requests) => {
-                for r in requests {
-                    traffic.requests += 1;
-                    let reply = server(&r);
-                    if let Reply::Bytes { bytes, .. } = &reply {
-                        traffic.bytes += bytes.len() as u64;
-                    }
-                    opener.reply(r.id, reply)?;
-                }
-            }
-            Step::Ready(file) => return Ok(*file),
-        }
-    }
-    panic!("the opener asked for more than 64 steps");
+    drive_opener(Opener::new("mem://file", hint), traffic, server)
 }
 
 /// An honest server of `file`'s ranges.
