@@ -59,13 +59,19 @@ fn served_locally(source: &dyn TensorSource, name: &str) -> (Vec<u8>, Vec<u8>) {
     (served, source.fetch_raw(name).unwrap().as_slice().to_vec())
 }
 
-fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Vec<u8>) {
-    if remote.is_whole() {
+/// What `remote` serves of `name` (decoded to F32 where the source decodes) and its raw
+/// bytes, the spans read from `read(file)`.
+fn served_by(
+    remote: &RemoteFile,
+    name: &str,
+    read: &dyn Fn(&str) -> Vec<u8>,
+) -> (Vec<u8>, Vec<u8>) {
+    if remote.holds(name).unwrap() {
         return served_locally(remote.source(), name);
     }
     let mut raw = Vec::new();
     for s in remote.spans(name).unwrap() {
-        assert_eq!(s.file, "");
+        let file = read(&s.file);
         raw.extend_from_slice(&file[s.start as usize..(s.start + s.len) as usize]);
     }
     let numel = remote.source().info(name).unwrap().numel();
@@ -74,6 +80,13 @@ fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Ve
         Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
     };
     (served, raw)
+}
+
+fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Vec<u8>) {
+    served_by(remote, name, &|f| {
+        assert_eq!(f, "");
+        file.to_vec()
+    })
 }
 
 /// The remote open of `file` gives exactly the local open of its bytes: the same tensors,
@@ -425,20 +438,7 @@ fn serve_dir(dir: &Path) -> impl FnMut(&Request) -> Reply + '_ {
 /// The bytes of a tensor of a remote directory, fetched from `dir`'s files.
 #[cfg(feature = "fs")]
 fn served_from_dir(remote: &RemoteFile, dir: &Path, name: &str) -> (Vec<u8>, Vec<u8>) {
-    if remote.holds(name).unwrap() {
-        return served_locally(remote.source(), name);
-    }
-    let mut raw = Vec::new();
-    for s in remote.spans(name).unwrap() {
-        let file = std::fs::read(dir.join(&s.file)).unwrap();
-        raw.extend_from_slice(&file[s.start as usize..(s.start + s.len) as usize]);
-    }
-    let numel = remote.source().info(name).unwrap().numel();
-    let served = match remote.serve(name, raw.clone()).unwrap() {
-        Served::Bytes(b) => b.as_slice().to_vec(),
-        Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
-    };
-    (served, raw)
+    served_by(remote, name, &|f| std::fs::read(dir.join(f)).unwrap())
 }
 
 /// The remote open of the directory `dir` gives exactly its local open: the same config,
