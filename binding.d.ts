@@ -571,6 +571,68 @@ export declare class Model {
 }
 
 /**
+ * Opens a file or model directory by the byte ranges a driver fetches. Internal
+ * (lib/remote.js).
+ */
+export declare class RemoteOpener {
+  /**
+   * `kind`: 'file' (a single file), 'any' (a file, else the directory of that name) or
+   * 'directory'.
+   */
+  static create(url: string, kind: 'file' | 'any' | 'directory', format?: WeightsFormat | null): RemoteOpener
+  /** The requests to make next, or the open file. */
+  step(): RemoteRequest[] | RemoteWeights
+  /**
+   * Answer request `id` with its bytes (`total`: the file's length the reply said, if it
+   * did); `bytes` null: the file does not exist.
+   */
+  reply(id: number, bytes: Uint8Array | null, total?: number | null): void
+  /** Read the rest of the directory under `base` (a URL ending in '/'). */
+  rebase(base: string): void
+}
+
+/**
+ * An open remote file or model directory: its listing, and its tensors served from bytes
+ * the driver fetches. Internal (lib/remote.js wraps it).
+ */
+export declare class RemoteWeights {
+  get format(): WeightsFormat
+  /** The URL opened. */
+  get path(): string
+  /** A directory's URL (ending in '/'), or null for a file. */
+  get base(): string | null
+  get config(): Record<string, unknown> | null
+  /** A directory's weight files, relative to it. */
+  get files(): Array<string>
+  get metadata(): Record<string, string> | null
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  get byteLength(): number
+  has(name: string): boolean
+  info(name: string): TensorInfo
+  /**
+   * The header of a GGUF file read by ranges, as a `GgufFile` (its tensors are served
+   * here), or null.
+   */
+  gguf(): GgufFile | null
+  /**
+   * The companion files of a directory (each fetched whole, at most `cap` bytes, and
+   * skipped where missing).
+   */
+  companions(): Array<Companion>
+  /** Where the stored bytes of `name` lie, or null when its file is held whole. */
+  spans(name: string): Array<RemoteSpan> | null
+  /** The spans a slice needs and its shape, or null when the file is held whole. */
+  sliceSpans(name: string, ranges: Array<[number, number] | number | null>): RemoteSlice | null
+  /** The tensor, from the bytes of its spans concatenated (null: its file is held). */
+  serve(name: string, bytes: Uint8Array | null, options?: GetOptions | null): Tensor
+  /** A slice, from the bytes of its spans concatenated (null: its file is held). */
+  serveSlice(name: string, ranges: Array<[number, number] | number | null>, bytes: Uint8Array | null, options?: GetOptions | null): Tensor
+  /** Release the listing now (later calls throw ERR_CLOSED). */
+  close(): void
+}
+
+/**
  * A SafeTensors file, validated at open and read lazily. Tensors come back as typed arrays
  * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
  */
@@ -613,11 +675,11 @@ export declare class SafeTensorsFile {
    * (which drops the dimension), or null for all of it. Negative values count from the end.
    */
   getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
+  /** `getSlice` off the event loop. */
+  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
   /** Every tensor, keyed by name in data-offset order. */
   tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
   tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
-  /** `getSlice` off the event loop. */
-  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
 }
 
 /**
@@ -649,11 +711,12 @@ export declare class WeightsFile {
   close(): void
 }
 
-/**
- * Check shards (opened in `parseShardIndex` order) against their index: every tensor the
- * index lists in the shard it names, and none in two shards.
- */
-export declare function checkShards(index: Uint8Array, shards: Array<OpenedShard>): void
+/** A companion file of a model directory. */
+export interface Companion {
+  file: string
+  url: string
+  cap: number
+}
 
 /**
  * Convert a SafeTensors file, sharded index, model directory, GGUF file or weights.mlx to
@@ -665,9 +728,6 @@ export interface ConvertProgress {
   doneBytes: number
   totalBytes: number
 }
-
-/** Decode a tensor's stored bytes (fetched separately) into the form `options` asks for. */
-export declare function decodeTensor(name: string, dtype: DType, shape: number[], bytes: Uint8Array, options?: GetOptions): Tensor
 
 /** Compare two weight sources tensor by tensor (`names`: 'auto', 'direct' or 'llama.cpp'). */
 export declare function diffWeights(a: string, b: string, names?: string | undefined | null): Promise<DiffReport>
@@ -681,19 +741,6 @@ export interface GetOptions {
   as?: 'native' | 'F32' | 'F64' | 'raw'
   copy?: boolean
 }
-
-/**
- * A tensor of `file` from its stored bytes (fetched separately), as `getTensor` gives it.
- * Internal (lib/remote-gguf.js).
- */
-export declare function ggufDecodeTensor(file: GgufFile, name: string, bytes: Uint8Array, options?: GetOptions): Tensor
-
-/**
- * The header of a remote GGUF file from its first bytes `head` (of a file of `fileLen`
- * bytes): a `GgufFile` holding only the header, or the number of bytes the header needs
- * when `head` is too short. Internal: lib/remote-gguf.js fetches by range requests.
- */
-export declare function ggufFromHeader(head: Uint8Array, fileLen: number, url: string): GgufFile | number
 
 export interface GgufOptions {
   /**
@@ -728,9 +775,6 @@ export interface GgufTensorInfo {
   offset: number
 }
 
-/** `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js). */
-export declare function ggufTensorRange(file: GgufFile, name: string): [number, number]
-
 /**
  * An ETag header as the blob name it gives (quotes and `W/` removed), or ERR_IO naming
  * `what` when it names no blob.
@@ -763,18 +807,6 @@ export interface HubPlan {
  */
 export declare function inspectJson(path: string): Promise<string>
 
-export interface LayoutCandidate {
-  file: string
-  layout: 'file' | 'sharded'
-}
-
-export interface LayoutCause {
-  code: string
-  /** The cause's message without its path and tensor prefix. */
-  detail: string
-  tensor?: string
-}
-
 /** Open a file and read every tensor. */
 export declare function loadFile(path: string, options?: GetOptions | undefined | null): Record<string, Tensor>
 
@@ -798,26 +830,6 @@ export interface ModelIdTarget {
   snapshot?: string
 }
 
-/** The files of a model directory and their discovery order. */
-export declare function modelLayout(): ModelLayout
-
-export interface ModelLayout {
-  configFile: string
-  /** Weight files in discovery order: the first present wins. */
-  discovery: Array<LayoutCandidate>
-  /** The most of config.json read. */
-  configMaxBytes: number
-  /** The most of a sharded index read. */
-  indexMaxBytes: number
-  /**
-   * The files beside config and weights that say how to use the model (tokenizers,
-   * templates, generation settings), relative to the directory.
-   */
-  companionFiles: Array<string>
-  /** The most of one companion file copied. */
-  companionMaxBytes: number
-}
-
 export interface ModelSaveOptions {
   format?: 'safetensors' | 'mlx'
   maxShardBytes?: number
@@ -826,12 +838,6 @@ export interface ModelSaveOptions {
    * parent directory after (default false).
    */
   durable?: boolean
-}
-
-export interface OpenedShard {
-  /** Where the shard was read from (a URL), named by errors about it. */
-  path: string
-  tensorNames: Array<string>
 }
 
 /**
@@ -843,20 +849,39 @@ export declare function openWeightsAsync(path: string, options?: OpenWeightsOpti
 /** `openWeightsSync`: open and validate a file or model directory on the calling thread. */
 export declare function openWeightsSync(path: string, options?: OpenWeightsOptions): WeightsFile | GgufFile
 
-/** `config.json`'s object (keys as written), or ERR_INVALID_MODEL. */
-export declare function parseModelConfig(bytes: Uint8Array): Record<string, unknown>
-
-/**
- * The shard names of a sharded index, each once, in the order they are opened; a name that
- * is not a plain relative path is ERR_UNSAFE_PATH.
- */
-export declare function parseShardIndex(bytes: Uint8Array): Array<string>
-
 export interface ProgressEvent {
   /** The weight file, relative to the model directory. */
   file: string
   loadedBytes: number
   totalBytes: number
+}
+
+/**
+ * Bytes the opener needs: `[start, end)` of the file at `url`, or (`cap` set) all of it,
+ * refused past `cap` bytes.
+ */
+export interface RemoteRequest {
+  id: number
+  /** Relative to the model directory ('' for the URL opened). */
+  file: string
+  url: string
+  start?: number
+  end?: number
+  cap?: number
+}
+
+/** A slice's shape and the spans holding its bytes. */
+export interface RemoteSlice {
+  shape: Array<number>
+  spans: Array<RemoteSpan>
+}
+
+/** Where a tensor's stored bytes lie. */
+export interface RemoteSpan {
+  file: string
+  url: string
+  start: number
+  length: number
 }
 
 /**
@@ -868,20 +893,6 @@ export interface ProgressEvent {
  * network.
  */
 export declare function resolveModelId(target: string, revision: string | undefined | null, cacheDir: string | undefined | null, vars: Record<string, string>): ModelIdTarget | null
-
-/**
- * Validate a file from its first bytes (8-byte prefix + whole JSON header) and total length;
- * its data stays elsewhere (tensors come from `decodeTensor` of fetched bytes). Used by
- * `openUrl`; internal, like the other free functions here (not exported by the package entry).
- */
-export declare function safetensorsFromHeader(head: Uint8Array, fileLength: number, origin: string): SafeTensorsFile
-
-/**
- * Where the header of a SafeTensors file starting with `head` ends (8 + its length), when
- * the length prefix is one the format allows and fits `fileLength`; otherwise null (opening
- * then reports why).
- */
-export declare function safetensorsHeaderEnd(head: Uint8Array, fileLength: number): number | null
 
 /** Write tensors to a SafeTensors file, atomically. */
 export declare function saveFile(path: string, tensors: Record<string, TensorInput>, options?: SaveOptions): void
@@ -933,31 +944,12 @@ export declare function serialize(tensors: Record<string, TensorInput>, options?
  */
 export declare function shardUrl(base: string, name: string): string
 
-export interface SliceSpans {
-  shape: Array<number>
-  /** Absolute `[offset, length]` byte spans within the file, in output order. */
-  spans: Array<[number, number]>
-}
-
-export interface SniffForeign {
-  foreign: string
-}
-
-/**
- * What the first bytes of a file (and its total length) are: a format name, or
- * `{ foreign }` describing a file this package does not read.
- */
-export declare function sniffFormat(head: Uint8Array, fileLength: number): WeightsFormat | { foreign: string }
-
 export interface Tensor {
   name: string
   dtype: DType
   shape: Array<number>
   data: TypedArray
 }
-
-/** Absolute byte range `[start, end)` of a tensor within the file. */
-export declare function tensorFileRange(file: SafeTensorsFile, name: string): [number, number]
 
 /**
  * What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
@@ -985,16 +977,6 @@ export interface TensorInfo {
   dataOffsets?: [number, number]
 }
 
-/** The absolute byte spans a `getSlice` would read, and the result's shape. */
-export declare function tensorSliceSpans(file: SafeTensorsFile, name: string, ranges: Array<[number, number] | number | null>): SliceSpans
-
-/**
- * Throw the model-directory error `kind` ('no-weights', 'shard-missing', 'shard-failed',
- * the latter naming `shard` and its `cause`) with `path`: the same error a local directory
- * gives.
- */
-export declare function throwLayoutError(kind: string, path: string, shard?: string | undefined | null, cause?: LayoutCause | undefined | null): void
-
 /** Every problem found in a file or directory (not only the first), with codes. */
 export declare function validate(path: string): Promise<ValidationReport>
 
@@ -1003,13 +985,6 @@ export declare function verifyFiles(dir: string, files: Array<ExpectedFile>): Pr
 
 /** Check every file of a cache snapshot against the blob it links to. */
 export declare function verifySnapshot(dir: string): Promise<VerifyReport>
-
-/**
- * A whole file held in memory (copied), recognised by its bytes or read as
- * `options.format`; `options.path` names where it came from. Internal: lib/remote.js reads
- * remote files fetched whole with it.
- */
-export declare function weightsFromBytes(bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }): WeightsFile | GgufFile
 
 /** Options of a model's `save` and `toOnnx`. */
 export interface WriteOptions {

@@ -400,12 +400,14 @@ export declare class GgufFile implements WeightsFile {
  * Open a weights file of any format this package reads, recognised by its bytes (`options.format`
  * forces one): SafeTensors, a sharded index, a model directory, GGUF, PyTorch, NumPy,
  * weights.mlx. An input of another kind is ERR_UNKNOWN_FORMAT naming what it looks like; a
- * GGUF file is a `GgufFile`. An http(s) URL reads SafeTensors and GGUF lazily (a `WeightsFile`
- * whose sync tensor accessors need the whole file; GGUF a `RemoteGgufFile`) and weights.mlx
- * whole; a remote PyTorch or NumPy file is ERR_INVALID_ARGUMENT (its tensors are known only
- * once the whole file is parsed: download it).
+ * GGUF file is a `GgufFile`. An http(s) URL gives a `RemoteWeights` (a `RemoteGgufFile` for
+ * GGUF): SafeTensors and GGUF by their headers, tensors fetched when read; PyTorch, NumPy and
+ * weights.mlx read whole (at most 1 GiB); a URL whose file does not exist, as a model
+ * directory.
  */
-export declare function openWeights(pathOrUrl: string, options?: (OpenWeightsOptions & OpenUrlOptions & CachedModelOptions) | null): Promise<WeightsFile>
+export declare function openWeights(pathOrUrl: `http://${string}` | `https://${string}`, options?: (OpenWeightsOptions & OpenUrlOptions) | null): Promise<RemoteWeights>
+export declare function openWeights(pathOrUrl: string, options?: (OpenWeightsOptions & CachedModelOptions) | null): Promise<WeightsFile>
+export declare function openWeights(pathOrUrl: string, options?: (OpenWeightsOptions & OpenUrlOptions & CachedModelOptions) | null): Promise<WeightsFile | RemoteWeights>
 /** `openWeights` of a local path, on the calling thread (a URL is ERR_INVALID_ARGUMENT). */
 export declare function openWeightsSync(path: string, options?: (OpenWeightsOptions & CachedModelOptions) | null): WeightsFile
 
@@ -434,80 +436,80 @@ export interface OpenUrlOptions {
   retries?: number
   /** First backoff delay (default 200 ms; doubles each retry). */
   retryDelayMs?: number
-  /** Parallel requests of tensorsAsync (default 8). */
+  /** Parallel requests of `tensors` and of an open's shards (default 8). */
   concurrency?: number
   /** Called after each request with the bytes transferred so far; `totalBytes` is null while unknown. */
   onProgress?: (p: { loadedBytes: number; totalBytes: number | null }) => void
 }
 
-/** A SafeTensors file behind a URL (from `SafeTensorsFile.openUrl`): its header is validated at open, tensors fetched on demand. */
-export interface RemoteSafeTensorsFile {
+/**
+ * A weights file or model directory behind a URL (from `SafeTensorsFile.openUrl`,
+ * `GgufFile.openUrl`, `openWeights(url)`, or `Model.loadPretrained` of a URL or of a model id
+ * read over HTTP): opened by the core from byte ranges as a local one is (headers, files read
+ * whole under their caps, a directory's config.json, discovery order and shards), each
+ * tensor's stored bytes fetched when it is read. Every read may touch the network, so every
+ * read returns a Promise: `getTensor`, `getSlice` and `tensors`, and their `…Async` aliases
+ * (code written for a local reader's `…Async` calls runs unchanged).
+ */
+export interface RemoteWeights {
+  /** The URL opened. */
   readonly url: string
+  /** The same URL. */
   readonly path: string
-  readonly metadata: Record<string, string> | null
+  /** A model directory's URL (ending in '/'), or null for a file. */
+  readonly dir: string | null
+  readonly format: WeightsFormat
+  /** A model directory's config.json, or null for a file. */
+  readonly config: Record<string, unknown> | null
+  /** A model directory's weight files, relative to it (empty for a file). */
+  readonly files: string[]
+  readonly metadata: Record<string, string> | Record<string, GgufValue> | null
   readonly tensorNames: string[]
   readonly numParameters: number
+  /** The length of the weight files together. */
   readonly byteLength: number
-  /** Bytes transferred so far (header and tensors). */
+  /** Bytes transferred so far (headers and tensors). */
   readonly bytesFetched: number
   has(name: string): boolean
-  /** Every SafeTensors tensor has its `dataOffsets`. */
-  info(name: string): TensorInfo & { dataOffsets: [number, number] }
-  /** Throws ERR_INVALID_ARGUMENT (use getTensorAsync) unless the server sent the whole file. */
-  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  info(name: string): TensorInfo
+  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
-  getSlice<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Tensor<TensorData<A>>
+  getSlice<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
   getSliceAsync<A extends TensorAs = 'native'>(name: string, ranges: SliceRange[], options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
-  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
+  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
   tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
-  /** Release the file now (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
+  /** Release the listing now (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
   close(): void
   [Symbol.dispose](): void
 }
 
-/**
- * A GGUF file behind a URL (from `GgufFile.openUrl` or `openWeights(url)`): its header read by
- * range requests and validated at open as a local file's; each tensor one range request for
- * its stored bytes, decoded as `GgufFile` decodes them.
- */
-export interface RemoteGgufFile extends WeightsFile {
+/** What `SafeTensorsFile.openUrl` returns: a `RemoteWeights` of one SafeTensors file. */
+export interface RemoteSafeTensorsFile extends RemoteWeights {
+  readonly format: 'safetensors'
+  readonly dir: null
+  readonly config: null
+  readonly metadata: Record<string, string> | null
+  /** Every SafeTensors tensor has its `dataOffsets`. */
+  info(name: string): TensorInfo & { dataOffsets: [number, number] }
+}
+
+/** What `GgufFile.openUrl` (and `openWeights(url)` of a GGUF file) returns: a `RemoteWeights` with what only GGUF's header has. */
+export interface RemoteGgufFile extends RemoteWeights {
   readonly format: 'gguf'
-  readonly url: string
-  readonly path: string
+  readonly dir: null
+  readonly config: null
   readonly version: number
   readonly alignment: number
   readonly dataOffset: number
   readonly metadata: Record<string, GgufValue>
   readonly metadataTypes: Record<string, string>
-  readonly config: null
-  readonly byteLength: number
-  /** Bytes transferred so far (header and tensors). */
-  readonly bytesFetched: number
   info(name: string): GgufTensorInfo
-  /** Throws ERR_INVALID_ARGUMENT (use getTensorAsync) unless the server sent the whole file. */
-  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
-  /** Throws ERR_INVALID_ARGUMENT (use tensorsAsync) unless the server sent the whole file. */
-  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
 }
 
-/** A model directory behind a URL (from `Model.loadPretrained(url)`; same discovery order and path rules as a local one). */
-export interface RemoteModel {
+/** What `Model.loadPretrained` of a URL (or of a model id read over HTTP) returns: a `RemoteWeights` of a model directory. */
+export interface RemoteModel extends RemoteWeights {
   readonly dir: string
   readonly config: Record<string, unknown>
-  readonly format: WeightsFormat
-  readonly files: string[]
-  readonly tensorNames: string[]
-  readonly numParameters: number
-  readonly bytesFetched: number
-  has(name: string): boolean
-  info(name: string): TensorInfo
-  getTensor<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Tensor<TensorData<A>>
-  getTensorAsync<A extends TensorAs = 'native'>(name: string, options?: GetOptions<A> | null): Promise<Tensor<TensorData<A>>>
-  tensors<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Record<string, Tensor<TensorData<A>>>
-  tensorsAsync<A extends TensorAs = 'native'>(options?: GetOptions<A> | null): Promise<Record<string, Tensor<TensorData<A>>>>
-  /** Close every weight file (see `SafeTensorsFile.close`); later calls throw ERR_CLOSED. */
-  close(): void
-  [Symbol.dispose](): void
 }
 
 /** How `download` reaches the Hub and what it takes. */

@@ -9,8 +9,7 @@ try {
 } catch (e) {
   throw require('./lib/missing-binary.js').missingBinaryError(e, __dirname)
 }
-const { RemoteSafeTensorsFile, loadPretrained, loadPretrainedUrl, openRemoteWeights, isUrl, redactUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
-const { RemoteGgufFile } = require('./lib/remote-gguf.js')
+const { loadPretrained, loadPretrainedUrl, openRemoteWeights, openUrl, isUrl, redactUrl, resolveTarget, withLocalCopy, withTarget } = require('./lib/remote.js')
 const hub = require('./lib/hub.js')
 
 // napi-rs rejects arguments of the wrong JS type (a number where a string belongs, …) before
@@ -100,10 +99,10 @@ function inspectWeights(depth, options, inspect) {
 }
 
 /** Open a SafeTensors file over HTTP(S): header by range request, tensors on demand. */
-SafeTensorsFile.openUrl = (url, options) => RemoteSafeTensorsFile.open(url, options)
+SafeTensorsFile.openUrl = (url, options) => openUrl(url, options, { kind: 'file', required: 'safetensors', caller: 'openUrl' })
 
 /** Open a GGUF file over HTTP(S): header by range requests, tensors on demand. */
-GgufFile.openUrl = (url, options) => RemoteGgufFile.open(url, options)
+GgufFile.openUrl = (url, options) => openUrl(url, options, { kind: 'file', required: 'gguf', caller: 'openUrl' })
 
 /**
  * A local directory, an http(s):// URL of one (fetched lazily with range requests), or a

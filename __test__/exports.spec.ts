@@ -53,7 +53,7 @@ describe('the public surface', () => {
     expect(cjs.keys).toEqual(PUBLIC)
     const internals = cjs.binding.filter((k: string) => !PUBLIC.includes(k))
     // The list, among others: these are plumbing of lib/remote.js and index.js.
-    for (const name of ['decodeTensor', 'weightsFromBytes', 'openWeightsAsync', 'parseShardIndex', 'checkShards', 'inspectJson', '__napiBindingTarget', 'loadModelDir', 'safetensorsFromHeader', 'tensorFileRange', 'tensorSliceSpans']) {
+    for (const name of ['RemoteOpener', 'RemoteWeights', 'openWeightsAsync', 'shardUrl', 'resolveModelId', 'inspectJson', '__napiBindingTarget', 'loadModelDir']) {
       expect(internals).toContain(name)
     }
     for (const name of internals) expect((lib as any)[name], name).toBeUndefined()

@@ -582,7 +582,7 @@ for name in sys.argv[4:]:
     const m = await Model.loadPretrained('org/dl', { cacheDir, endpoint })
     expect(m).toBeInstanceOf(Model)
     expect(m.format).toBe('sharded-safetensors')
-    expect(floats(m.getTensor('big.weight')).slice(0, 4)).toEqual(Array.from(f32(4, 3)))
+    expect(floats(await m.getTensor('big.weight')).slice(0, 4)).toEqual(Array.from(f32(4, 3)))
     expect(seen).toEqual([])
 
     // Again: only the API is asked; every blob is there.

@@ -650,7 +650,7 @@ describe("convert to SafeTensors as Hugging Face's convert.py does", () => {
   })
 })
 
-describe('remote PyTorch and NumPy files are refused clearly (they are read locally only)', () => {
+describe('remote PyTorch and NumPy files: read whole by the core, as the local read', () => {
   let server: Server
   let base = ''
   beforeAll(async () => {
@@ -668,17 +668,29 @@ describe('remote PyTorch and NumPy files are refused clearly (they are read loca
   })
   afterAll(() => new Promise<void>((r) => server.close(() => r())))
 
-  it('pytorch_model.bin and its shards, .pt, .npy and .npz over HTTP: an error that says so, not a misread', async () => {
-    await expect(openWeights(`${base}/hf_bin/pytorch_model.bin`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
-    await expect(Model.loadPretrained(`${base}/hf_bin/`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
-    await expect(openWeights(`${base}/zip/all_dtypes.pt`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
-    await expect(openWeights(`${base}/legacy/legacy.pt`)).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote pytorch files are not read yet') })
-    for (const f of ['numpy/stored.npz', 'numpy/compressed.npz', 'numpy/c_float32.npy']) {
-      await expect(openWeights(`${base}/${f}`), f).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('remote numpy files are not read yet') })
+  /** `remote` serves what `local` serves: names, descriptions, metadata and raw bytes. */
+  async function expectSame(remote: { tensorNames: string[]; format: string; info(n: string): unknown; getTensor(n: string, o: { as: 'raw' }): Promise<{ data: Uint8Array }> }, local: WeightsFile, what: string) {
+    expect(remote.format, what).toBe(local.format)
+    expect(remote.tensorNames, what).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), `${what} ${n}`).toEqual(local.info(n))
+      expect((await remote.getTensor(n, { as: 'raw' })).data, `${what} ${n}`).toEqual(local.getTensor(n, { as: 'raw' }).data)
     }
-    const e: any = await Model.loadPretrained(`${base}/hf_bin_sharded/`).catch((e) => e)
-    expect(e.code).toMatch(/^ERR_/)
-    expect(e.message).toMatch(/PyTorch|pytorch/)
+  }
+
+  it('pytorch_model.bin and its shards, .pt, .npy and .npz over HTTP: the tensors of the local read', async () => {
+    for (const f of ['hf_bin/pytorch_model.bin', 'zip/all_dtypes.pt', 'legacy/legacy.pt', 'numpy/stored.npz', 'numpy/compressed.npz', 'numpy/c_float32.npy']) {
+      await expectSame(await openWeights(`${base}/${f}` as `http://${string}`), openWeightsSync(join(SHARED, f)), f)
+    }
+    for (const d of ['hf_bin', 'hf_bin_sharded']) {
+      const remote = await Model.loadPretrained(`${base}/${d}/` as `http://${string}`)
+      const local = Model.loadPretrainedSync(join(SHARED, d))
+      expect(remote.files, d).toEqual(local.files)
+      expect(remote.config, d).toEqual(local.config)
+      await expectSame(remote, local as unknown as WeightsFile, d)
+    }
+    // A hostile pickle is refused by URL as it is locally.
+    await expect(openWeights(`${base}/hostile/global_os_system.pt`)).rejects.toMatchObject({ code: 'ERR_UNSAFE_PICKLE' })
   })
 })
 

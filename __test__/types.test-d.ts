@@ -12,6 +12,7 @@ import {
   inspect,
   loadFile,
   loadFileAsync,
+  openWeights,
   saveFile,
   validate,
   type ErrorCode,
@@ -20,8 +21,10 @@ import {
   type GgufValue,
   type LoadPretrainedOptions,
   type OpenUrlOptions,
+  type RemoteGgufFile,
   type RemoteModel,
   type RemoteSafeTensorsFile,
+  type RemoteWeights,
   type SafeTensorsError,
   type Tensor,
   type TensorAs,
@@ -113,6 +116,16 @@ describe('inputs and callbacks match what the run time does', () => {
     expectTypeOf(Model.loadPretrained('https://host/m/')).toEqualTypeOf<Promise<RemoteModel>>()
     expectTypeOf(Model.loadPretrained('./m')).toEqualTypeOf<Promise<Model>>()
     expectTypeOf(SafeTensorsFile.openUrl('https://host/a.safetensors')).toEqualTypeOf<Promise<RemoteSafeTensorsFile>>()
+  })
+
+  test('remote readers have no synchronous read: getTensor, getSlice and tensors are Promises', () => {
+    expectTypeOf(remote.getTensor('w', { as: 'F32' })).toEqualTypeOf<Promise<Tensor<Float32Array>>>()
+    expectTypeOf(remote.getSlice('w', [0], { as: 'raw' })).toEqualTypeOf<Promise<Tensor<Uint8Array>>>()
+    expectTypeOf(remoteModel.tensors()).toEqualTypeOf<Promise<Record<string, Tensor<TypedArray>>>>()
+    expectTypeOf(openWeights('https://host/m.bin')).toEqualTypeOf<Promise<RemoteWeights>>()
+    expectTypeOf(GgufFile.openUrl('https://host/m.gguf')).toEqualTypeOf<Promise<RemoteGgufFile>>()
+    expectTypeOf<RemoteModel>().toMatchTypeOf<RemoteWeights>()
+    expectTypeOf<RemoteModel['dir']>().toEqualTypeOf<string>()
   })
 
   test('model ids: the cache gives a Model; an endpoint may give a RemoteModel', () => {

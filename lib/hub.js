@@ -5,7 +5,21 @@
 // core's (binding.hubPlan, HubRepo, HubBlob, verifySnapshot, verifyFiles).
 
 const binding = require('../binding.js')
-const { codedError, httpGet, settings, checkAborted, hubOptions, hubNetwork, cacheVars, shardUrl, sleep, rethrowWithPath, isUrl, HUB } = require('./remote.js')
+const { codedError, httpGet, settings, checkAborted, hubOptions, hubNetwork, cacheVars, sleep, rethrowWithPath, isUrl, HUB } = require('./remote.js')
+
+/**
+ * The URL of the file `name` (from the listing at `listUrl`) under `base`: the core's rule
+ * (the name checked, every byte a URL parser could read as something else percent-encoded),
+ * then checked again as fetch will read it: the base's origin, a path below the base's.
+ */
+function shardUrl(base, name, listUrl) {
+  const url = rethrowWithPath(listUrl, () => binding.shardUrl(base, name))
+  const [at, under] = [new URL(url), new URL(base)]
+  if (at.origin !== under.origin || !at.pathname.startsWith(under.pathname)) {
+    throw codedError('ERR_UNSAFE_PATH', `${JSON.stringify(name)} resolves outside the model directory`, { path: listUrl })
+  }
+  return url
+}
 
 const MiB = 1024 * 1024
 /**

@@ -1,22 +1,20 @@
 'use strict'
-// Remote weights over HTTP(S) with range requests, using Node's built-in fetch.
-//
-// The header is fetched with one range request (the first 100 KiB, extended only when the
-// header is larger) and validated by the same native code as a local file; each tensor is
-// then one range request for exactly its bytes, decoded natively. A server that ignores
+// HTTP(S) for remote weights, using Node's built-in fetch: the one driver of the core's
+// sans-IO opener (binding.RemoteOpener decides which bytes to read and what they mean; this
+// file fetches them with range requests, under its validators, retries, redirect and
+// credential rules and bounds), and the reader over what it opened. A server that ignores
 // `Range` (answers 200) is read once, whole, and served from memory.
 
 const binding = require('../binding.js')
 
-const FIRST_REQUEST_BYTES = 100 * 1024
 const MiB = 1024 * 1024
 /**
- * Size caps of what is read whole (the body is streamed and dropped at the cap + 1 byte;
- * a larger declared Content-Length is refused before the body is read): weights.mlx 1 GiB; a
- * file whose server ignores Range (200 to a range request), served from memory: 16 MiB.
- * (config.json and a sharded index: the core's caps, binding.modelLayout().)
+ * Size cap of a file whose server ignores Range (200 to a range request), read into memory
+ * whole: 16 MiB (the body is streamed and dropped at the cap + 1 byte; a larger declared
+ * Content-Length is refused before the body is read). The caps of files read whole on
+ * purpose (config.json, an index, companions) are the core's, in each request.
  */
-const CAPS = { mlx: 1024 * MiB, unranged: 16 * MiB }
+const CAPS = { unranged: 16 * MiB }
 const MAX_REDIRECTS = 10
 const DEFAULTS = { timeoutMs: 30_000, retries: 2, retryDelayMs: 200, concurrency: 8 }
 
@@ -55,6 +53,10 @@ const HUB = Symbol('hub')
  * CDN); such requests carry none of them.
  */
 const HOME = Symbol('home')
+/** Internal error key: the server said the file does not exist (HTTP 404 or 410), which a model directory's discovery moves past. */
+const MISSING = Symbol('missing')
+/** Internal error key: an error of the HTTP layer (not of the bytes it brought). */
+const FROM_HTTP = Symbol('fromHttp')
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v))
 
@@ -219,7 +221,7 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
       const checkLinked = (total) => {
         if (linked !== null && total !== null && total !== linked) throw fail('ERR_IO', `the Hub announced ${linked} bytes (X-Linked-Size) but the data is ${total} bytes`, false)
       }
-      if (res.status === 404 || res.status === 410) throw fail('ERR_NOT_FOUND', `HTTP ${res.status}`, false)
+      if (res.status === 404 || res.status === 410) throw Object.assign(fail('ERR_NOT_FOUND', `HTTP ${res.status}`, false), { [MISSING]: true })
       if (res.status === 416 && seen) throw changedError(url, `HTTP 416: now shorter than byte ${range?.[0]}`)
       if (res.status === 416) throw fail('ERR_INCOMPLETE_FILE', `HTTP 416: the file is shorter than byte ${range?.[0]}`, false)
       if (res.status >= 500 || res.status === 429) throw fail('ERR_IO', `HTTP ${res.status} ${res.statusText}`, true)
@@ -257,9 +259,10 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
         const why = strongEtag(seen.etag) ?? seen.lastModified ? 'If-Range did not match' : 'the server no longer honours Range'
         throw changedError(url, `HTTP 200 to a range request: ${why}`)
       }
-      const cap = range ? CAPS.unranged : limit
+      // A file wanted whole under a cap (asked for by range) may come whole up to that cap.
+      const cap = range && limit === Infinity ? CAPS.unranged : limit
       const tooLarge = (n) =>
-        range
+        range && limit === Infinity
           ? fail('ERR_IO', `the server ignores Range requests and the file is larger than ${cap / MiB} MiB (${n} bytes or more), the most read into memory; use a server that honours Range, or download the file and open it locally`, false)
           : fail(code, `${what} is larger than ${cap / MiB} MiB (${n} bytes or more), the most read`, false)
       if (declaredLength !== null && declaredLength > cap) throw tooLarge(declaredLength)
@@ -287,117 +290,6 @@ async function httpGet(url, opts, stats, { range = null, limit = Infinity, what 
   }
   const why = lastError?.name === 'TimeoutError' ? `timed out after ${opts.timeoutMs} ms` : redactUrl(lastError?.cause?.message ?? lastError?.message ?? lastError)
   throw codedError('ERR_IO', `request failed after ${opts.retries + 1} attempt(s): ${why}`, { path: url })
-}
-
-/** A SafeTensors file behind a URL: header validated at open, tensors fetched on demand. */
-class RemoteSafeTensorsFile {
-  constructor(url, file, opts, stats, local, validators = null) {
-    this.url = url
-    this._validators = validators // size, ETag and Last-Modified at open: later ranges must match
-    this._file = file
-    this._opts = opts
-    this._stats = stats
-    this._local = local // true when the whole file is in memory (server ignored Range)
-  }
-
-  static async open(url, options) {
-    if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openUrl needs an http:// or https:// URL, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`)
-    const opts = settings(options, url)
-    const stats = { bytesFetched: 0 }
-    const report = () => opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: total })
-    let total = null
-    const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
-    total = first.total
-    if (!first.ranged) {
-      // No range support: we already streamed the whole body once; serve it from memory.
-      report()
-      return new RemoteSafeTensorsFile(url, wrapLocal(url, first.bytes), opts, stats, true)
-    }
-    if (total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
-    return RemoteSafeTensorsFile._fromFirst(url, first, opts, stats, report)
-  }
-
-  /** Open from the first response of `open` (a range of the file's start, its size known). */
-  static async _fromFirst(url, first, opts, stats, report) {
-    let head = first.bytes
-    // The core decides whether the length prefix is one to follow (the format's limit).
-    const need = binding.safetensorsHeaderEnd(head, first.total)
-    if (need !== null && need > head.length) {
-      const rest = await httpGet(url, opts, stats, { range: [head.length, need - 1], seen: first.validators })
-      head = Buffer.concat([head, rest.bytes])
-    }
-    report()
-    const file = rethrowWithPath(url, () => binding.safetensorsFromHeader(head, first.total, url))
-    return new RemoteSafeTensorsFile(url, file, opts, stats, false, first.validators)
-  }
-
-  get path() { return this.url }
-  get metadata() { return this._file.metadata }
-  get tensorNames() { return this._file.tensorNames }
-  get numParameters() { return this._file.numParameters }
-  get byteLength() { return this._file.byteLength }
-  /** Bytes transferred so far for this file (header and tensors). */
-  get bytesFetched() { return this._stats.bytesFetched }
-  has(name) { return this._file.has(name) }
-  info(name) { return this._file.info(name) }
-
-  getTensor(name, options) {
-    if (this._open()._local) return this._file.getTensor(name, options)
-    throw codedError('ERR_INVALID_ARGUMENT', 'reading a remote tensor needs the network: use getTensorAsync', { path: this.url, tensor: name })
-  }
-
-  getSlice(name, ranges, options) {
-    if (this._open()._local) return this._file.getSlice(name, ranges, options)
-    throw codedError('ERR_INVALID_ARGUMENT', 'reading a remote tensor needs the network: use getSliceAsync', { path: this.url, tensor: name })
-  }
-
-  tensors(options) {
-    if (this._open()._local) return this._file.tensors(options)
-    throw codedError('ERR_INVALID_ARGUMENT', 'reading remote tensors needs the network: use tensorsAsync', { path: this.url })
-  }
-
-  async getTensorAsync(name, options) {
-    if (this._local) return this._file.getTensorAsync(name, options)
-    const info = this._file.info(name)
-    const [start, end] = binding.tensorFileRange(this._file, name)
-    const bytes = end > start ? (await httpGet(this.url, this._opts, this._stats, { range: [start, end - 1], seen: this._validators })).bytes : new Uint8Array(0)
-    this._opts.onProgress?.({ loadedBytes: this._stats.bytesFetched, totalBytes: this.byteLength })
-    return rethrowWithPath(this.url, () => binding.decodeTensor(name, info.dtype, info.shape, bytes, options), name)
-  }
-
-  async getSliceAsync(name, ranges, options) {
-    if (this._local) return this._file.getSliceAsync(name, ranges, options)
-    const info = this._file.info(name)
-    const { shape, spans } = binding.tensorSliceSpans(this._file, name, ranges)
-    const parts = []
-    for (const [offset, length] of spans) {
-      if (length > 0) parts.push((await httpGet(this.url, this._opts, this._stats, { range: [offset, offset + length - 1], seen: this._validators })).bytes)
-    }
-    return rethrowWithPath(this.url, () => binding.decodeTensor(name, info.dtype, shape, Buffer.concat(parts), options), name)
-  }
-
-  async tensorsAsync(options) {
-    const names = this.tensorNames
-    const out = {}
-    const results = await mapLimit(names, this._opts.concurrency, (n) => this.getTensorAsync(n, options))
-    names.forEach((n, i) => (out[n] = results[i]))
-    return out
-  }
-
-  /** Release the header (later calls throw ERR_CLOSED); tensors handed out stay valid. */
-  close() {
-    this._closed = true
-    this._file.close()
-  }
-  _open() {
-    if (this._closed) throw codedError('ERR_CLOSED', 'this SafeTensorsFile was closed: open it again to read it', { path: this.url })
-    return this
-  }
-  [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
-}
-
-function wrapLocal(url, bytes) {
-  return rethrowWithPath(url, () => binding.SafeTensorsFile.fromBytes(bytes))
 }
 
 /** Native errors from remote data name the URL (fromBytes knows no path), redacted. */
@@ -437,238 +329,198 @@ async function mapLimit(items, limit, fn) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Any weights file behind a URL.
+// The one driver of the core's opener (binding.RemoteOpener: it says which bytes it needs,
+// decides everything from them) and the one remote reader over what it opened
+// (binding.RemoteWeights, whose tensors are served from the bytes of their spans).
 
-/** `RemoteSafeTensorsFile` with the `WeightsFile` additions (`format`, `config`). */
-class RemoteWeightsFile {
-  constructor(file) {
-    this._file = file
+/** The URLs of a model directory's files: the core's (under the base), checked again as fetch reads them. */
+function checkUnder(url, request, root) {
+  if (request.file === '') return
+  const [at, under] = [new URL(request.url), new URL(root)]
+  if (at.origin !== under.origin) {
+    throw codedError('ERR_UNSAFE_PATH', `${JSON.stringify(request.file)} resolves outside the model directory`, { path: url })
   }
-  get format() { return 'safetensors' }
-  get url() { return this._file.url }
-  get path() { return this._file.path }
-  get metadata() { return this._file.metadata }
-  get config() { return null }
-  get tensorNames() { return this._file.tensorNames }
-  get numParameters() { return this._file.numParameters }
-  get byteLength() { return this._file.byteLength }
-  /** Bytes transferred so far (header and tensors). */
-  get bytesFetched() { return this._file.bytesFetched }
-  get _opts() { return this._file._opts }
-  has(name) { return this._file.has(name) }
-  info(name) { return this._file.info(name) }
-  getTensor(name, options) { return this._file.getTensor(name, options) }
-  getTensorAsync(name, options) { return this._file.getTensorAsync(name, options) }
-  tensors(options) { return this._file.tensors(options) }
-  tensorsAsync(options) { return this._file.tensorsAsync(options) }
-  close() { this._file.close() }
+}
+
+/**
+ * Open `url` through the core's opener (`kind`: 'file', 'any' — a file, else the directory
+ * of that name — or 'directory'), fetching the ranges it asks for (concurrently, at most
+ * `opts.concurrency` at once). Resolves to `{ native, seen }`: the open RemoteWeights and the
+ * validators (size, ETag, Last-Modified) of each file's first reply, which later ranges must
+ * match.
+ */
+async function openRemote(url, kind, format, opts, stats, record = null) {
+  const opener = rethrowWithPath(url, () => binding.RemoteOpener.create(url, kind, format ?? null))
+  const seen = new Map()
+  for (;;) {
+    const step = rethrowWithPath(url, () => opener.step())
+    if (!Array.isArray(step)) return { native: step, seen }
+    await mapLimit(step, opts.concurrency, async (r) => {
+      checkUnder(url, r, url)
+      // A file wanted whole (at most `cap` bytes) is asked for as its first cap + 1 bytes: the
+      // reply's length says whether it is past the cap, which the core refuses from the size.
+      const whole = r.cap != null ? { limit: r.cap, what: r.file, code: 'ERR_INVALID_MODEL' } : {}
+      const range = r.cap != null ? [0, r.cap] : [r.start, r.end - 1]
+      let res
+      try {
+        res = await httpGet(r.url, opts, stats, { range, seen: seen.get(r.url), ...whole })
+      } catch (e) {
+        if (e?.[MISSING]) return rethrowWithPath(r.url, () => opener.reply(r.id, null))
+        if (e && typeof e === 'object') e[FROM_HTTP] = true
+        throw e
+      }
+      if (!seen.has(r.url)) seen.set(r.url, res.validators)
+      record?.(r, res)
+      // A model id at a branch or tag: the rest is read at the commit config.json came from
+      // (the Hub's X-Repo-Commit), so a push in between cannot mix two versions.
+      if (r.file === 'config.json' && opts.hub && COMMIT.test(res.repoCommit ?? '')) opener.rebase(`${opts.hub.resolve}${res.repoCommit}/`)
+      rethrowWithPath(r.url, () => opener.reply(r.id, res.bytes, res.total))
+      if (kind === 'file') opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: res.total })
+    })
+  }
+}
+
+const FROM_CORE = Symbol('fromCore')
+
+/**
+ * A weights file or model directory behind a URL, opened by the core's opener: its listing at
+ * open, each tensor fetched (its spans, by range requests) and decoded natively when asked for.
+ * Every read touches the network, so every read returns a Promise (`getTensor` and its
+ * `…Async` alias alike); there is no synchronous read.
+ */
+class RemoteWeights {
+  constructor(key, url, native, seen, opts, stats, defaultAs) {
+    if (key !== FROM_CORE) throw codedError('ERR_INVALID_ARGUMENT', 'remote readers come from openWeights, SafeTensorsFile.openUrl, GgufFile.openUrl and Model.loadPretrained')
+    this.url = url
+    this._native = native
+    this._seen = seen
+    this._opts = opts
+    this._stats = stats
+    this._defaultAs = defaultAs
+  }
+
+  _call(fn, tensor) {
+    return rethrowWithPath(this.url, () => fn(this._native), tensor)
+  }
+  get path() { return this.url }
+  /** A model directory's URL (ending in '/'), or null for a file. */
+  get dir() { return this._call((n) => n.base) }
+  get format() { return this._call((n) => n.format) }
+  get config() { return this._call((n) => n.config) }
+  get files() { return this._call((n) => n.files) }
+  get metadata() { return this._call((n) => n.metadata) }
+  get tensorNames() { return this._call((n) => n.tensorNames) }
+  get numParameters() { return this._call((n) => n.numParameters) }
+  get byteLength() { return this._call((n) => n.byteLength) }
+  /** Bytes transferred so far (headers and tensors). */
+  get bytesFetched() { return this._stats.bytesFetched }
+  has(name) { return this._call((n) => n.has(name)) }
+  info(name) { return this._call((n) => n.info(name), name) }
+
+  _options(options) {
+    return this._defaultAs === undefined || options?.as !== undefined ? options : { ...(options ?? {}), as: this._defaultAs }
+  }
+
+  /** The bytes of `spans`, concatenated (null: none to fetch, the file is held). */
+  async _fetch(spans) {
+    if (spans === null) return null
+    const parts = []
+    for (const s of spans) {
+      if (s.length === 0) continue
+      const res = await httpGet(s.url, this._opts, this._stats, { range: [s.start, s.start + s.length - 1], seen: this._seen.get(s.url) })
+      parts.push(res.bytes)
+    }
+    this._opts.onProgress?.({ loadedBytes: this._stats.bytesFetched, totalBytes: this.byteLength })
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts)
+  }
+
+  async getTensor(name, options) {
+    const bytes = await this._fetch(this._call((n) => n.spans(name), name))
+    return this._call((n) => n.serve(name, bytes, this._options(options)), name)
+  }
+
+  async getSlice(name, ranges, options) {
+    const slice = this._call((n) => n.sliceSpans(name, ranges), name)
+    const bytes = await this._fetch(slice === null ? null : slice.spans)
+    return this._call((n) => n.serveSlice(name, ranges, bytes, this._options(options)), name)
+  }
+
+  async tensors(options) {
+    const names = this.tensorNames
+    const results = await mapLimit(names, this._opts.concurrency, (n) => this.getTensor(n, options))
+    const out = {}
+    // Defined, not assigned: a tensor named '__proto__' is data.
+    names.forEach((n, i) => Object.defineProperty(out, n, { value: results[i], writable: true, enumerable: true, configurable: true }))
+    return out
+  }
+
+  getTensorAsync(name, options) { return this.getTensor(name, options) }
+  getSliceAsync(name, ranges, options) { return this.getSlice(name, ranges, options) }
+  tensorsAsync(options) { return this.tensors(options) }
+
+  /** Release the listing now (later calls throw ERR_CLOSED); tensors handed out stay valid. */
+  close() { this._native.close() }
   [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
 }
 
-/** A native `WeightsFile` of a whole file fetched from `url`, reporting what it cost. */
-function wholeFile(url, bytes, format, opts) {
-  const file = rethrowWithPath(url, () => binding.weightsFromBytes(bytes, { format, path: url }))
-  Object.defineProperties(file, { bytesFetched: { value: bytes.length }, _opts: { value: opts } })
+/** A GGUF file behind a URL: `RemoteWeights` with what only GGUF's header has (the header's `GgufFile` view). */
+class RemoteGgufFile extends RemoteWeights {
+  constructor(...args) {
+    super(...args)
+    this._header = this._native.gguf()
+  }
+  _gguf(fn, tensor) {
+    return rethrowWithPath(this.url, () => fn(this._header), tensor)
+  }
+  get version() { return this._gguf((h) => h.version) }
+  get alignment() { return this._gguf((h) => h.alignment) }
+  get dataOffset() { return this._gguf((h) => h.dataOffset) }
+  get metadata() { return this._gguf((h) => h.metadata) }
+  get metadataTypes() { return this._gguf((h) => h.metadataTypes) }
+  info(name) { return this._gguf((h) => h.info(name), name) }
+  close() {
+    this._header?.close()
+    super.close()
+  }
+}
+
+/**
+ * Open a weights file or model directory behind a URL (`kind` as openRemote's), read as
+ * `format` when given: `required` names the format a factory insists on (SafeTensorsFile.openUrl,
+ * GgufFile.openUrl).
+ */
+async function openUrl(url, options, { kind = 'any', format, required, caller, defaultAs } = {}) {
+  if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `${caller} needs an http:// or https:// URL, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`)
+  const opts = settings(options, url)
+  const stats = { bytesFetched: 0 }
+  const { native, seen } = await openRemote(url, kind, format ?? required, opts, stats)
+  const gguf = native.gguf() !== null
+  const file = new (gguf ? RemoteGgufFile : RemoteWeights)(FROM_CORE, url, native, seen, opts, stats, defaultAs)
+  if (kind === 'directory' && options?.onProgress) {
+    for (const f of file.files) options.onProgress({ file: f, loadedBytes: stats.bytesFetched, totalBytes: null })
+  }
   return file
 }
 
-/**
- * Open a weights file behind a URL, recognised by its first bytes as a local file is (or
- * read as `options.format`): SafeTensors lazily (header by range request, tensors on
- * demand), weights.mlx whole (at most CAPS.mlx). Other formats are not read remotely yet.
- */
-async function openRemoteWeights(url, options) {
-  if (!isUrl(url)) throw codedError('ERR_INVALID_ARGUMENT', `openWeights needs a path or an http:// or https:// URL, got ${typeof url}`)
-  const { format: forced, backend: _backend, ...rest } = options ?? {}
-  const opts = settings(rest, url)
-  const stats = { bytesFetched: 0 }
-  const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
-  let format = forced
-  if (format === undefined) {
-    const sniffed = binding.sniffFormat(first.bytes, first.total ?? first.bytes.length)
-    if (typeof sniffed !== 'string') throw codedError('ERR_UNKNOWN_FORMAT', `this is ${sniffed.foreign}, not a weights format this package reads`, { path: url })
-    format = sniffed
-  }
-  if (format === 'safetensors') {
-    const report = () => opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: first.total })
-    if (!first.ranged) return new RemoteWeightsFile(new RemoteSafeTensorsFile(url, wrapLocal(url, first.bytes), opts, stats, true))
-    if (first.total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
-    return new RemoteWeightsFile(await RemoteSafeTensorsFile._fromFirst(url, first, opts, stats, report))
-  }
-  if (format === 'mlx') {
-    let bytes = first.bytes
-    if (first.ranged && first.total > bytes.length) {
-      const name = new URL(url).pathname.split('/').pop() || 'the file'
-      if (first.total > CAPS.mlx) throw codedError('ERR_INVALID_MLX', `${name} is larger than ${CAPS.mlx / MiB} MiB (${first.total} bytes or more), the most read`, { path: url })
-      bytes = Buffer.concat([bytes, (await httpGet(url, opts, stats, { range: [bytes.length, first.total - 1], seen: first.validators })).bytes])
-    }
-    opts.onProgress?.({ loadedBytes: stats.bytesFetched, totalBytes: bytes.length })
-    return wholeFile(url, bytes, 'mlx', opts)
-  }
-  if (format === 'gguf') return require('./remote-gguf.js').RemoteGgufFile._fromFirst(url, first, opts, stats)
-  throw codedError('ERR_INVALID_ARGUMENT', `remote ${format} files are not read yet (SafeTensors, GGUF and weights.mlx are): download the file and open it with openWeights(path)`, { path: url })
+/** `openWeights(url)`: a file of any format, or a model directory. */
+/** `options` without `keys` (as given when it is not an object: settings() refuses it). */
+function without(options, ...keys) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) return options
+  const rest = { ...options }
+  for (const k of keys) delete rest[k]
+  return rest
 }
 
-// ---------------------------------------------------------------------------------------
-// Remote model directories: the core's rules (binding.modelLayout, parseModelConfig,
-// parseShardIndex, checkShards, throwLayoutError), applied to what HTTP fetches.
-
-/** The coded error the core raises for `kind` (the same a local directory gives). */
-function layoutError(kind, path, shard, cause) {
-  try {
-    binding.throwLayoutError(kind, path, shard, cause)
-  } catch (e) {
-    return redacted(e)
-  }
-  return codedError('ERR_IO', `no error for ${kind}`, { path })
-}
-
-/** An error's message without the `path: ` and `tensor '…': ` prefixes. */
-function detailOf(e) {
-  let m = String(e?.message ?? e)
-  if (e?.path && m.startsWith(`${e.path}: `)) m = m.slice(e.path.length + 2)
-  if (e?.tensor && m.startsWith(`tensor '${e.tensor}': `)) m = m.slice(e.tensor.length + 10)
-  return m
-}
-
-/**
- * The URL of the shard `name` (from the index at `indexUrl`) under `base`: the core's rule
- * (the name checked, every byte a URL parser could read as something else percent-encoded),
- * then checked again as fetch will read it: the base's origin, a path below the base's.
- */
-function shardUrl(base, name, indexUrl) {
-  const url = rethrowWithPath(indexUrl, () => binding.shardUrl(base, name))
-  const [at, under] = [new URL(url), new URL(base)]
-  if (at.origin !== under.origin || !at.pathname.startsWith(under.pathname)) {
-    throw codedError('ERR_UNSAFE_PATH', `shard ${JSON.stringify(name)} resolves outside the model directory`, { path: indexUrl })
-  }
-  return url
-}
-
-class RemoteModel {
-  constructor(base, config, format, files, sources, defaultAs) {
-    this.dir = base
-    this.config = config
-    this.format = format
-    this.files = files
-    this._sources = sources // [{ name, file }]: checked against each other by the core
-    this._lookup = new Map()
-    this._defaultAs = defaultAs
-    this._concurrency = sources[0]?.file._opts.concurrency ?? DEFAULTS.concurrency
-    for (const { name, file } of sources) {
-      for (const t of file.tensorNames) this._lookup.set(t, { name, file })
-    }
-  }
-
-  get tensorNames() { return [...this._open()._lookup.keys()] }
-  get numParameters() { return this._sources.reduce((n, s) => n + s.file.numParameters, 0) }
-  /** Bytes transferred so far for this model. */
-  get bytesFetched() { return this._sources.reduce((n, s) => n + s.file.bytesFetched, 0) }
-  has(name) { return this._open()._lookup.has(name) }
-  info(name) { return this._source(name).info(name) }
-
-  _source(name) {
-    const s = this._open()._lookup.get(name)
-    if (!s) throw codedError('ERR_NOT_FOUND', 'no such tensor in the model', { path: this.dir, tensor: name })
-    return s.file
-  }
-  _options(options) { return { as: this._defaultAs, ...(options ?? {}) } }
-
-  getTensor(name, options) { return this._source(name).getTensor(name, this._options(options)) }
-  getTensorAsync(name, options) {
-    try {
-      return this._source(name).getTensorAsync(name, this._options(options))
-    } catch (e) {
-      return Promise.reject(e)
-    }
-  }
-  tensors(options) {
-    const out = {}
-    for (const n of this.tensorNames) out[n] = this.getTensor(n, options)
-    return out
-  }
-  async tensorsAsync(options) {
-    const names = this.tensorNames
-    const results = await mapLimit(names, this._concurrency, (n) => this.getTensorAsync(n, options))
-    const out = {}
-    names.forEach((n, i) => (out[n] = results[i]))
-    return out
-  }
-  predict() {
-    throw codedError('ERR_INVALID_ARGUMENT', 'predict needs the weights locally: save() the model to a directory and load that', { path: this.dir })
-  }
-  /** Close every weight file (later tensor reads throw ERR_CLOSED). */
-  close() {
-    this._closed = true
-    for (const { file } of this._sources) file.close()
-  }
-  _open() {
-    if (this._closed) throw codedError('ERR_CLOSED', 'this Model was closed: load it again to read it', { path: this.dir })
-    return this
-  }
-  [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() { this.close() }
+function openRemoteWeights(url, options) {
+  return openUrl(url, without(options, 'format', 'backend'), { format: options?.format, caller: 'openWeights' })
 }
 
 async function loadPretrainedUrl(url, options) {
-  const opts = settings(options, url)
-  options = options ?? {}
-  if (options.as !== undefined && options.as !== 'native' && options.as !== 'F32') {
-    throw codedError('ERR_INVALID_ARGUMENT', `options.as must be 'native' or 'F32', not '${options.as}'`)
+  const as = options?.as
+  if (as !== undefined && as !== 'native' && as !== 'F32') {
+    throw codedError('ERR_INVALID_ARGUMENT', `options.as must be 'native' or 'F32', not '${as}'`)
   }
-  let base = url.endsWith('/') ? url : `${url}/`
-  const stats = { bytesFetched: 0 }
-  const progress = (file, loaded, total) => options.onProgress?.({ file, loadedBytes: loaded, totalBytes: total })
-  const fileOpts = { ...opts, onProgress: undefined, [HUB]: opts.hub, [HOME]: opts.home }
-
-  const layout = binding.modelLayout()
-  const configUrl = base + layout.configFile
-  const configBody = await httpGet(configUrl, opts, stats, { limit: layout.configMaxBytes, what: layout.configFile, code: 'ERR_INVALID_MODEL' })
-  const config = rethrowWithPath(configUrl, () => binding.parseModelConfig(configBody.bytes))
-  // A model id at a branch or tag: the rest is read at the commit config.json came from
-  // (the Hub's X-Repo-Commit), so a push in between cannot mix two versions.
-  if (opts.hub && COMMIT.test(configBody.repoCommit ?? '')) base = `${opts.hub.resolve}${configBody.repoCommit}/`
-
-  for (const { file: name, layout: kind } of layout.discovery) {
-    if (kind === 'file') {
-      let file
-      try {
-        file = await openRemoteWeights(base + name, fileOpts)
-      } catch (e) {
-        if (e.code === 'ERR_NOT_FOUND') continue
-        throw e
-      }
-      progress(name, file.bytesFetched, file.bytesFetched)
-      return new RemoteModel(base, config, file.format, [name], [{ name, file }], options.as)
-    }
-    let index
-    try {
-      index = await httpGet(base + name, opts, stats, { limit: layout.indexMaxBytes, what: name, code: 'ERR_INVALID_MODEL' })
-    } catch (e) {
-      if (e.code === 'ERR_NOT_FOUND') continue
-      throw e
-    }
-    const indexUrl = base + name
-    const shardNames = rethrowWithPath(indexUrl, () => binding.parseShardIndex(index.bytes))
-    const sources = []
-    let loaded = 0
-    for (const shard of shardNames) {
-      const at = shardUrl(base, shard, indexUrl)
-      let file
-      try {
-        file = await RemoteSafeTensorsFile.open(at, fileOpts)
-      } catch (e) {
-        if (e.code === 'ERR_NOT_FOUND') throw layoutError('shard-missing', at)
-        if (e.code === 'ERR_UNKNOWN_FORMAT') throw e
-        throw layoutError('shard-failed', e.path ?? at, shard, { code: String(e.code ?? 'ERR_IO'), detail: detailOf(e), tensor: e.tensor })
-      }
-      loaded += file.bytesFetched
-      progress(shard, loaded, null)
-      sources.push({ name: shard, file })
-    }
-    rethrowWithPath(indexUrl, () => binding.checkShards(index.bytes, sources.map(({ file }) => ({ path: file.url, tensorNames: file.tensorNames }))))
-    return new RemoteModel(base, config, 'sharded-safetensors', shardNames, sources, options.as)
-  }
-  throw layoutError('no-weights', base)
+  return openUrl(url.endsWith('/') ? url : `${url}/`, without(options, 'as'), { kind: 'directory', caller: 'loadPretrained', defaultAs: as })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -681,109 +533,83 @@ async function loadPretrainedUrl(url, options) {
 /** Bytes fetched per range request when copying a file. */
 const COPY_CHUNK = 16 * MiB
 
-/** Write `bytes` at `position` of the open file `fd`. */
-function writeAt(fd, bytes, position) {
-  let done = 0
-  while (done < bytes.length) done += fs().writeSync(fd, bytes, done, bytes.length - done, position + done)
-}
-
-const fs = () => require('node:fs')
-
-/**
- * Copy the file at `url` to `dest` (a new file): whole, by ranges of COPY_CHUNK (each checked
- * against the first response's validators), or, when `data` is false and it is SafeTensors,
- * its header only in a sparse file of the same length; at most `limit` + 1 bytes of it (the
- * rest sparse). A missing file is ERR_NOT_FOUND.
- */
-async function copyFile(url, dest, data, opts, stats, limit = Infinity) {
-  const first = await httpGet(url, opts, stats, { range: [0, FIRST_REQUEST_BYTES - 1] })
-  if (first.ranged && first.total === null) throw codedError('ERR_IO', 'the server did not report the file size (Content-Range: */*)', { path: url })
+/** Write `bytes` at `position` of the file `dest` (created, with its directory, if new). */
+function writeAt(dest, bytes, position) {
   fs().mkdirSync(require('node:path').dirname(dest), { recursive: true })
-  const fd = fs().openSync(dest, 'wx', 0o600)
+  const fd = fs().openSync(dest, fs().existsSync(dest) ? 'r+' : 'wx', 0o600)
   try {
-    writeAt(fd, first.bytes, 0)
-    if (!first.ranged) return first.repoCommit
-    const total = first.total
-    let end = total
-    if (!data && binding.sniffFormat(first.bytes, total) === 'safetensors') {
-      const need = binding.safetensorsHeaderEnd(first.bytes, total)
-      end = need === null ? first.bytes.length : Math.min(total, Math.max(need, first.bytes.length))
-    }
-    // A file read whole under a cap (config.json, an index): past the cap the reader refuses
-    // it from its length, so the copy needs no more than the cap + 1 bytes.
-    end = Math.min(end, limit + 1)
-    for (let at = first.bytes.length; at < end; at += COPY_CHUNK) {
-      const part = await httpGet(url, opts, stats, { range: [at, Math.min(end, at + COPY_CHUNK) - 1], seen: first.validators })
-      writeAt(fd, part.bytes, at)
-    }
-    fs().ftruncateSync(fd, total)
-    return first.repoCommit
+    let done = 0
+    while (done < bytes.length) done += fs().writeSync(fd, bytes, done, bytes.length - done, position + done)
   } finally {
     fs().closeSync(fd)
   }
 }
 
+const fs = () => require('node:fs')
+
 /**
- * A local copy of what `url` names in `root`: a file, or (a URL ending in `/`, or one whose
- * file is not found but whose `config.json` is) a model directory: config.json, the weight
- * files of the discovery order that exist, an index and its shards (names checked by the
- * core first), and, when `data` is wanted (a conversion), the companion files beside them. Files the server lacks are left out, so the native call reports them as it
- * would locally. Resolves to `{ local, dir }`: the local path standing for `url`, and whether
- * it is a directory.
+ * A local copy of what `url` names in `root`, made of what the core's opener reads (the same
+ * requests as openWeights: headers, whole small files, a directory's config.json and index),
+ * each file a sparse file of its full length holding the bytes read at their offsets; when
+ * `data` is wanted (a conversion), the rest of each weight file and the companion files the
+ * server has. Files the server lacks are left out, so the native call reports them as it
+ * would locally. Resolves to `{ local, dir, error }`: the local path standing for `url`,
+ * whether it is a directory, and the opener's error if the bytes did not open (the native
+ * call then gives the local verdict on the same bytes); an error of the HTTP layer is thrown.
  */
 async function copyTarget(url, root, data, opts, stats) {
   const path = require('node:path')
-  /** Copy one file of the directory: its X-Repo-Commit (or null), or false when it is missing. */
-  const tryCopy = async (u, dest, limit) => {
-    try {
-      return (await copyFile(u, dest, data, opts, stats, limit)) ?? null
-    } catch (e) {
-      if (e.code === 'ERR_NOT_FOUND') return false
-      throw e
-    }
-  }
-  const layout = binding.modelLayout()
   // The copy keeps the URL's last name where it is a plain one (reports name the URL anyway;
   // a GGUF's general.name is the directory's name, as locally).
   const plainName = (u, fallback) => {
     const last = new URL(u).pathname.split('/').filter(Boolean).pop() ?? ''
     return /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$/.test(last) ? last : fallback
   }
-  let base = url
-  if (!url.endsWith('/')) {
-    const dest = path.join(root, plainName(url, 'file'))
-    try {
-      await copyFile(url, dest, data, opts, stats)
-      return { local: dest, dir: false }
-    } catch (e) {
-      if (e.code !== 'ERR_NOT_FOUND') throw e
-      // Perhaps a directory written without its trailing slash.
-      const config = await httpGet(`${url}/${layout.configFile}`, opts, stats, { limit: layout.configMaxBytes, what: layout.configFile, code: 'ERR_INVALID_MODEL' }).catch(() => null)
-      if (config === null) throw e
-      base = `${url}/`
+  const fileDest = path.join(root, plainName(url, 'file'))
+  const dirRoot = path.join(root, 'dir', plainName(url.endsWith('/') ? url : `${url}/`, 'model'))
+  const destOf = (file) => (file === '' ? fileDest : path.join(dirRoot, ...file.split('/')))
+  const files = new Map() // file → { url, total, have: bytes copied }
+  const record = (r, res) => {
+    const dest = destOf(r.file)
+    writeAt(dest, res.bytes, r.cap != null || !res.ranged ? 0 : r.start)
+    if (!files.has(r.file)) {
+      files.set(r.file, { url: r.url, total: res.total, have: 0 })
+      fs().truncateSync(dest, res.total)
+    }
+    files.get(r.file).have += res.bytes.length
+  }
+  let native = null
+  let error = null
+  try {
+    native = (await openRemote(url, 'any', undefined, opts, stats, record)).native
+  } catch (e) {
+    if (e?.[FROM_HTTP] || files.size === 0) throw e
+    error = e
+  }
+  const dir = [...files.keys()].some((f) => f !== '')
+  if (data && native !== null) {
+    const seen = new Map()
+    for (const [file, { url: at, total, have }] of files) {
+      const dest = destOf(file)
+      if (have >= total) continue
+      for (let start = 0; start < total; start += COPY_CHUNK) {
+        const res = await httpGet(at, opts, stats, { range: [start, Math.min(total, start + COPY_CHUNK) - 1], seen: seen.get(at) })
+        if (!seen.has(at)) seen.set(at, res.validators)
+        writeAt(dest, res.bytes, start)
+      }
+    }
+    // A conversion reads the tokenizer and the files beside it as well (those the server has).
+    for (const { file, url: at, cap } of native.companions()) {
+      try {
+        const res = await httpGet(at, opts, stats, { limit: cap, what: file, code: 'ERR_INVALID_MODEL' })
+        writeAt(destOf(file), res.bytes, 0)
+      } catch (e) {
+        if (!e?.[MISSING]) throw e
+      }
     }
   }
-  const dir = path.join(root, 'dir', plainName(base, 'model'))
-  fs().mkdirSync(dir, { recursive: true })
-  // A model id without config.json is a model the endpoint does not have (its error says so).
-  const configDest = path.join(dir, layout.configFile)
-  const commit = opts.hub ? await copyFile(base + layout.configFile, configDest, data, opts, stats, layout.configMaxBytes) : await tryCopy(base + layout.configFile, configDest, layout.configMaxBytes)
-  // A model id: the rest at config.json's commit, as loadPretrainedUrl reads it.
-  if (opts.hub && COMMIT.test(commit || '')) base = `${opts.hub.resolve}${commit}/`
-  for (const { file: name, layout: kind } of layout.discovery) {
-    if ((await tryCopy(base + name, path.join(dir, name), kind === 'sharded' ? layout.indexMaxBytes : Infinity)) === false) continue
-    // An index past its cap is left for the native call to refuse (from its length).
-    if (kind === 'sharded' && fs().statSync(path.join(dir, name)).size <= layout.indexMaxBytes) {
-      const shards = rethrowWithPath(base + name, () => binding.parseShardIndex(fs().readFileSync(path.join(dir, name))))
-      for (const shard of shards) await tryCopy(shardUrl(base, shard, base + name), path.join(dir, ...shard.split('/')))
-    }
-    break
-  }
-  // A conversion reads the tokenizer and the files beside it as well (those the server has).
-  if (data) {
-    for (const name of layout.companionFiles) await tryCopy(shardUrl(base, name, base), path.join(dir, ...name.split('/')), layout.companionMaxBytes)
-  }
-  return { local: dir, dir: true }
+  native?.close()
+  return { local: dir ? dirRoot : fileDest, dir, error }
 }
 
 /** `value` with every string's `from` replaced by `to` (reports, errors). */
@@ -808,6 +634,8 @@ async function withLocalCopy(url, data, options, fn, onCopyError) {
   try {
     try {
       const copy = await copyTarget(url, root, data, opts, { bytesFetched: 0 })
+      // A conversion needs bytes that opened; inspect and validate report on what did not.
+      if (copy.error && data) throw copy.error
       local = copy.local
       shown = redactUrl(copy.dir ? url.replace(/\/?$/, '') : url)
     } catch (e) {
@@ -934,4 +762,4 @@ async function loadPretrained(target, options, loadDir) {
   return loadPretrainedUrl(where.url, { ...(options ?? {}), [HUB]: where.hub })
 }
 
-module.exports = { redactUrl, withLocalCopy, withTarget, loadPretrained, resolveTarget, RemoteSafeTensorsFile, RemoteWeightsFile, RemoteModel, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, mapLimit, checkAborted, hubOptions, hubNetwork, cacheVars, shardUrl, sleep, HUB, FIRST_REQUEST_BYTES }
+module.exports = { redactUrl, withLocalCopy, withTarget, loadPretrained, resolveTarget, openUrl, loadPretrainedUrl, openRemoteWeights, isUrl, codedError, httpGet, settings, rethrowWithPath, checkAborted, hubOptions, hubNetwork, cacheVars, sleep, HUB }

@@ -226,6 +226,27 @@ impl SafeTensorsFile {
         })
     }
 
+    /// `getSlice` off the event loop.
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
+        ts_return_type = "Promise<Tensor>"
+    )]
+    pub fn get_slice_async(
+        &self,
+        env: Env,
+        name: String,
+        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+        options: Option<GetOptions>,
+    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
+        guard(&env, "SafeTensorsFile.getSliceAsync", || {
+            Ok(self
+                .inner
+                .get_slice_async(name, &ranges, &options, ReadAs::Native))
+        })
+    }
+
     /// Every tensor, keyed by name in data-offset order.
     #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
     pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {

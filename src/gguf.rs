@@ -6,13 +6,13 @@
 
 use crate::args::{parse_backend, GetOptions};
 use crate::error::{guard, CoreResult, OrThrow};
-use crate::handle::{own_record, shape_to_js, SourceHandle, StringRecord, Tensor, TensorRecord};
+use crate::handle::{own_record, SourceHandle, StringRecord, Tensor, TensorRecord};
 use crate::tasks::CoreTask;
 use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use stcore::format::gguf::{GgufArray, GgufHeader, GgufSource, GgufValue};
+use stcore::format::gguf::{GgufArray, GgufSource, GgufValue};
 use stcore::format::OpenOptions;
 use stcore::memory::Backend;
 use stcore::TensorSource;
@@ -46,11 +46,16 @@ pub(crate) fn open_gguf(path: &str, backend: CoreResult<Backend>) -> CoreResult<
 
 impl GgufFile {
     pub(crate) fn wrap(source: GgufSource, origin: Option<String>) -> GgufFile {
+        GgufFile::wrap_shared(Arc::new(source), origin)
+    }
+
+    /// A `GgufFile` over a source shared with another holder (a remote file's header).
+    pub(crate) fn wrap_shared(source: Arc<GgufSource>, origin: Option<String>) -> GgufFile {
         let path = origin
             .clone()
             .or_else(|| source.path().map(|p| p.display().to_string()));
         GgufFile {
-            inner: SourceHandle::new("GgufFile", path, Arc::new(source)),
+            inner: SourceHandle::new("GgufFile", path, source),
             origin,
             metadata: RefCell::new(None),
         }
@@ -462,105 +467,4 @@ unsafe fn js_array(
         }
     }
     Ok(array)
-}
-
-/// The header of a remote GGUF file from its first bytes `head` (of a file of `fileLen`
-/// bytes): a `GgufFile` holding only the header, or the number of bytes the header needs
-/// when `head` is too short. Internal: lib/remote-gguf.js fetches by range requests.
-#[napi(
-    catch_unwind,
-    strict,
-    ts_args_type = "head: Uint8Array, fileLen: number, url: string",
-    ts_return_type = "GgufFile | number"
-)]
-pub fn gguf_from_header(
-    env: Env,
-    head: Unknown,
-    file_len: f64,
-    url: String,
-) -> napi::Result<Either<GgufFile, f64>> {
-    guard(&env, "ggufFromHeader", || {
-        let run = || -> CoreResult<Either<GgufFile, f64>> {
-            if !(file_len.fract() == 0.0 && (0.0..=9007199254740991.0).contains(&file_len)) {
-                return Err(crate::error::invalid_argument(format!(
-                    "fileLen must be a non-negative integer, got {file_len}"
-                )));
-            }
-            let view = crate::args::bytes_arg(&head, "head")?;
-            let parsed = crate::args::with_view(&view, |b| {
-                stcore::format::gguf::parse_header(b, file_len as u64)
-            })
-            .map_err(|e| e.with_path(&url))?;
-            Ok(match parsed {
-                GgufHeader::NeedBytes(n) => Either::B(n as f64),
-                GgufHeader::Parsed(parts) => Either::A(GgufFile::wrap(
-                    GgufSource::from_header(parts, file_len as u64)?,
-                    Some(url.clone()),
-                )),
-            })
-        };
-        run().or_throw(&env)
-    })
-}
-
-/// `[start, end)` of a tensor's stored bytes in the file. Internal (lib/remote-gguf.js).
-#[napi(catch_unwind, strict, ts_return_type = "[number, number]")]
-pub fn gguf_tensor_range(env: Env, file: &GgufFile, name: String) -> napi::Result<Vec<f64>> {
-    guard(&env, "ggufTensorRange", || {
-        let run = || -> CoreResult<Vec<f64>> {
-            let inner = file.inner.get()?;
-            let t = inner.info(&name)?;
-            let start = inner.file_offset(&name).unwrap_or(0);
-            Ok(vec![start as f64, (start + t.stored_len) as f64])
-        };
-        run().or_throw(&env)
-    })
-}
-
-/// A tensor of `file` from its stored bytes (fetched separately), as `getTensor` gives it.
-/// Internal (lib/remote-gguf.js).
-#[napi(
-    catch_unwind,
-    strict,
-    ts_args_type = "file: GgufFile, name: string, bytes: Uint8Array, options?: GetOptions"
-)]
-pub fn gguf_decode_tensor(
-    env: Env,
-    file: &GgufFile,
-    name: String,
-    bytes: Unknown,
-    options: Option<GetOptions>,
-) -> napi::Result<Tensor> {
-    guard(&env, "ggufDecodeTensor", || {
-        let run = || -> CoreResult<Tensor> {
-            // `options` was converted before this body ran: the bytes are taken last, copied.
-            let mode = GetOptions::mode(&options, ReadAs::Native)?;
-            let inner = file.inner.get()?;
-            let t = inner.info(&name)?;
-            let view = crate::args::bytes_arg(&bytes, "bytes")?;
-            let raw = crate::args::with_view(&view, |b| Ok(b.to_vec()))?;
-            use crate::typed::{decoded_f32, to_typed_array};
-            use stcore::format::gguf::Served;
-            use stcore::format::safetensors::TensorBytes;
-            // `serve_stored` checks the length against the file's description of the tensor.
-            let data = match (mode.as_, inner.serve_stored(&name, raw)?) {
-                (_, Served::Bytes(b)) => to_typed_array(t.dtype, b, mode),
-                (ReadAs::Raw, Served::Decoder(d)) => to_typed_array(t.dtype, d.stored, mode),
-                // Block types decode straight into the output array, as local reads do.
-                (ReadAs::Native | ReadAs::F32, Served::Decoder(d)) => decoded_f32(t.numel(), d),
-                (ReadAs::F64, Served::Decoder(d)) => {
-                    let bytes = TensorBytes::Owned(d.decode_to_bytes(t.numel())?);
-                    to_typed_array(t.dtype, bytes, mode)
-                }
-            }
-            .map_err(|e| e.with_tensor(&name))?;
-            Ok(Tensor {
-                name: t.name.clone(),
-                dtype: t.dtype.name().to_string(),
-                shape: shape_to_js(&t.shape),
-                data,
-            })
-        };
-        run().or_throw(&env)
-    })
 }

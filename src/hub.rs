@@ -376,3 +376,78 @@ pub fn diff_weights(
         }))
     })
 }
+
+/// The URL of the shard `name` of the model whose files lie under `base` (an http(s) URL
+/// ending in `/`): the name checked (ERR_UNSAFE_PATH) and percent-encoded, so the URL stays
+/// under `base` whatever its parser deletes or decodes.
+#[napi(catch_unwind, strict)]
+pub fn shard_url(env: Env, base: String, name: String) -> napi::Result<String> {
+    guard(&env, "shardUrl", || {
+        stcore::pretrained::layout::shard_url(&base, &name).or_throw(&env)
+    })
+}
+
+/// Where a Hugging Face model id stands in the local cache (from `resolveModelId`).
+#[napi(object, object_from_js = false)]
+pub struct ModelIdTarget {
+    pub id: String,
+    pub revision: String,
+    /// The cache directory looked in (null: no HF_HUB_CACHE / HF_HOME / home directory).
+    pub cache_dir: Option<String>,
+    /// The commit the revision names in the cache, if the cache knows it.
+    pub commit: Option<String>,
+    /// The cached snapshot directory holding config.json and weights, if any.
+    pub snapshot: Option<String>,
+}
+
+/// `target` as a Hugging Face model id: null when it names an existing path or does not look
+/// like `org/name` (it is then a path); ERR_INVALID_ARGUMENT for an id (or revision) that
+/// breaks huggingface_hub's rules; else the id's place in the cache (`cacheDir`, else the one
+/// `vars` name: HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME / HOME, passed from `process.env`,
+/// which a worker thread keeps apart from the process's). Reads the filesystem, never the
+/// network.
+#[napi(catch_unwind, strict)]
+pub fn resolve_model_id(
+    env: Env,
+    target: String,
+    revision: Option<String>,
+    cache_dir: Option<String>,
+    vars: std::collections::HashMap<String, String>,
+) -> napi::Result<Option<ModelIdTarget>> {
+    guard(&env, "resolveModelId", || {
+        use stcore::pretrained::hub;
+        let run = || -> CoreResult<Option<ModelIdTarget>> {
+            if !hub::looks_like_model_id(&target) || std::fs::symlink_metadata(&target).is_ok() {
+                return Ok(None);
+            }
+            hub::check_model_id(&target).map_err(|e| {
+                invalid_argument(format!(
+                    "there is no file or directory '{target}', and {}",
+                    e.detail()
+                ))
+            })?;
+            let revision = revision.unwrap_or_else(|| hub::DEFAULT_REVISION.to_string());
+            hub::check_revision(&revision)?;
+            let cache = match cache_dir {
+                Some(dir) if dir.is_empty() => {
+                    return Err(invalid_argument("options.cacheDir must not be empty"))
+                }
+                Some(dir) => Some(std::path::PathBuf::from(dir)),
+                None => hub::default_cache_dir(|k| vars.get(k).cloned()),
+            };
+            let found = match &cache {
+                Some(c) => Some(hub::find_cached(c, &target, &revision)?),
+                None => None,
+            };
+            let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+            Ok(Some(ModelIdTarget {
+                id: target.clone(),
+                revision,
+                cache_dir: cache.as_deref().map(text),
+                commit: found.as_ref().and_then(|f| f.commit.clone()),
+                snapshot: found.and_then(|f| f.snapshot).as_deref().map(text),
+            }))
+        };
+        run().or_throw(&env)
+    })
+}

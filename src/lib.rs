@@ -10,7 +10,6 @@ mod file;
 mod gguf;
 mod handle;
 mod hub;
-mod layout;
 mod metadata;
 mod model;
 mod models;

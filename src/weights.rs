@@ -3,7 +3,7 @@
 //! only converts arguments and hands tensors out as typed arrays (views of the mapping
 //! where the bytes allow, as `SafeTensorsFile` does).
 
-use crate::args::{bytes_arg, parse_backend, with_view, GetOptions};
+use crate::args::{parse_backend, GetOptions};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::gguf::GgufFile;
@@ -17,7 +17,7 @@ use stcore::{OpenOptions, TensorSource, WeightsFormat};
 use std::path::Path;
 use std::sync::Arc;
 
-fn parse_format(name: Option<String>) -> CoreResult<Option<WeightsFormat>> {
+pub(crate) fn parse_format(name: Option<String>) -> CoreResult<Option<WeightsFormat>> {
     name.map(|n| {
         WeightsFormat::from_name(&n).ok_or_else(|| {
             let names: Vec<String> = WeightsFormat::ALL
@@ -128,54 +128,6 @@ pub fn open_weights_async(
     guard(&env, "openWeightsAsync", || {
         let args = open_args(&options);
         Ok(CoreTask::new(move || open_source(&path, args)))
-    })
-}
-
-/// A whole file held in memory (copied), recognised by its bytes or read as
-/// `options.format`; `options.path` names where it came from. Internal: lib/remote.js reads
-/// remote files fetched whole with it.
-#[napi(
-    catch_unwind,
-    strict,
-    ts_args_type = "bytes: Uint8Array, options?: { format?: WeightsFormat; path?: string }",
-    ts_return_type = "WeightsFile | GgufFile"
-)]
-pub fn weights_from_bytes(
-    env: Env,
-    bytes: Unknown,
-    options: Option<Object>,
-) -> napi::Result<Opened> {
-    guard(&env, "weightsFromBytes", || {
-        let run = || -> CoreResult<Opened> {
-            // Every property first, then the bytes (see crate::args).
-            let format = parse_format(option::<String>(&options, "format")?)?;
-            let origin = option::<String>(&options, "path")?;
-            let bytes = bytes_arg(&bytes, "bytes")?;
-            let bytes = with_view(&bytes, |b| Ok(b.to_vec()))?;
-            let gguf = match format {
-                Some(f) => f == WeightsFormat::Gguf,
-                None => {
-                    stcore::format::detect::sniff(&stcore::format::detect::Head::of(&bytes))
-                        == stcore::format::detect::Detected::Format(WeightsFormat::Gguf)
-                }
-            };
-            if gguf {
-                let memory = Arc::new(stcore::memory::Memory::Owned(bytes));
-                let source = stcore::format::gguf::GgufSource::from_memory(memory);
-                let source = match &origin {
-                    Some(p) => source.map_err(|e| e.with_path(p))?,
-                    None => source?,
-                };
-                return Ok(Either::B(GgufFile::wrap(source, origin)));
-            }
-            let source = stcore::format::open_bytes(bytes, format);
-            let source = match &origin {
-                Some(p) => source.map_err(|e| e.with_path(p))?,
-                None => source?,
-            };
-            Ok(Either::A(WeightsFile::wrap(Arc::from(source), origin)))
-        };
-        run().or_throw(&env)
     })
 }
 

@@ -320,10 +320,23 @@ async function tensorCases() {
   }
 }
 
-// decodeTensor(name, dtype, shape, bytes, options): the options and the shape's elements are
-// read while `bytes` is already an argument.
-async function decodeCases() {
-  const hookPoints = ['options.as getter', 'options.copy getter', 'shape element getter']
+/** The remote reader of `file` (bytes in memory), opened through the core's opener. */
+function remoteOf(file) {
+  const opener = binding.RemoteOpener.create('mem://file', 'file', null)
+  for (;;) {
+    const step = opener.step()
+    if (!Array.isArray(step)) return step
+    for (const r of step) opener.reply(r.id, file.subarray(r.start, Math.min(r.end, file.length)), file.length)
+  }
+}
+
+// RemoteWeights#serve(name, bytes, options) and #serveSlice(name, ranges, bytes, options): the
+// options and the ranges' elements are read while `bytes` is already an argument.
+async function serveCases() {
+  // `w` (1024 F32, 4096 bytes) read by its range: the file is larger than the first range.
+  const file = st.serialize({ w: { shape: [1024], data: new Float32Array(1024) }, pad: { shape: [30_000], data: new Float32Array(30_000) } })
+  const remote = remoteOf(file)
+  const hookPoints = ['options.as getter', 'options.copy getter', 'ranges element getter']
   const actions = [
     ['detach', 'plain'], ['transfer', 'plain'], ['detach+gc', 'plain'], ['shrink', 'resizable'],
     ['shrink', 'fixed-on-resizable'], ['grow', 'resizable'], ['rewrite', 'plain'], ['gc', 'plain'],
@@ -336,13 +349,13 @@ async function decodeCases() {
         const options = { copy: false, as }
         if (hookPoint === 'options.as getter') Object.defineProperty(options, 'as', { get() { act(); return as } })
         if (hookPoint === 'options.copy getter') Object.defineProperty(options, 'copy', { get() { act(); return false } })
-        const shape = [1024]
-        if (hookPoint === 'shape element getter') Object.defineProperty(shape, 0, { get() { act(); return 1024 } })
-        const id = `decodeTensor | ${hookPoint} | ${action} (${style}) | as ${as}`
+        const range = [0, 1024]
+        if (hookPoint === 'ranges element getter') Object.defineProperty(range, 0, { get() { act(); return 0 } })
+        const id = `RemoteWeights#serve | ${hookPoint} | ${action} (${style}) | as ${as}`
         let error = null
         let t = null
         try {
-          t = binding.decodeTensor('w', 'F32', shape, bytes, options)
+          t = hookPoint === 'ranges element getter' ? remote.serveSlice('w', [range], bytes, options) : remote.serve('w', bytes, options)
         } catch (e) {
           error = e
         }
@@ -372,16 +385,15 @@ async function decodeCases() {
 // already detached or shared must be refused, and a resized one read at its current size.
 async function singleBufferCases() {
   const file = st.serialize({ w: { shape: [2], data: new Float32Array([1, 2]) } })
-  const json = Buffer.from('{"model_type": "x", "weight_map": {"w": "a.safetensors"}}')
   const cases = {
     'SafeTensorsFile.fromBytes': [file, (b) => st.SafeTensorsFile.fromBytes(b).getTensor('w').data],
-    safetensorsFromHeader: [file, (b) => binding.safetensorsFromHeader(b, file.length, 'mem').tensorNames],
-    weightsFromBytes: [file, (b) => binding.weightsFromBytes(b).getTensor('w').data],
-    sniffFormat: [file, (b) => binding.sniffFormat(b, file.length)],
-    safetensorsHeaderEnd: [file, (b) => binding.safetensorsHeaderEnd(b, file.length)],
-    parseModelConfig: [json, (b) => binding.parseModelConfig(b)],
-    parseShardIndex: [json, (b) => binding.parseShardIndex(b)],
-    checkShards: [json, (b) => binding.checkShards(b, [{ path: 'a', tensorNames: ['w'] }])],
+    // The first reply: the whole (small) file, then served from memory.
+    'RemoteOpener#reply': [file, (b) => {
+      const opener = binding.RemoteOpener.create('mem://file', 'file', null)
+      const [r] = opener.step()
+      opener.reply(r.id, b, file.length)
+      return opener.step().serve('w', null).data
+    }],
   }
   for (const [fn, [src, call]] of Object.entries(cases)) {
     const variants = [
@@ -405,34 +417,11 @@ async function singleBufferCases() {
       } catch (e) {
         error = e
       }
-      const wrongData = (fn === 'SafeTensorsFile.fromBytes' || fn === 'weightsFromBytes') && Array.from(value ?? []).join() !== '1,2'
+      const wrongData = Array.from(value ?? []).join() !== '1,2'
       if (code) judge(id, { code }, error, null)
       else if (error) report(id, String(error.code), 'data', error.message)
       else report(id, 'data', 'data', wrongData ? `read ${Array.from(value)}` : null)
     }
-  }
-  // Entries whose other arguments are read after the buffer's handle: a getter there that
-  // detaches the buffer must leave it refused, never read.
-  const hooked = {
-    'weightsFromBytes | options.format getter detaches': () => {
-      const b = new Uint8Array(file)
-      const options = {}
-      Object.defineProperty(options, 'format', { get() { detach(b.buffer); return undefined } })
-      return binding.weightsFromBytes(b, options)
-    },
-    'checkShards | a shard path getter detaches': () => {
-      const b = new Uint8Array(json)
-      return binding.checkShards(b, [{ get path() { detach(b.buffer); return 'a' }, tensorNames: ['w'] }])
-    },
-  }
-  for (const [id, call] of Object.entries(hooked)) {
-    let error = null
-    try {
-      call()
-    } catch (e) {
-      error = e
-    }
-    judge(id, { code: 'ERR_INVALID_ARGUMENT' }, error, null)
   }
 }
 
@@ -620,7 +609,7 @@ async function main() {
   fs.mkdirSync(dir, { recursive: true })
   if (mode === 'cases') {
     await tensorCases()
-    await decodeCases()
+    await serveCases()
     await singleBufferCases()
     await matrixCases()
   } else if (mode === 'random') {

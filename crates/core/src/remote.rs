@@ -29,21 +29,37 @@
 //! weights.mlx), are read whole up to [`WHOLE_FILE_MAX_BYTES`] and opened by
 //! [`format::open_bytes`], as a file held in memory.
 //!
+//! A model directory ([`Opener::directory`], or [`Opener::any`] of a file that does not
+//! exist) is opened as a local `pretrained::ModelDir` is: `config.json` (whole, at most
+//! [`layout::CONFIG_MAX_BYTES`]), then the first weight file of [`layout::DISCOVERY`] that
+//! exists (a [`Reply::NotFound`] moves on to the next), or a sharded index (whole, at most
+//! [`layout::INDEX_MAX_BYTES`]) with every shard it names opened as a single file (the
+//! shards' requests go together) and checked against the index by
+//! [`ShardedSource::assemble`]: the same errors, codes and messages. Files of a directory are
+//! named relative to it and located by [`layout::shard_url`] (percent-encoded, so they stay
+//! under its URL).
+//!
 //! What [`Step::Ready`] gives, [`RemoteFile`], lists the tensors (its [`RemoteFile::source`]
 //! is a [`TensorSource`] whose `tensors`, `metadata`, `info` and `stored_range` are the
-//! local reader's). Where [`RemoteFile::is_whole`], the source also serves every tensor
-//! (`fetch`, `f32_decoder`, `select`). Otherwise the driver fetches a tensor's
-//! [`RemoteFile::spans`] and hands the bytes, concatenated in span order, to
-//! [`RemoteFile::serve`], which gives what `fetch` / `f32_decoder` give locally.
+//! local reader's). Where [`RemoteFile::holds`] a tensor (its file was read whole), the
+//! source also serves it (`fetch`, `f32_decoder`, `select`). Otherwise the driver fetches the
+//! tensor's [`RemoteFile::spans`] and hands the bytes, concatenated in span order, to
+//! [`RemoteFile::serve`], which gives what `fetch` / `f32_decoder` give locally. A
+//! directory's companion files (tokenizers, templates: [`RemoteFile::companions`]) are
+//! fetched by the driver when it needs them, each whole and at most
+//! [`layout::COMPANION_MAX_BYTES`].
 
 use crate::error::{CoreError, ErrorKind, Result};
-use crate::format::detect::{self, Detected, Head};
-use crate::format::gguf::{self, GgufHeader, GgufSource, Served};
-use crate::format::safetensors::SafeTensors;
-use crate::format::{self};
+use crate::format::gguf::{GgufSource, Served};
 use crate::memory::TensorBytes;
-use crate::slice::SliceArg;
-use crate::source::{TensorSource, WeightsFormat};
+use crate::pretrained::layout::{self, Layout, ShardIndex};
+use crate::pretrained::sharded::ShardedSource;
+use crate::slice::{SliceArg, SlicePlan};
+use crate::source::{SourceFile, TensorSource, WeightsFormat};
+use std::path::Path;
+
+mod file;
+use file::{FileOpen, Next, Part};
 
 /// The first range asked of a file: the recognisers' head and, for most files, the whole
 /// SafeTensors or GGUF header.
@@ -60,15 +76,19 @@ pub type RequestId = u64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub id: RequestId,
-    /// The file, relative to the base; `""` is the file the opener was made for.
+    /// The file, relative to the model directory; `""` is the origin itself.
     pub file: String,
+    /// Where the file is: the origin, or [`layout::shard_url`] of `file` under the directory.
+    pub url: String,
     pub want: Want,
 }
 
 /// Which bytes of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {
-    /// `[start, end)`; a reply may be shorter only where the file ends before `end`.
+    /// `[start, end)`; a reply may be shorter only where the file ends before `end`. A reply
+    /// to the first range of a file may instead be the whole file (a server that ignores
+    /// ranges), which is then read as a file in memory.
     Range { start: u64, end: u64 },
     /// The whole file, refused past `cap` bytes (a JSON file, whose length is unknown).
     Whole { cap: u64 },
@@ -94,86 +114,211 @@ pub enum Step {
     Ready(Box<RemoteFile>),
 }
 
-/// Where stored bytes lie: `len` bytes from `start` of `file` (relative to the base, `""`
-/// the file itself).
+/// Where stored bytes lie: `len` bytes from `start` of `file` (relative to the model
+/// directory, `""` the origin), at `url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Span {
     pub file: String,
+    pub url: String,
     pub start: u64,
     pub len: u64,
 }
 
-/// An open remote file: its tensors listed, and how each one's bytes are read.
+/// How the tensors of one file are read.
+#[derive(Debug, Clone)]
+struct FileRead {
+    file: String,
+    url: String,
+    /// Where its data section starts, for a file opened by its header; `None` for a file read
+    /// whole (the source serves its tensors).
+    data_start: Option<u64>,
+    /// The file's length.
+    total: u64,
+}
+
+/// A model directory's own facts.
+struct DirInfo {
+    /// Its URL, ending in `/`.
+    base: String,
+    config: serde_json::Value,
+    /// The weight files, relative to the directory.
+    files: Vec<String>,
+}
+
+/// An open remote file or model directory: its tensors listed, and how each one's bytes are
+/// read.
 pub struct RemoteFile {
     origin: String,
+    dir: Option<DirInfo>,
     held: Held,
 }
 
 enum Held {
-    /// Read whole: the source serves every tensor.
-    Whole(Box<dyn TensorSource>),
-    /// The header only: tensors by their ranges.
-    SafeTensors(SafeTensors),
-    Gguf(GgufSource),
+    /// Files read whole and SafeTensors files read by their headers (one, or the shards of an
+    /// index).
+    Source {
+        source: Box<dyn TensorSource>,
+        reads: Vec<FileRead>,
+    },
+    /// A GGUF file: its header (`read.data_start` is `Some(0)`: tensors at their file
+    /// offsets), or the whole file.
+    Gguf {
+        source: std::sync::Arc<GgufSource>,
+        read: FileRead,
+    },
 }
 
 impl RemoteFile {
+    /// The file or directory as the caller named it.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
     /// The tensors, metadata and descriptions, as the local reader gives them.
     pub fn source(&self) -> &dyn TensorSource {
         match &self.held {
-            Held::Whole(s) => s.as_ref(),
-            Held::SafeTensors(s) => s,
-            Held::Gguf(s) => s,
+            Held::Source { source, .. } => source.as_ref(),
+            Held::Gguf { source, .. } => source.as_ref(),
         }
     }
 
-    /// Whether the file was read whole ([`RemoteFile::source`] serves its tensors; there is
-    /// nothing more to fetch).
-    pub fn is_whole(&self) -> bool {
-        matches!(self.held, Held::Whole(_))
+    /// The GGUF header of a GGUF file read by ranges (shared: a binding's `GgufFile` view).
+    pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
+        match &self.held {
+            Held::Gguf { source, .. } => Some(source),
+            Held::Source { .. } => None,
+        }
     }
 
-    /// The stored bytes of `name`, where they lie (one span for SafeTensors and GGUF).
+    /// A model directory's `config.json` (`None` for a single file).
+    pub fn config(&self) -> Option<&serde_json::Value> {
+        self.dir.as_ref().map(|d| &d.config)
+    }
+
+    /// A model directory's URL, ending in `/` (`None` for a single file).
+    pub fn base(&self) -> Option<&str> {
+        self.dir.as_ref().map(|d| d.base.as_str())
+    }
+
+    /// A model directory's weight files, relative to it (empty for a single file).
+    pub fn files(&self) -> Vec<String> {
+        self.dir
+            .as_ref()
+            .map(|d| d.files.clone())
+            .unwrap_or_default()
+    }
+
+    /// The companion files a conversion copies ([`layout::COMPANION_FILES`]), each with its
+    /// URL under the directory: the driver fetches each whole (at most
+    /// [`layout::COMPANION_MAX_BYTES`]) and skips those that do not exist. Empty for a file.
+    pub fn companions(&self) -> Result<Vec<(String, String)>> {
+        let Some(dir) = &self.dir else {
+            return Ok(Vec::new());
+        };
+        layout::COMPANION_FILES
+            .iter()
+            .map(|f| Ok((f.to_string(), layout::shard_url(&dir.base, f)?)))
+            .collect()
+    }
+
+    /// The length of the weight files together.
+    pub fn byte_length(&self) -> u64 {
+        match &self.held {
+            Held::Source { reads, .. } => reads.iter().map(|r| r.total).sum(),
+            Held::Gguf { read, .. } => read.total,
+        }
+    }
+
+    /// Whether every file was read whole ([`RemoteFile::source`] serves every tensor).
+    pub fn is_whole(&self) -> bool {
+        match &self.held {
+            Held::Source { reads, .. } => reads.iter().all(|r| r.data_start.is_none()),
+            Held::Gguf { read, .. } => read.data_start.is_none(),
+        }
+    }
+
+    /// Whether the tensor's file was read whole: [`RemoteFile::source`] serves it, and there
+    /// is nothing to fetch. ERR_NOT_FOUND for a tensor that does not exist.
+    pub fn holds(&self, name: &str) -> Result<bool> {
+        Ok(self.read_of(name)?.data_start.is_none())
+    }
+
+    /// The file holding `name`, and how it is read.
+    fn read_of(&self, name: &str) -> Result<&FileRead> {
+        let source = self.source();
+        source.info(name)?;
+        match &self.held {
+            Held::Gguf { read, .. } => Ok(read),
+            Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
+            Held::Source { reads, .. } => source
+                .file_of(name)
+                .and_then(|f| reads.iter().find(|r| r.file == f))
+                .ok_or_else(|| {
+                    CoreError::invalid_model("no shard holds this tensor")
+                        .with_tensor(name)
+                        .with_path(&self.origin)
+                }),
+        }
+    }
+
+    /// The stored bytes of `name`, where they lie (one span).
     pub fn spans(&self, name: &str) -> Result<Vec<Span>> {
+        let read = self.read_of(name)?;
         let (start, end) = match &self.held {
-            Held::Whole(_) => return Err(self.read_whole(name)),
-            Held::SafeTensors(s) => s.file_range(&s.info(name)?),
-            Held::Gguf(s) => {
-                let t = s.info(name)?;
-                let start = s.file_offset(name).unwrap_or_default();
+            Held::Gguf { source, .. } => {
+                self.data_start(read, name)?;
+                let t = source.info(name)?;
+                let start = source.file_offset(name).unwrap_or_default();
                 (start, start + t.stored_len)
             }
+            Held::Source { source, .. } => {
+                let data = self.data_start(read, name)?;
+                let (a, b) = source.stored_range(name).unwrap_or_default();
+                (data + a, data + b)
+            }
         };
-        Ok(vec![self.span(start, end - start)])
+        Ok(vec![span(read, start, end - start)])
     }
 
     /// The stored bytes a slice along the leading dimensions needs (SafeTensors: see
     /// [`TensorSource::select`]), and the slice's shape. The bytes of the spans,
     /// concatenated in order, are the slice's bytes.
     pub fn slice_spans(&self, name: &str, ranges: &[SliceArg]) -> Result<(Vec<usize>, Vec<Span>)> {
+        let read = self.read_of(name)?;
         match &self.held {
-            Held::SafeTensors(s) => {
-                let (shape, spans) = s.slice_spans(name, ranges)?;
-                let spans = spans.into_iter().map(|(a, n)| self.span(a, n)).collect();
-                Ok((shape, spans))
+            Held::Source { source, .. } => {
+                let data = self.data_start(read, name)?;
+                let t = source.info(name)?;
+                let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
+                    .map_err(|e| e.with_tensor(name).with_path(&read.url))?;
+                let at = data + source.stored_range(name).unwrap_or_default().0;
+                let spans = plan
+                    .spans
+                    .iter()
+                    .map(|&(s, n)| span(read, at + s as u64, n as u64))
+                    .collect();
+                Ok((plan.shape, spans))
             }
-            Held::Whole(_) => Err(self.read_whole(name)),
-            Held::Gguf(_) => Err(CoreError::invalid_argument(
+            Held::Gguf { .. } => Err(CoreError::invalid_argument(
                 "a GGUF tensor is read whole: fetch its spans and serve them",
             )
             .with_tensor(name)
-            .with_path(&self.origin)),
+            .with_path(&read.url)),
         }
     }
 
     /// What `fetch` (plain types) or `f32_decoder` (GGUF block types) give locally, from the
     /// bytes of [`RemoteFile::spans`] concatenated: checked to be exactly the stored length.
     pub fn serve(&self, name: &str, stored: Vec<u8>) -> Result<Served> {
+        let read = self.read_of(name)?;
         match &self.held {
-            Held::Whole(_) => Err(self.read_whole(name)),
-            Held::Gguf(s) => s.serve_stored(name, stored),
-            Held::SafeTensors(s) => {
-                let t = TensorSource::info(s, name)?;
+            Held::Gguf { source, .. } => {
+                self.data_start(read, name)?;
+                source.serve_stored(name, stored)
+            }
+            Held::Source { source, .. } => {
+                self.data_start(read, name)?;
+                let t = source.info(name)?;
                 if stored.len() as u64 != t.stored_len {
                     return Err(CoreError::invalid_argument(format!(
                         "{} bytes given for a tensor of {} stored bytes",
@@ -181,63 +326,148 @@ impl RemoteFile {
                         t.stored_len
                     ))
                     .with_tensor(name)
-                    .with_path(&self.origin));
+                    .with_path(&read.url));
                 }
                 Ok(Served::Bytes(TensorBytes::Owned(stored)))
             }
         }
     }
 
-    fn span(&self, start: u64, len: u64) -> Span {
-        Span {
-            file: String::new(),
-            start,
-            len,
-        }
-    }
-
-    fn read_whole(&self, name: &str) -> CoreError {
-        CoreError::invalid_argument("the file was read whole: its source serves the tensor")
-            .with_tensor(name)
-            .with_path(&self.origin)
+    /// Where the data of `read` starts; an error for a file read whole.
+    fn data_start(&self, read: &FileRead, name: &str) -> Result<u64> {
+        read.data_start.ok_or_else(|| {
+            CoreError::invalid_argument("the file was read whole: its source serves the tensor")
+                .with_tensor(name)
+                .with_path(&read.url)
+        })
     }
 }
 
-/// Opens one file by byte ranges (see the module documentation).
+fn span(read: &FileRead, start: u64, len: u64) -> Span {
+    Span {
+        file: read.file.clone(),
+        url: read.url.clone(),
+        start,
+        len,
+    }
+}
+
+/// Where the opener stands.
+enum Stage {
+    /// The origin as a single file; `fallback`: a missing one is read as a directory.
+    File {
+        open: FileOpen,
+        fallback: bool,
+    },
+    /// `config.json` asked; `missing` is the error when it does not exist either.
+    Config {
+        open: FileOpen,
+        missing: Option<CoreError>,
+    },
+    /// Candidate `at` of [`layout::DISCOVERY`] (a file, or an index) asked.
+    Candidate {
+        at: usize,
+        config: serde_json::Value,
+        open: FileOpen,
+    },
+    /// The shards of the index of candidate `at`, in [`ShardIndex::shards`] order.
+    Shards {
+        at: usize,
+        config: serde_json::Value,
+        index: ShardIndex,
+        shards: Vec<Shard>,
+    },
+    Done,
+}
+
+struct Shard {
+    open: FileOpen,
+    part: Option<Part>,
+}
+
+/// Opens a file or a model directory by byte ranges (see the module documentation).
 pub struct Opener {
     origin: String,
+    /// The model directory's URL (ending in `/`) that its files are named under.
+    base: String,
     hint: Option<WeightsFormat>,
     next_id: RequestId,
     /// Requests made and not yet answered.
     pending: Vec<Request>,
     /// Replies received since the last step, by request.
     replies: Vec<(Request, Reply)>,
-    /// The file's first bytes, grown as the header needs.
-    head: Vec<u8>,
-    total: Option<u64>,
-    done: bool,
+    stage: Stage,
 }
 
 impl Opener {
-    /// An opener of the file at `origin` (named in errors), read as `hint` when given, else
-    /// recognised by its bytes.
+    /// An opener of the single file at `origin` (named in errors), read as `hint` when
+    /// given, else recognised by its bytes.
     pub fn new(origin: &str, hint: Option<WeightsFormat>) -> Opener {
+        let open = FileOpen::weights("", origin, hint, true);
+        let stage = Stage::File {
+            open,
+            fallback: false,
+        };
+        Opener::with_stage(origin, hint, stage)
+    }
+
+    /// [`Opener::new`], except that where the file does not exist, `origin` is read as a
+    /// model directory (a URL written without its trailing `/`), as a local path may be
+    /// either; a URL ending in `/` is a directory. When the directory's `config.json` does
+    /// not exist either, the error is the file's.
+    pub fn any(origin: &str, hint: Option<WeightsFormat>) -> Opener {
+        let mut opener = Opener::new(origin, hint);
+        opener.stage = if origin.ends_with('/') {
+            opener.config_stage(None)
+        } else {
+            Stage::File {
+                open: FileOpen::weights("", origin, hint, true),
+                fallback: true,
+            }
+        };
+        opener
+    }
+
+    /// An opener of the model directory at `origin` (`config.json` and weights, as
+    /// `pretrained::ModelDir` reads a local one).
+    pub fn directory(origin: &str) -> Opener {
+        let mut opener = Opener::with_stage(origin, None, Stage::Done);
+        opener.stage = opener.config_stage(None);
+        opener
+    }
+
+    fn with_stage(origin: &str, hint: Option<WeightsFormat>, stage: Stage) -> Opener {
+        let base = if origin.ends_with('/') {
+            origin.to_string()
+        } else {
+            format!("{origin}/")
+        };
         Opener {
             origin: origin.to_string(),
+            base,
             hint,
             next_id: 0,
             pending: Vec::new(),
             replies: Vec::new(),
-            head: Vec::new(),
-            total: None,
-            done: false,
+            stage,
         }
+    }
+
+    /// Read the rest of a directory under `base` (ending in `/`) instead: a driver that
+    /// learns, from `config.json`'s reply, the immutable address of the version it read (the
+    /// Hugging Face Hub's commit) pins the weights to it.
+    pub fn rebase(&mut self, base: &str) -> Result<()> {
+        if !base.ends_with('/') {
+            return Err(CoreError::invalid_argument("a base URL must end in '/'"));
+        }
+        self.base = base.to_string();
+        Ok(())
     }
 
     /// The next step: requests to make, or the open file. Every request of the previous
     /// step must have been answered.
     pub fn step(&mut self) -> Result<Step> {
-        if self.done {
+        if matches!(self.stage, Stage::Done) {
             return Err(CoreError::invalid_argument("this opener has finished"));
         }
         if !self.pending.is_empty() {
@@ -246,11 +476,10 @@ impl Opener {
                 self.pending.len()
             )));
         }
-        let step = self.advance().map_err(|e| e.with_path(&self.origin));
-        if !matches!(step, Ok(Step::Fetch(_))) {
-            self.done = true;
-        }
-        step
+        let stage = std::mem::replace(&mut self.stage, Stage::Done);
+        let replies = std::mem::take(&mut self.replies);
+        self.advance(stage, replies)
+            .map_err(|e| e.with_path(&self.origin))
     }
 
     /// Answer request `id`.
@@ -267,143 +496,259 @@ impl Opener {
         Ok(())
     }
 
-    fn request(&mut self, want: Want) -> Step {
-        let request = Request {
-            id: self.next_id,
-            file: String::new(),
-            want,
-        };
-        self.next_id += 1;
-        self.pending.push(request.clone());
-        Step::Fetch(vec![request])
+    fn config_stage(&self, missing: Option<CoreError>) -> Stage {
+        let file = layout::CONFIG_FILE;
+        let url = layout::shard_url(&self.base, file).unwrap_or_else(|_| self.base.clone() + file);
+        Stage::Config {
+            open: FileOpen::json(file, &url, layout::CONFIG_MAX_BYTES, file),
+            missing,
+        }
     }
 
-    fn advance(&mut self) -> Result<Step> {
-        for (request, reply) in std::mem::take(&mut self.replies) {
-            let bytes = self.checked(&request, reply)?;
-            self.head.extend_from_slice(&bytes);
+    /// Requests for what each of `opens` needs next; `stage` waits for their replies.
+    fn fetch<'a>(&mut self, opens: impl IntoIterator<Item = (&'a FileOpen, Want)>) -> Vec<Request> {
+        let mut requests = Vec::new();
+        for (open, want) in opens {
+            let request = Request {
+                id: self.next_id,
+                file: open.file.clone(),
+                url: open.url.clone(),
+                want,
+            };
+            self.next_id += 1;
+            self.pending.push(request.clone());
+            requests.push(request);
         }
-        let Some(total) = self.total else {
-            return Ok(self.request(Want::Range {
-                start: 0,
-                end: FIRST_RANGE_BYTES,
-            }));
-        };
-        let have = self.head.len() as u64;
-        if have == total {
-            return self.whole();
-        }
-        let mut head = Head::of(&self.head);
-        head.file_len = total;
-        let detected = match self.hint {
-            Some(f) => Detected::Format(f),
-            None => detect::sniff(&head),
-        };
-        match detected {
-            Detected::Format(WeightsFormat::SafeTensors) => {
-                match SafeTensors::header_end(&self.head, total) {
-                    Some(end) if end > have => Ok(self.request(Want::Range { start: have, end })),
-                    _ => Ok(Step::Ready(Box::new(RemoteFile {
-                        origin: self.origin.clone(),
-                        held: Held::SafeTensors(SafeTensors::from_header(
-                            &self.head,
-                            total,
-                            &self.origin,
-                        )?),
-                    }))),
+        requests
+    }
+
+    /// Wait in `stage` for the replies to `requests`.
+    fn wait(&mut self, stage: Stage, requests: Vec<Request>) -> Result<Step> {
+        self.stage = stage;
+        Ok(Step::Fetch(requests))
+    }
+
+    fn advance(&mut self, stage: Stage, replies: Vec<(Request, Reply)>) -> Result<Step> {
+        match stage {
+            Stage::File { mut open, fallback } => {
+                for (request, reply) in replies {
+                    if fallback && open.is_missing(&reply) {
+                        let missing = CoreError::not_found("the file does not exist");
+                        let stage = self.config_stage(Some(missing));
+                        return self.advance(stage, Vec::new());
+                    }
+                    open.take(&request, reply)?;
                 }
-            }
-            Detected::Format(WeightsFormat::Gguf) => {
-                let misread =
-                    |e| detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(head.clone()));
-                match gguf::parse_header(&self.head, total).map_err(misread)? {
-                    GgufHeader::Parsed(parts) => Ok(Step::Ready(Box::new(RemoteFile {
+                match open.next()? {
+                    Next::Open(part) => Ok(Step::Ready(Box::new(RemoteFile {
                         origin: self.origin.clone(),
-                        held: Held::Gguf(GgufSource::from_header(parts, total)?),
+                        dir: None,
+                        held: part.into_held(&open),
                     }))),
-                    GgufHeader::NeedBytes(n) => {
-                        // Doubling keeps a large vocabulary to a few requests.
-                        let end = total.min((n as u64).max(have * 2));
-                        if end > GGUF_HEADER_MAX_BYTES {
-                            return Err(CoreError::invalid_gguf(format!(
-                                "the header runs past {} MiB, the most read by ranges",
-                                GGUF_HEADER_MAX_BYTES >> 20
-                            )));
-                        }
-                        Ok(self.request(Want::Range { start: have, end }))
+                    next => {
+                        let requests = self.fetch([(&open, next.want())]);
+                        self.wait(Stage::File { open, fallback }, requests)
                     }
                 }
             }
-            Detected::Format(f) if format::registration(f).from_bytes().is_some() => {
-                if total > WHOLE_FILE_MAX_BYTES {
-                    return Err(CoreError::invalid_argument(format!(
-                        "{} of {total} bytes is read whole, and the most read so is {} MiB",
-                        f.describe(),
-                        WHOLE_FILE_MAX_BYTES >> 20
-                    )));
+            Stage::Config { mut open, missing } => {
+                for (request, reply) in replies {
+                    if open.is_missing(&reply) {
+                        return Err(missing.unwrap_or_else(|| {
+                            CoreError::not_found(format!("no such file ({})", layout::CONFIG_FILE))
+                                .with_path(&open.url)
+                        }));
+                    }
+                    open.take(&request, reply)?;
                 }
-                Ok(self.request(Want::Range {
-                    start: have,
-                    end: total,
-                }))
+                match open.next()? {
+                    Next::Bytes(bytes) => {
+                        let config =
+                            layout::parse_config(&bytes).map_err(|e| e.with_path(&open.url))?;
+                        self.candidate(0, config)
+                    }
+                    next => {
+                        let requests = self.fetch([(&open, next.want())]);
+                        self.wait(Stage::Config { open, missing }, requests)
+                    }
+                }
             }
-            _ => self.whole(),
+            Stage::Candidate {
+                at,
+                config,
+                mut open,
+            } => {
+                for (request, reply) in replies {
+                    if open.is_missing(&reply) {
+                        return self.candidate(at + 1, config);
+                    }
+                    open.take(&request, reply)?;
+                }
+                match open.next()? {
+                    Next::Want(want) => {
+                        let requests = self.fetch([(&open, want)]);
+                        self.wait(Stage::Candidate { at, config, open }, requests)
+                    }
+                    Next::Open(part) => {
+                        let files = vec![open.file.clone()];
+                        let held = part.into_held(&open);
+                        self.directory_ready(config, files, held)
+                    }
+                    Next::Bytes(bytes) => {
+                        let index =
+                            layout::parse_index(&bytes).map_err(|e| e.with_path(&open.url))?;
+                        let mut shards = Vec::with_capacity(index.shards.len());
+                        for name in &index.shards {
+                            let url = layout::shard_url(&self.base, name)
+                                .map_err(|e| e.with_path(&open.url))?;
+                            shards.push(Shard {
+                                open: FileOpen::weights(name, &url, None, false),
+                                part: None,
+                            });
+                        }
+                        self.shards(at, config, index, shards)
+                    }
+                }
+            }
+            Stage::Shards {
+                at,
+                config,
+                index,
+                mut shards,
+            } => {
+                for (request, reply) in replies {
+                    let Some(shard) = index
+                        .position(&request.file)
+                        .and_then(|i| shards.get_mut(i))
+                    else {
+                        continue;
+                    };
+                    if shard.open.is_missing(&reply) {
+                        return Err(layout::shard_missing().with_path(&shard.open.url));
+                    }
+                    let taken = shard.open.take(&request, reply);
+                    taken.map_err(|e| shard_failed(&shard.open, e))?;
+                }
+                self.shards(at, config, index, shards)
+            }
+            Stage::Done => Err(CoreError::invalid_argument("this opener has finished")),
         }
     }
 
-    /// Open the bytes held, the whole file, as a file in memory.
-    fn whole(&mut self) -> Result<Step> {
-        let bytes = std::mem::take(&mut self.head);
-        let source = format::open_bytes(bytes, self.hint)?;
-        Ok(Step::Ready(Box::new(RemoteFile {
-            origin: self.origin.clone(),
-            held: Held::Whole(source),
-        })))
+    /// Open candidate `at` of [`layout::DISCOVERY`], or the next ones.
+    fn candidate(&mut self, at: usize, config: serde_json::Value) -> Result<Step> {
+        let Some(candidate) = layout::DISCOVERY.get(at) else {
+            return Err(layout::no_weights().with_path(&self.base));
+        };
+        let url = layout::shard_url(&self.base, candidate.file)?;
+        let open = match candidate.layout {
+            Layout::File => FileOpen::weights(candidate.file, &url, None, true),
+            Layout::Sharded => FileOpen::json(
+                candidate.file,
+                &url,
+                layout::INDEX_MAX_BYTES,
+                "a sharded index",
+            ),
+        };
+        self.advance(Stage::Candidate { at, config, open }, Vec::new())
     }
 
-    /// The bytes of a reply, checked against what was asked and what earlier replies said.
-    fn checked(&mut self, request: &Request, reply: Reply) -> Result<Vec<u8>> {
-        let (bytes, said) = match reply {
-            Reply::Bytes { bytes, total } => (bytes, total),
-            Reply::NotFound => {
-                return Err(CoreError::not_found("the file does not exist"));
+    /// Ask for what the shards still opening need; once every one is open, the model.
+    fn shards(
+        &mut self,
+        at: usize,
+        config: serde_json::Value,
+        index: ShardIndex,
+        mut shards: Vec<Shard>,
+    ) -> Result<Step> {
+        let mut wants = Vec::new();
+        for (i, shard) in shards.iter_mut().enumerate() {
+            if shard.part.is_some() {
+                continue;
             }
-            Reply::Error(e) => return Err(e),
-        };
-        let lie = |what: String| CoreError::new(ErrorKind::Io, what);
-        let total = match (self.total, said) {
-            (Some(known), Some(t)) if t != known => {
-                return Err(lie(format!(
-                    "the file's length changed from {known} to {t} bytes while it was read"
-                )))
+            match shard
+                .open
+                .next()
+                .map_err(|e| shard_failed(&shard.open, e))?
+            {
+                Next::Open(part) => shard.part = Some(part),
+                next => wants.push((i, next.want())),
             }
-            (Some(known), _) => known,
-            (None, Some(t)) => t,
-            (None, None) => match request.want {
-                Want::Whole { .. } => bytes.len() as u64,
-                Want::Range { .. } => {
-                    return Err(lie("the reply did not say the file's length".into()))
-                }
-            },
+        }
+        if !wants.is_empty() {
+            let requests = self.fetch(wants.iter().map(|&(i, want)| (&shards[i].open, want)));
+            let stage = Stage::Shards {
+                at,
+                config,
+                index,
+                shards,
+            };
+            return self.wait(stage, requests);
+        }
+        let index_url = layout::shard_url(&self.base, layout::DISCOVERY[at].file)?;
+        let mut reads = Vec::with_capacity(shards.len());
+        let mut files = Vec::with_capacity(shards.len());
+        let mut sources = Vec::with_capacity(shards.len());
+        for Shard { open, part } in shards {
+            let Some(part) = part else { continue };
+            files.push(SourceFile {
+                name: open.file.clone(),
+                bytes: open.total(),
+            });
+            let (source, read) = part.into_source(&open)?;
+            reads.push(read);
+            sources.push(source);
+        }
+        let dir = self.base.trim_end_matches('/');
+        let sharded = ShardedSource::assemble(
+            Path::new(&index_url),
+            Path::new(dir),
+            &index,
+            files,
+            sources,
+        )?;
+        let held = Held::Source {
+            source: Box::new(sharded),
+            reads,
         };
-        self.total = Some(total);
-        let expected = match request.want {
-            Want::Range { start, end } => end.min(total).saturating_sub(start),
-            Want::Whole { cap } if total > cap => {
-                return Err(CoreError::invalid_argument(format!(
-                    "the file is {total} bytes, over the {cap} read whole"
-                )))
-            }
-            Want::Whole { .. } => total,
+        self.directory_ready(config, index.shards, held)
+    }
+
+    /// The open directory, whose weights are `held` (from `files`).
+    fn directory_ready(
+        &mut self,
+        config: serde_json::Value,
+        files: Vec<String>,
+        held: Held,
+    ) -> Result<Step> {
+        let file = RemoteFile {
+            origin: self.origin.clone(),
+            dir: Some(DirInfo {
+                base: self.base.clone(),
+                config,
+                files,
+            }),
+            held,
         };
-        if bytes.len() as u64 != expected {
-            return Err(lie(format!(
-                "{} bytes came for a request of {expected} (a file of {total} bytes)",
-                bytes.len()
+        let format = file.source().format();
+        if let Some(f) = self.hint.filter(|&f| f != format) {
+            return Err(CoreError::invalid_argument(format!(
+                "a model directory holding {format} weights, not {}",
+                f.name()
             )));
         }
-        Ok(bytes)
+        Ok(Step::Ready(Box::new(file)))
     }
+}
+
+/// The error of a shard that failed to open, as a local directory gives it.
+fn shard_failed(open: &FileOpen, e: CoreError) -> CoreError {
+    if e.kind() == ErrorKind::UnknownFormat {
+        // Not a damaged shard: one of a format this build does not read.
+        return e;
+    }
+    let at = e.path().unwrap_or(&open.url).to_string();
+    layout::shard_failed(&open.file, e.code(), e.detail(), e.tensor()).with_path(at)
 }
 
 #[cfg(test)]

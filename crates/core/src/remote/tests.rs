@@ -1,7 +1,9 @@
 use super::*;
 use crate::dtype::DType;
+use crate::format;
 use crate::format::gguf::{standard_metadata, write_gguf, GgmlType, GgufTensorSpec, GgufValue};
 use crate::format::safetensors::serialize;
+use crate::format::safetensors::SafeTensors;
 use crate::tensor::TensorView;
 #[cfg(feature = "fs")]
 use std::path::{Path, PathBuf};
@@ -16,29 +18,13 @@ struct Traffic {
     bytes: u64,
 }
 
-/// Drive an opener over `file` with `server` answering each request.
+/// Drive an opener of the file "mem://file" with `server` answering each request.
 fn drive_with(
     hint: Option<WeightsFormat>,
     traffic: &mut Traffic,
     server: &mut dyn FnMut(&Request) -> Reply,
 ) -> Result<RemoteFile> {
-    let mut opener = Opener::new("mem://file", hint);
-    for _ in 0..64 {
-        match opener.step()? {
-            Step::Fetch(requests) => {
-                for r in requests {
-                    traffic.requests += 1;
-                    let reply = server(&r);
-                    if let Reply::Bytes { bytes, .. } = &reply {
-                        traffic.bytes += bytes.len() as u64;
-                    }
-                    opener.reply(r.id, reply)?;
-                }
-            }
-            Step::Ready(file) => return Ok(*file),
-        }
-    }
-    panic!("the opener asked for more than 64 steps");
+    drive_opener(Opener::new("mem://file", hint), traffic, server)
 }
 
 /// An honest server of `file`'s ranges.
@@ -73,13 +59,19 @@ fn served_locally(source: &dyn TensorSource, name: &str) -> (Vec<u8>, Vec<u8>) {
     (served, source.fetch_raw(name).unwrap().as_slice().to_vec())
 }
 
-fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Vec<u8>) {
-    if remote.is_whole() {
+/// What `remote` serves of `name` (decoded to F32 where the source decodes) and its raw
+/// bytes, the spans read from `read(file)`.
+fn served_by(
+    remote: &RemoteFile,
+    name: &str,
+    read: &dyn Fn(&str) -> Vec<u8>,
+) -> (Vec<u8>, Vec<u8>) {
+    if remote.holds(name).unwrap() {
         return served_locally(remote.source(), name);
     }
     let mut raw = Vec::new();
     for s in remote.spans(name).unwrap() {
-        assert_eq!(s.file, "");
+        let file = read(&s.file);
         raw.extend_from_slice(&file[s.start as usize..(s.start + s.len) as usize]);
     }
     let numel = remote.source().info(name).unwrap().numel();
@@ -88,6 +80,13 @@ fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Ve
         Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
     };
     (served, raw)
+}
+
+fn served_remotely(remote: &RemoteFile, file: &[u8], name: &str) -> (Vec<u8>, Vec<u8>) {
+    served_by(remote, name, &|f| {
+        assert_eq!(f, "");
+        file.to_vec()
+    })
 }
 
 /// The remote open of `file` gives exactly the local open of its bytes: the same tensors,
@@ -391,4 +390,356 @@ fn the_protocol_refuses_misuse() {
     assert_eq!(e.code(), "ERR_INVALID_ARGUMENT");
     assert!(e.detail().contains("3 bytes given"), "{e}");
     assert_eq!(remote.spans("nope").unwrap_err().code(), "ERR_NOT_FOUND");
+}
+
+/// Drive `opener` with `server` answering each request.
+fn drive_opener(
+    mut opener: Opener,
+    traffic: &mut Traffic,
+    server: &mut dyn FnMut(&Request) -> Reply,
+) -> Result<RemoteFile> {
+    for _ in 0..64 {
+        match opener.step()? {
+            Step::Fetch(requests) => {
+                for r in requests {
+                    traffic.requests += 1;
+                    let reply = server(&r);
+                    if let Reply::Bytes { bytes, .. } = &reply {
+                        traffic.bytes += bytes.len() as u64;
+                    }
+                    opener.reply(r.id, reply)?;
+                }
+            }
+            Step::Ready(file) => return Ok(*file),
+        }
+    }
+    panic!("the opener asked for more than 64 steps");
+}
+
+const BASE: &str = "https://host/org/model/";
+
+/// An honest server of the files under `dir`, at `BASE`.
+#[cfg(feature = "fs")]
+fn serve_dir(dir: &Path) -> impl FnMut(&Request) -> Reply + '_ {
+    move |r: &Request| {
+        let name = r.url.strip_prefix(BASE).expect("a file under the base");
+        assert_eq!(r.file, name);
+        let Ok(file) = std::fs::read(dir.join(name)) else {
+            return Reply::NotFound;
+        };
+        let reply = serve(&file)(&Request {
+            file: String::new(),
+            ..r.clone()
+        });
+        reply
+    }
+}
+
+/// The bytes of a tensor of a remote directory, fetched from `dir`'s files.
+#[cfg(feature = "fs")]
+fn served_from_dir(remote: &RemoteFile, dir: &Path, name: &str) -> (Vec<u8>, Vec<u8>) {
+    served_by(remote, name, &|f| std::fs::read(dir.join(f)).unwrap())
+}
+
+/// The remote open of the directory `dir` gives exactly its local open: the same config,
+/// files, tensors and bytes, or the same error (code, message, and path under the base).
+#[cfg(feature = "fs")]
+fn same_dir_as_local(dir: &Path, what: &str) -> (Result<RemoteFile>, Traffic) {
+    let local = crate::pretrained::ModelDir::open(dir, &mut |_| {});
+    let mut traffic = Traffic::default();
+    let remote = drive_opener(Opener::directory(BASE), &mut traffic, &mut serve_dir(dir));
+    match (&local, &remote) {
+        (Ok(local), Ok(remote)) => {
+            let listed = |s: &dyn TensorSource| {
+                s.tensors()
+                    .iter()
+                    .map(|t| format!("{t:?} {:?}", s.file_of(&t.name)))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(listed(remote.source()), listed(local.weights()), "{what}");
+            assert_eq!(remote.source().format(), local.weights().format(), "{what}");
+            assert_eq!(remote.config(), Some(local.config()), "{what}");
+            assert_eq!(remote.files(), local.files(), "{what}");
+            assert_eq!(remote.base(), Some(BASE), "{what}");
+            for t in local.weights().tensors() {
+                assert_eq!(
+                    served_from_dir(remote, dir, &t.name),
+                    served_locally(local.weights(), &t.name),
+                    "{what} {}",
+                    t.name
+                );
+            }
+        }
+        (Err(local), Err(remote)) => {
+            assert_eq!(
+                (remote.code(), remote.detail(), remote.tensor()),
+                (local.code(), local.detail(), local.tensor()),
+                "{what}"
+            );
+            let dir_text = dir.display().to_string();
+            let local_path = local
+                .path()
+                .unwrap()
+                .replace(&dir_text, BASE.trim_end_matches('/'));
+            let remote_path = remote.path().map(|p| p.trim_end_matches('/'));
+            assert_eq!(remote_path, Some(local_path.as_str()), "{what}");
+        }
+        (local, remote) => panic!(
+            "{what}: locally {:?}, remotely {:?}",
+            local.as_ref().err(),
+            remote.as_ref().err()
+        ),
+    }
+    (remote, traffic)
+}
+
+#[cfg(feature = "fs")]
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A SafeTensors file of `names`, each a 512×256 F32 tensor (larger than the first range).
+fn shard_bytes(names: &[&str]) -> Vec<u8> {
+    let values: Vec<f32> = (0..512 * 256).map(|i| i as f32 / 3.0).collect();
+    let views: Vec<TensorView> = names
+        .iter()
+        .map(|n| TensorView::from_f32(*n, vec![512, 256], &values).unwrap())
+        .collect();
+    serialize(&views, None).unwrap()
+}
+
+#[cfg(feature = "fs")]
+fn model_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "config.json",
+        br#"{"model_type": "llama", "n": 2}"#,
+    );
+    dir
+}
+
+#[cfg(feature = "fs")]
+fn sharded_index(dir: &Path, map: &[(&str, &str)]) {
+    let map: serde_json::Map<String, serde_json::Value> = map
+        .iter()
+        .map(|(t, s)| (t.to_string(), serde_json::Value::from(*s)))
+        .collect();
+    let index = serde_json::json!({ "metadata": {}, "weight_map": map });
+    write(dir, layout::INDEX_FILE, index.to_string().as_bytes());
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_directory_with_one_file_opens_as_it_does_locally() {
+    let dir = model_dir();
+    let file = large_safetensors();
+    write(dir.path(), "model.safetensors", &file);
+    let (remote, traffic) = same_dir_as_local(dir.path(), "model.safetensors");
+    assert!(!remote.unwrap().is_whole());
+    // config.json, weights.safetensors (missing), then the header of model.safetensors.
+    assert_eq!(traffic.requests, 4, "{traffic:?}");
+    assert!(traffic.bytes * 4 < file.len() as u64, "{traffic:?}");
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_sharded_directory_opens_its_shards_by_their_headers() {
+    let dir = model_dir();
+    write(
+        dir.path(),
+        "sub/a.safetensors",
+        &shard_bytes(&["w.0", "w.1"]),
+    );
+    write(dir.path(), "sub/b.safetensors", &shard_bytes(&["w.2"]));
+    sharded_index(
+        dir.path(),
+        &[
+            ("w.0", "sub/a.safetensors"),
+            ("w.1", "sub/a.safetensors"),
+            ("w.2", "sub/b.safetensors"),
+        ],
+    );
+    let (remote, traffic) = same_dir_as_local(dir.path(), "sharded");
+    let remote = remote.unwrap();
+    assert_eq!(remote.source().format(), WeightsFormat::ShardedSafeTensors);
+    let spans = remote.spans("w.2").unwrap();
+    assert_eq!(spans[0].url, format!("{BASE}sub/b.safetensors"));
+    // config, two missing single files, the index, one header range per shard (each shard
+    // is larger than the first range).
+    assert_eq!(traffic.requests, 6, "{traffic:?}");
+    let stored: u64 = 3 * 512 * 256 * 4;
+    assert!(traffic.bytes < stored / 4, "{traffic:?}");
+    let local = crate::pretrained::ModelDir::open(dir.path(), &mut |_| {}).unwrap();
+    let ranges = [SliceArg::Range(1, 3)];
+    let (shape, spans) = remote.slice_spans("w.1", &ranges).unwrap();
+    let want = local.weights().select("w.1", &ranges).unwrap();
+    assert_eq!(shape, want.shape);
+    let file = std::fs::read(dir.path().join("sub/a.safetensors")).unwrap();
+    let got: Vec<u8> = spans
+        .iter()
+        .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
+        .collect();
+    assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice().to_vec());
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn pytorch_directories_open_as_they_do_locally() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/pytorch");
+    for name in ["hf_bin", "hf_bin_sharded"] {
+        let (remote, _) = same_dir_as_local(&root.join(name), name);
+        let remote = remote.unwrap();
+        assert!(remote.is_whole(), "{name}");
+        assert_eq!(remote.source().format(), WeightsFormat::PyTorch, "{name}");
+    }
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn broken_directories_fail_as_they_do_locally() {
+    // No config.json.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "model.safetensors", &shard_bytes(&["w"]));
+    same_dir_as_local(dir.path(), "no config").0.err().unwrap();
+    // No weights.
+    let dir = model_dir();
+    let e = same_dir_as_local(dir.path(), "no weights").0.err().unwrap();
+    assert_eq!(e.code(), "ERR_NO_WEIGHTS", "{e}");
+    // Config not an object; config over its cap.
+    let dir = model_dir();
+    write(dir.path(), "config.json", b"[1]");
+    write(dir.path(), "model.safetensors", &shard_bytes(&["w"]));
+    same_dir_as_local(dir.path(), "config not an object")
+        .0
+        .err()
+        .unwrap();
+    // A missing shard.
+    let dir = model_dir();
+    write(dir.path(), "a.safetensors", &shard_bytes(&["w.0"]));
+    sharded_index(
+        dir.path(),
+        &[("w.0", "a.safetensors"), ("w.1", "b.safetensors")],
+    );
+    let e = same_dir_as_local(dir.path(), "missing shard")
+        .0
+        .err()
+        .unwrap();
+    assert!(e.detail().contains("is missing"), "{e}");
+    // An index naming itself as a shard.
+    let dir = model_dir();
+    sharded_index(dir.path(), &[("w.0", layout::INDEX_FILE)]);
+    let e = same_dir_as_local(dir.path(), "index naming itself")
+        .0
+        .err()
+        .unwrap();
+    assert!(e.detail().contains("itself a sharded index"), "{e}");
+    // A damaged shard; a tensor the index places in the wrong shard; one in two shards.
+    let dir = model_dir();
+    let mut bad = shard_bytes(&["w.0"]);
+    bad.truncate(200);
+    write(dir.path(), "a.safetensors", &bad);
+    sharded_index(dir.path(), &[("w.0", "a.safetensors")]);
+    let e = same_dir_as_local(dir.path(), "damaged shard")
+        .0
+        .err()
+        .unwrap();
+    assert!(e.detail().contains("failed validation"), "{e}");
+    let dir = model_dir();
+    write(dir.path(), "a.safetensors", &shard_bytes(&["w.0"]));
+    write(dir.path(), "b.safetensors", &shard_bytes(&["w.0", "w.1"]));
+    sharded_index(
+        dir.path(),
+        &[("w.0", "a.safetensors"), ("w.1", "a.safetensors")],
+    );
+    same_dir_as_local(dir.path(), "wrong shard")
+        .0
+        .err()
+        .unwrap();
+    sharded_index(
+        dir.path(),
+        &[("w.0", "a.safetensors"), ("w.1", "b.safetensors")],
+    );
+    same_dir_as_local(dir.path(), "two shards").0.err().unwrap();
+    // A shard name that climbs out of the directory.
+    sharded_index(dir.path(), &[("w.0", "../a.safetensors")]);
+    let e = same_dir_as_local(dir.path(), "climbing shard")
+        .0
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "ERR_UNSAFE_PATH", "{e}");
+}
+
+#[test]
+fn a_missing_file_is_read_as_a_directory_and_companions_are_named() {
+    let shard = shard_bytes(&["w"]);
+    let mut server = |r: &Request| match r.url.as_str() {
+        "https://host/org/model/config.json" => Reply::Bytes {
+            bytes: b"{}".to_vec(),
+            total: Some(2),
+        },
+        "https://host/org/model/model.safetensors" => serve(&shard)(&Request {
+            file: String::new(),
+            ..r.clone()
+        }),
+        _ => Reply::NotFound,
+    };
+    let opener = Opener::any("https://host/org/model", None);
+    let remote = drive_opener(opener, &mut Traffic::default(), &mut server).unwrap();
+    assert_eq!(remote.files(), ["model.safetensors"]);
+    assert_eq!(remote.base(), Some(BASE));
+    let companions = remote.companions().unwrap();
+    assert_eq!(companions.len(), layout::COMPANION_FILES.len());
+    assert_eq!(
+        companions.last().unwrap(),
+        &(
+            "1_Pooling/config.json".to_string(),
+            format!("{BASE}1_Pooling/config.json")
+        )
+    );
+    // Neither a file nor a directory: the file's error.
+    let opener = Opener::any("https://host/org/nothing", None);
+    let e = drive_opener(opener, &mut Traffic::default(), &mut server)
+        .err()
+        .unwrap();
+    assert_eq!(
+        (e.code(), e.path()),
+        ("ERR_NOT_FOUND", Some("https://host/org/nothing"))
+    );
+    // A server that ignores ranges: the whole file, read from memory.
+    let mut whole = |r: &Request| match r.want {
+        Want::Range { .. } => Reply::Bytes {
+            bytes: shard.clone(),
+            total: Some(shard.len() as u64),
+        },
+        Want::Whole { .. } => unreachable!(),
+    };
+    let opener = Opener::new("https://host/w.safetensors", None);
+    let remote = drive_opener(opener, &mut Traffic::default(), &mut whole).unwrap();
+    assert!(remote.is_whole() && remote.holds("w").unwrap());
+}
+
+#[test]
+fn a_json_file_past_its_cap_is_refused() {
+    let mut server = |r: &Request| match r.want {
+        Want::Whole { cap } => Reply::Bytes {
+            bytes: Vec::new(),
+            total: Some(cap + 1),
+        },
+        Want::Range { .. } => Reply::NotFound,
+    };
+    let e = drive_opener(
+        Opener::directory(BASE),
+        &mut Traffic::default(),
+        &mut server,
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_MODEL");
+    assert!(
+        e.detail().starts_with("config.json is larger than 16 MiB"),
+        "{e}"
+    );
 }

@@ -30,13 +30,7 @@ pub const FORMAT: Registration = Registration {
     reader: Reader::File(FileReader {
         #[cfg(feature = "fs")]
         open: Some(|path, options| Ok(Box::new(GgufSource::open(path, options)?))),
-        from_bytes: Some(|bytes| {
-            let memory = Arc::new(Memory::Owned(bytes));
-            let source = GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
-                detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(detect::Head::of(&memory)))
-            })?;
-            Ok(Box::new(source))
-        }),
+        from_bytes: Some(|bytes| Ok(Box::new(GgufSource::from_bytes(bytes)?))),
         #[cfg(feature = "fs")]
         problems: None,
     }),
@@ -184,6 +178,15 @@ impl GgufSource {
     }
 
     /// Parse a whole file held in memory.
+    /// A whole file held in memory; an error says what else the bytes look like, if they
+    /// look like something else.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufSource> {
+        let memory = Arc::new(Memory::Owned(bytes));
+        GgufSource::from_memory(Arc::clone(&memory)).map_err(|e| {
+            detect::explain_misread(e, WeightsFormat::Gguf, &|| Ok(detect::Head::of(&memory)))
+        })
+    }
+
     pub fn from_memory(memory: Arc<Memory>) -> Result<GgufSource> {
         let parts = GgufFile::parse(&memory)?.into_parts();
         GgufSource::from_parts(memory, None, parts)
