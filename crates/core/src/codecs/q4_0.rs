@@ -7,7 +7,9 @@
 //! from the f32 `d` before it is rounded to f16, and conversions C leaves undefined give what
 //! x86-64 gives (0).
 
-use super::simd::{self, abs_max, block_loop, f16_bits, inverse_or_zero, nibble, Kernel};
+#[cfg(target_arch = "x86_64")]
+use super::simd;
+use super::simd::{abs_max, block_loop, f16_bits, inverse_or_zero, nibble, Kernel};
 use super::{c_trunc_i32, f16_le, fp16_bits, GgmlType, Kernels, Q4_0_BLOCK_BYTES, QK};
 use crate::error::Result;
 

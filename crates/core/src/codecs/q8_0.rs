@@ -10,7 +10,9 @@
 //! a block's scale is so small that its inverse overflows, stored to an integer) give what
 //! x86-64 gives: 0. Both of our versions agree on every input, finite or not.
 
-use super::simd::{self, abs_max, block_loop, f16_bits, inverse_or_zero, round_to_i8, Kernel};
+#[cfg(target_arch = "x86_64")]
+use super::simd;
+use super::simd::{abs_max, block_loop, f16_bits, inverse_or_zero, round_to_i8, Kernel};
 use super::{c_trunc_i32, f16_le, fp16_bits, GgmlType, Kernels, Q8_0_BLOCK_BYTES, QK};
 use crate::error::Result;
 
