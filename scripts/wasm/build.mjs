@@ -51,6 +51,8 @@ function toolchain() {
     if (process.getuid?.() !== 0) {
       throw new Error(`wasm build: install ${DEBIAN_PACKAGES.join(' ')} (apt) or \`rustup target add ${TARGET}\``)
     }
+    // A fresh machine's package lists may be empty or stale.
+    execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit' })
     execFileSync('apt-get', ['install', '-y', '-q', ...DEBIAN_PACKAGES], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
   }
   return { rustc: DEBIAN.rustc, cargo: DEBIAN.cargo, buildStd: true }

@@ -8,6 +8,8 @@ import { existsSync } from 'node:fs'
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 
 if (!existsSync(CHROMIUM) && process.getuid?.() === 0) {
+  // A fresh machine's package lists may be empty or stale.
+  execFileSync('apt-get', ['update', '-q'], { stdio: 'inherit' })
   execFileSync('apt-get', ['install', '-y', '-q', 'chromium'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
 }
 console.log(existsSync(CHROMIUM) ? `chromium: ${CHROMIUM}` : `chromium: missing (apt-get install chromium) — wasm-browser.spec.ts will fail`)
