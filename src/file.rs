@@ -1,6 +1,6 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::args::{parse_backend, GetOptions};
+use crate::args::{parse_backend, GetOptions, JsRanges};
 use crate::error::{guard, CoreResult, OrThrow};
 use crate::handle::{
     read_source_all, SourceHandle, StringRecord, Tensor, TensorInfo, TensorRecord,
@@ -217,7 +217,7 @@ impl SafeTensorsFile {
         &self,
         env: Env,
         name: String,
-        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+        ranges: JsRanges,
         options: Option<GetOptions>,
     ) -> napi::Result<Tensor> {
         guard(&env, "SafeTensorsFile.getSlice", || {
@@ -237,7 +237,7 @@ impl SafeTensorsFile {
         &self,
         env: Env,
         name: String,
-        ranges: Vec<Option<Either<Vec<f64>, f64>>>,
+        ranges: JsRanges,
         options: Option<GetOptions>,
     ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
         guard(&env, "SafeTensorsFile.getSliceAsync", || {

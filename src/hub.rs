@@ -88,16 +88,12 @@ fn resolve_cache_dir(
     cache_dir: Option<String>,
     vars: &HashMap<String, String>,
 ) -> CoreResult<PathBuf> {
-    match cache_dir {
-        Some(dir) if dir.is_empty() => Err(invalid_argument("options.cacheDir must not be empty")),
-        Some(dir) => Ok(PathBuf::from(dir)),
-        None => ids::default_cache_dir(|k| vars.get(k).cloned()).ok_or_else(|| {
-            invalid_argument(
-                "no Hugging Face cache directory: pass options.cacheDir, or set HF_HUB_CACHE, \
-                 HF_HOME or HOME",
-            )
-        }),
-    }
+    ids::choose_cache_dir(cache_dir.as_deref(), |k| vars.get(k).cloned())?.ok_or_else(|| {
+        invalid_argument(
+            "no Hugging Face cache directory: pass options.cacheDir, or set HF_HUB_CACHE, \
+             HF_HOME or HOME",
+        )
+    })
 }
 
 /// One model's folder of the Hugging Face cache, written as huggingface_hub writes it.
@@ -415,37 +411,16 @@ pub fn resolve_model_id(
     vars: std::collections::HashMap<String, String>,
 ) -> napi::Result<Option<ModelIdTarget>> {
     guard(&env, "resolveModelId", || {
-        use stcore::pretrained::hub;
         let run = || -> CoreResult<Option<ModelIdTarget>> {
-            if !hub::looks_like_model_id(&target) || std::fs::symlink_metadata(&target).is_ok() {
-                return Ok(None);
-            }
-            hub::check_model_id(&target).map_err(|e| {
-                invalid_argument(format!(
-                    "there is no file or directory '{target}', and {}",
-                    e.detail()
-                ))
+            let found = ids::resolve_model_id(&target, revision, cache_dir.as_deref(), |k| {
+                vars.get(k).cloned()
             })?;
-            let revision = revision.unwrap_or_else(|| hub::DEFAULT_REVISION.to_string());
-            hub::check_revision(&revision)?;
-            let cache = match cache_dir {
-                Some(dir) if dir.is_empty() => {
-                    return Err(invalid_argument("options.cacheDir must not be empty"))
-                }
-                Some(dir) => Some(std::path::PathBuf::from(dir)),
-                None => hub::default_cache_dir(|k| vars.get(k).cloned()),
-            };
-            let found = match &cache {
-                Some(c) => Some(hub::find_cached(c, &target, &revision)?),
-                None => None,
-            };
-            let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
-            Ok(Some(ModelIdTarget {
-                id: target.clone(),
-                revision,
-                cache_dir: cache.as_deref().map(text),
-                commit: found.as_ref().and_then(|f| f.commit.clone()),
-                snapshot: found.and_then(|f| f.snapshot).as_deref().map(text),
+            Ok(found.map(|t| ModelIdTarget {
+                id: t.id,
+                revision: t.revision,
+                cache_dir: t.cache_dir.as_deref().map(text),
+                commit: t.commit,
+                snapshot: t.snapshot.as_deref().map(text),
             }))
         };
         run().or_throw(&env)

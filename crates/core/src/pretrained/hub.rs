@@ -142,6 +142,71 @@ pub fn default_cache_dir(getenv: impl Fn(&str) -> Option<String>) -> Option<Path
     Some(base.join("huggingface").join("hub"))
 }
 
+/// The cache directory: `given` (`options.cacheDir`; an empty one is ERR_INVALID_ARGUMENT),
+/// else the one the environment names ([`default_cache_dir`]; `None` without one).
+pub fn choose_cache_dir(
+    given: Option<&str>,
+    getenv: impl Fn(&str) -> Option<String>,
+) -> Result<Option<PathBuf>> {
+    match given {
+        Some("") => Err(CoreError::invalid_argument(
+            "options.cacheDir must not be empty",
+        )),
+        Some(dir) => Ok(Some(PathBuf::from(dir))),
+        None => Ok(default_cache_dir(getenv)),
+    }
+}
+
+#[cfg(feature = "fs")]
+/// A target taken as a Hugging Face model id ([`resolve_model_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelIdTarget {
+    pub id: String,
+    pub revision: String,
+    /// The cache looked in (`None`: no cacheDir and no HF_HUB_CACHE / HF_HOME / home).
+    pub cache_dir: Option<PathBuf>,
+    /// The commit the revision names in the cache, if the cache knows it.
+    pub commit: Option<String>,
+    /// The cached snapshot holding config.json and weights, if any.
+    pub snapshot: Option<PathBuf>,
+}
+
+#[cfg(feature = "fs")]
+/// `target` as a model id: `None` when it names an existing path or does not look like
+/// `org/name` (it is then a path); ERR_INVALID_ARGUMENT for an id or revision that breaks
+/// huggingface_hub's rules; else its place in the cache ([`choose_cache_dir`]). Reads the
+/// filesystem, never the network.
+pub fn resolve_model_id(
+    target: &str,
+    revision: Option<String>,
+    cache_dir: Option<&str>,
+    getenv: impl Fn(&str) -> Option<String>,
+) -> Result<Option<ModelIdTarget>> {
+    if !looks_like_model_id(target) || std::fs::symlink_metadata(target).is_ok() {
+        return Ok(None);
+    }
+    check_model_id(target).map_err(|e| {
+        CoreError::invalid_argument(format!(
+            "there is no file or directory '{target}', and {}",
+            e.detail()
+        ))
+    })?;
+    let revision = revision.unwrap_or_else(|| DEFAULT_REVISION.to_string());
+    check_revision(&revision)?;
+    let cache = choose_cache_dir(cache_dir, getenv)?;
+    let found = match &cache {
+        Some(c) => Some(find_cached(c, target, &revision)?),
+        None => None,
+    };
+    Ok(Some(ModelIdTarget {
+        id: target.to_string(),
+        revision,
+        cache_dir: cache,
+        commit: found.as_ref().and_then(|f| f.commit.clone()),
+        snapshot: found.and_then(|f| f.snapshot),
+    }))
+}
+
 #[cfg(feature = "fs")]
 /// Where a model id stands in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
