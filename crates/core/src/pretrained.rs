@@ -143,15 +143,21 @@ pub fn open_detected(
 const OPEN_ATTEMPTS: u32 = 6;
 
 #[cfg(all(feature = "fs", unix))]
-/// Which directory `dir` names now (device and inode), to see a save swap it.
-fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
+/// Which directory `dir` names now, to see a save swap it: device, inode and the inode's
+/// change time. The inode number alone is not enough: a save removes the directory it swapped
+/// out, and the next save's new directory can be given the freed number, so a reader that
+/// read `config.json` before two swaps and the weights after them would see "the same"
+/// directory; the change time of the new inode differs.
+fn dir_identity(dir: &Path) -> Option<(u64, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+    std::fs::metadata(dir)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }
 
 #[cfg(all(feature = "fs", not(unix)))]
 /// Directories are not told apart here: a reader beside a save relies on the swap alone.
-fn dir_identity(_dir: &Path) -> Option<(u64, u64)> {
+fn dir_identity(_dir: &Path) -> Option<(u64, u64, i64, i64)> {
     None
 }
 
