@@ -21,6 +21,8 @@ use stcore::buffer::LARGE_BUFFER_BYTES;
 use stcore::cast::{self, Element};
 use stcore::format::safetensors::{Memory, TensorBytes};
 use stcore::memory::Block;
+pub use stcore::read_as::ReadAs;
+use stcore::read_as::{self, Elements, Form};
 use stcore::{CoreError, DType, F32Decoder};
 use std::sync::Arc;
 
@@ -186,15 +188,6 @@ impl ToNapiValue for TypedArrayOut {
     }
 }
 
-/// What form the caller asked for (`GetOptions.as`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ReadAs {
-    Native,
-    F32,
-    F64,
-    Raw,
-}
-
 #[derive(Clone, Copy, Debug)]
 pub struct ReadMode {
     pub as_: ReadAs,
@@ -213,15 +206,7 @@ impl ReadMode {
     pub fn parse(as_: Option<&str>, copy: Option<bool>, default: ReadAs) -> CoreResult<ReadMode> {
         let as_ = match as_ {
             None => default,
-            Some("native") => ReadAs::Native,
-            Some("F32") => ReadAs::F32,
-            Some("F64") => ReadAs::F64,
-            Some("raw") => ReadAs::Raw,
-            Some(other) => {
-                return Err(CoreError::invalid_argument(format!(
-                    "options.as must be 'native', 'F32', 'F64' or 'raw', not '{other}'"
-                )))
-            }
+            Some(name) => ReadAs::parse(name)?,
         };
         Ok(ReadMode { as_, copy })
     }
@@ -482,36 +467,29 @@ fn convert_f64(dtype: DType, bytes: TensorBytes) -> CoreResult<TypedArrayOut> {
     )
 }
 
-fn native(dtype: DType, bytes: TensorBytes, copy: Option<bool>) -> CoreResult<TypedArrayOut> {
-    Ok(match dtype {
-        DType::F32 | DType::C64 => view_or_copy!(F32, Float32Array, Float32, f32, bytes, copy),
-        DType::F64 => view_or_copy!(F64, Float64Array, Float64, f64, bytes, copy),
-        DType::I8 => view_or_copy!(I8, Int8Array, Int8, i8, bytes, copy),
-        DType::U8 | DType::BOOL => view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, copy),
-        DType::I16 => view_or_copy!(I16, Int16Array, Int16, i16, bytes, copy),
-        DType::U16 => view_or_copy!(U16, Uint16Array, Uint16, u16, bytes, copy),
-        DType::I32 => view_or_copy!(I32, Int32Array, Int32, i32, bytes, copy),
-        DType::U32 => view_or_copy!(U32, Uint32Array, Uint32, u32, bytes, copy),
-        DType::I64 => view_or_copy!(I64, BigInt64Array, BigInt64, i64, bytes, copy),
-        DType::U64 => view_or_copy!(U64, BigUint64Array, BigUint64, u64, bytes, copy),
-        d if d.upcasts_to_f32() => convert_f32(d, bytes)?,
-        // F4 / F6: packed sub-byte values have no JS number type; hand out the stored bytes.
-        _ => view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, copy),
-    })
-}
-
-/// Turn a tensor's bytes into the typed array `mode` asks for.
+/// Turn a tensor's bytes into the typed array `mode` asks for ([`read_as::form`]).
 pub fn to_typed_array(
     dtype: DType,
     bytes: TensorBytes,
     mode: ReadMode,
 ) -> CoreResult<TypedArrayOut> {
-    match mode.as_ {
-        ReadAs::Native => native(dtype, bytes, mode.copy),
-        ReadAs::Raw => Ok(view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, mode.copy)),
-        ReadAs::F32 if dtype == DType::F32 => native(dtype, bytes, mode.copy),
-        ReadAs::F64 if dtype == DType::F64 => native(dtype, bytes, mode.copy),
-        ReadAs::F32 => convert_f32(dtype, bytes),
-        ReadAs::F64 => convert_f64(dtype, bytes),
-    }
+    let copy = mode.copy;
+    Ok(match read_as::form(dtype, mode.as_) {
+        Form::Stored(Elements::F32) => view_or_copy!(F32, Float32Array, Float32, f32, bytes, copy),
+        Form::Stored(Elements::F64) => view_or_copy!(F64, Float64Array, Float64, f64, bytes, copy),
+        Form::Stored(Elements::I8) => view_or_copy!(I8, Int8Array, Int8, i8, bytes, copy),
+        Form::Stored(Elements::U8) => view_or_copy!(U8, Uint8Array, Uint8, u8, bytes, copy),
+        Form::Stored(Elements::I16) => view_or_copy!(I16, Int16Array, Int16, i16, bytes, copy),
+        Form::Stored(Elements::U16) => view_or_copy!(U16, Uint16Array, Uint16, u16, bytes, copy),
+        Form::Stored(Elements::I32) => view_or_copy!(I32, Int32Array, Int32, i32, bytes, copy),
+        Form::Stored(Elements::U32) => view_or_copy!(U32, Uint32Array, Uint32, u32, bytes, copy),
+        Form::Stored(Elements::I64) => {
+            view_or_copy!(I64, BigInt64Array, BigInt64, i64, bytes, copy)
+        }
+        Form::Stored(Elements::U64) => {
+            view_or_copy!(U64, BigUint64Array, BigUint64, u64, bytes, copy)
+        }
+        Form::ToF32 => convert_f32(dtype, bytes)?,
+        Form::ToF64 => convert_f64(dtype, bytes)?,
+    })
 }

@@ -34,6 +34,7 @@ pub mod names;
 pub mod pages;
 pub mod parallel;
 pub mod pretrained;
+pub mod read_as;
 pub mod remote;
 pub mod slice;
 pub mod source;

@@ -1,46 +1,21 @@
-//! A tensor's bytes in the form `getTensor`'s `as` asks for, as the native addon gives them
-//! (src/typed.rs): the stored type's own elements, F32 / F64 conversions, or the raw bytes.
+//! A tensor's bytes in the form `getTensor`'s `as` asks for, by the core's table
+//! ([`stcore::read_as`]) that the native addon follows too: the stored type's own elements,
+//! F32 / F64 conversions, or the raw bytes.
 
 use stcore::cast;
+pub use stcore::read_as::ReadAs;
+use stcore::read_as::{self, Elements, Form};
 use stcore::{CoreError, DType};
 
-/// `options.as`, numbered as `wasm/index.mjs` passes it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ReadAs {
-    Native,
-    F32,
-    F64,
-    Raw,
-}
-
-impl ReadAs {
-    pub fn from_code(code: u32) -> stcore::Result<ReadAs> {
-        Ok(match code {
-            0 => ReadAs::Native,
-            1 => ReadAs::F32,
-            2 => ReadAs::F64,
-            3 => ReadAs::Raw,
-            _ => return Err(CoreError::invalid_argument(format!("bad read mode {code}"))),
-        })
-    }
-}
-
-/// The typed array a result becomes (`Json`: the result is UTF-8 JSON text).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-#[repr(u32)]
-pub enum ArrayKind {
-    #[default]
-    Json = 0,
-    F32 = 1,
-    F64 = 2,
-    I8 = 3,
-    U8 = 4,
-    I16 = 5,
-    U16 = 6,
-    I32 = 7,
-    U32 = 8,
-    I64 = 9,
-    U64 = 10,
+/// `options.as` from the number `wasm/index.mjs` passes (its `AS` table).
+pub fn read_as(code: u32) -> stcore::Result<ReadAs> {
+    Ok(match code {
+        0 => ReadAs::Native,
+        1 => ReadAs::F32,
+        2 => ReadAs::F64,
+        3 => ReadAs::Raw,
+        _ => return Err(CoreError::invalid_argument(format!("bad read mode {code}"))),
+    })
 }
 
 enum Data {
@@ -49,17 +24,24 @@ enum Data {
     F64(Vec<f64>),
 }
 
-/// A call's answer: its bytes and what they are.
+/// A call's answer: its bytes and what they are (`None`: UTF-8 JSON text).
 pub struct Output {
     data: Data,
-    pub kind: ArrayKind,
+    pub kind: Option<Elements>,
+}
+
+impl Output {
+    /// The kind as `wasm/index.mjs`'s `KINDS` numbers it: 0 for JSON text.
+    pub fn kind_code(&self) -> u32 {
+        self.kind.map_or(0, |e| e as u32)
+    }
 }
 
 impl Default for Output {
     fn default() -> Self {
         Output {
             data: Data::Bytes(Vec::new()),
-            kind: ArrayKind::Json,
+            kind: None,
         }
     }
 }
@@ -68,32 +50,32 @@ impl Output {
     pub fn json(v: &serde_json::Value) -> Output {
         Output {
             data: Data::Bytes(v.to_string().into_bytes()),
-            kind: ArrayKind::Json,
+            kind: None,
         }
     }
 
     pub fn bytes(v: Vec<u8>) -> Output {
-        Output::of(ArrayKind::U8, v)
+        Output::of(Elements::U8, v)
     }
 
-    fn of(kind: ArrayKind, v: Vec<u8>) -> Output {
+    fn of(kind: Elements, v: Vec<u8>) -> Output {
         Output {
             data: Data::Bytes(v),
-            kind,
+            kind: Some(kind),
         }
     }
 
     pub fn f32(v: Vec<f32>) -> Output {
         Output {
             data: Data::F32(v),
-            kind: ArrayKind::F32,
+            kind: Some(Elements::F32),
         }
     }
 
     pub fn f64(v: Vec<f64>) -> Output {
         Output {
             data: Data::F64(v),
-            kind: ArrayKind::F64,
+            kind: Some(Elements::F64),
         }
     }
 
@@ -104,26 +86,6 @@ impl Output {
             Data::F64(v) => cast::element_bytes(v),
         }
     }
-}
-
-/// The stored type's own elements (a copy): what `as: 'native'` gives for plain types.
-fn native(dtype: DType, bytes: &[u8]) -> stcore::Result<Output> {
-    let kind = match dtype {
-        DType::F32 | DType::C64 => ArrayKind::F32,
-        DType::F64 => ArrayKind::F64,
-        DType::I8 => ArrayKind::I8,
-        DType::U8 | DType::BOOL => ArrayKind::U8,
-        DType::I16 => ArrayKind::I16,
-        DType::U16 => ArrayKind::U16,
-        DType::I32 => ArrayKind::I32,
-        DType::U32 => ArrayKind::U32,
-        DType::I64 => ArrayKind::I64,
-        DType::U64 => ArrayKind::U64,
-        d if d.upcasts_to_f32() => return to_f32(d, bytes),
-        // F4 / F6: packed sub-byte values have no JS number type: the stored bytes.
-        _ => ArrayKind::U8,
-    };
-    Ok(Output::of(kind, copy(bytes)?))
 }
 
 fn copy(bytes: &[u8]) -> stcore::Result<Vec<u8>> {
@@ -144,14 +106,11 @@ fn to_f64(dtype: DType, bytes: &[u8]) -> stcore::Result<Output> {
     Ok(Output::f64(out))
 }
 
-/// A plain type's bytes in the form `mode` asks for.
+/// A plain type's bytes in the form `mode` asks for ([`read_as::form`]).
 pub fn typed(dtype: DType, bytes: &[u8], mode: ReadAs) -> stcore::Result<Output> {
-    match mode {
-        ReadAs::Native => native(dtype, bytes),
-        ReadAs::Raw => Ok(Output::bytes(copy(bytes)?)),
-        ReadAs::F32 if dtype == DType::F32 => native(dtype, bytes),
-        ReadAs::F64 if dtype == DType::F64 => native(dtype, bytes),
-        ReadAs::F32 => to_f32(dtype, bytes),
-        ReadAs::F64 => to_f64(dtype, bytes),
+    match read_as::form(dtype, mode) {
+        Form::Stored(kind) => Ok(Output::of(kind, copy(bytes)?)),
+        Form::ToF32 => to_f32(dtype, bytes),
+        Form::ToF64 => to_f64(dtype, bytes),
     }
 }

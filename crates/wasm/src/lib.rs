@@ -23,7 +23,7 @@ use std::cell::RefCell;
 mod convert;
 mod write;
 
-pub use convert::{ArrayKind, Output, ReadAs};
+pub use convert::{Output, ReadAs};
 
 /// An opener or an open file, with the origin named in errors.
 enum Slot {
@@ -159,10 +159,10 @@ pub extern "C" fn stw_result_len() -> usize {
     STATE.with(|s| s.borrow().result.as_bytes().len())
 }
 
-/// The element kind of a tensor result ([`ArrayKind`] as a number).
+/// The element kind of a tensor result ([`Output::kind_code`]).
 #[no_mangle]
 pub extern "C" fn stw_result_kind() -> u32 {
-    STATE.with(|s| s.borrow().result.kind as u32)
+    STATE.with(|s| s.borrow().result.kind_code())
 }
 
 /// Drop the result buffer (a large tensor's elements, once JS copied them).
@@ -379,7 +379,7 @@ pub unsafe extern "C" fn stw_file_tensor(
     let (name, stored) = unsafe { (take_str(name, name_len), take(stored, stored_len)) };
     call(|state| {
         let name = name?;
-        let mode = ReadAs::from_code(as_)?;
+        let mode = convert::read_as(as_)?;
         let (file, origin) = state.file(h)?;
         let source = file.source();
         let t = source.info(&name).map_err(|e| e.with_path(origin))?;
