@@ -347,11 +347,20 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** A GGUF file (llama.cpp, ggml), validated at open and read lazily. */
 export declare class GgufFile {
-  /** Instances come from `open`, `openAsync` and `openUrl` (factories bypass this). */
+  /** Tensor names, in the order the reader serves them. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in `tensorNames` order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  /** Instances come from the factories (they bypass this). */
   constructor()
   /**
-   * Open and validate a GGUF file. `backend: 'read'` uses plain reads instead of a memory
-   * map.
+   * Open and validate the file. `backend: 'read'` uses plain reads instead of a
+   * memory map.
    */
   static open(path: string, options?: OpenOptions): GgufFile
   /** `open` off the event loop. */
@@ -371,18 +380,9 @@ export declare class GgufFile {
   get metadataTypes(): Record<string, string>
   /** Always null (model directories have one). */
   get config(): null
-  /** Tensor names in file order. */
-  get tensorNames(): Array<string>
-  get numParameters(): number
   /** Size of the whole file in bytes. */
   get byteLength(): number
-  has(name: string): boolean
   info(name: string): GgufTensorInfo
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
-  /** Every tensor, keyed by name in file order. */
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
   close(): void
 }
@@ -513,6 +513,23 @@ export declare class LogisticRegression {
  * `model.safetensors`, a sharded `model.safetensors.index.json`, or `weights.mlx`).
  */
 export declare class Model {
+  /** Tensor names, in the order the reader serves them. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in `tensorNames` order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  /**
+   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an
+   * index (which drops the dimension), or null for all of it. Negative values
+   * count from the end.
+   */
+  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
+  /** `getSlice` off the event loop. */
+  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
   /** Instances come from `Model.loadPretrained` / `loadPretrainedSync` (factories bypass this). */
   constructor()
   /** `loadPretrained` on the calling thread. */
@@ -524,25 +541,11 @@ export declare class Model {
   get format(): WeightsFormat
   /** Weight files used, relative to `dir`. */
   get files(): Array<string>
-  get tensorNames(): Array<string>
-  get numParameters(): number
-  has(name: string): boolean
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
   /** The directory (as `dir`). */
   get path(): string
   /** The weights' key/values (a SafeTensors `__metadata__`, …), or null. */
   get metadata(): Record<string, unknown> | null
   info(name: string): TensorInfo
-  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  /**
-   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
-   * (which drops the dimension), or null for all of it. Negative values count from the end.
-   */
-  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
-  /** `getSlice` off the event loop. */
-  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
   /**
    * Release the weights now (see `SafeTensorsFile.close`); a `save` already started
    * finishes. A second call does nothing.
@@ -637,9 +640,29 @@ export declare class RemoteWeights {
  * that view the (private, copy-on-write) mapping when aligned, and copies otherwise.
  */
 export declare class SafeTensorsFile {
-  /** Instances come from `open`, `openAsync` and `fromBytes` (factories bypass this). */
+  /** Tensor names, in the order the reader serves them. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in `tensorNames` order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
+  /**
+   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an
+   * index (which drops the dimension), or null for all of it. Negative values
+   * count from the end.
+   */
+  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
+  /** `getSlice` off the event loop. */
+  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
+  /** Instances come from the factories (they bypass this). */
   constructor()
-  /** Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map. */
+  /**
+   * Open and validate the file. `backend: 'read'` uses plain reads instead of a
+   * memory map.
+   */
   static open(path: string, options?: OpenOptions): SafeTensorsFile
   /** `open` off the event loop. */
   static openAsync(path: string, options?: OpenOptions): Promise<SafeTensorsFile>
@@ -648,9 +671,6 @@ export declare class SafeTensorsFile {
   get path(): string | null
   /** The `__metadata__` map, or null. */
   get metadata(): Record<string, string> | null
-  /** Tensor names in data-offset order. */
-  get tensorNames(): Array<string>
-  get numParameters(): number
   /** Size of the whole file in bytes. */
   get byteLength(): number
   /**
@@ -665,21 +685,8 @@ export declare class SafeTensorsFile {
    * memory map past the new end would fault). Always ok for `fromBytes`.
    */
   validate(): ValidationReport
-  has(name: string): boolean
   /** Every SafeTensors tensor has its `dataOffsets`. */
   info(name: string): TensorInfo & { dataOffsets: [number, number] }
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
-  /**
-   * A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
-   * (which drops the dimension), or null for all of it. Negative values count from the end.
-   */
-  getSlice(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Tensor
-  /** `getSlice` off the event loop. */
-  getSliceAsync(name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions): Promise<Tensor>
-  /** Every tensor, keyed by name in data-offset order. */
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
 }
 
 /**
@@ -688,6 +695,15 @@ export declare class SafeTensorsFile {
  * that view the file's mapping where the bytes allow, copies otherwise.
  */
 export declare class WeightsFile {
+  /** Tensor names, in the order the reader serves them. */
+  get tensorNames(): Array<string>
+  get numParameters(): number
+  has(name: string): boolean
+  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
+  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
+  /** Every tensor, keyed by name in `tensorNames` order. */
+  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
+  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   /** Instances come from `openWeights` and `openWeightsSync`. */
   constructor()
   get format(): WeightsFormat
@@ -697,16 +713,7 @@ export declare class WeightsFile {
   get metadata(): Record<string, unknown> | null
   /** `config.json` of a model directory, or null. */
   get config(): Record<string, unknown> | null
-  /** Tensor names in serving order (data order for SafeTensors, file order for GGUF). */
-  get tensorNames(): Array<string>
-  get numParameters(): number
-  has(name: string): boolean
   info(name: string): TensorInfo
-  getTensor(name: string, options?: GetOptions | undefined | null): Tensor
-  getTensorAsync(name: string, options?: GetOptions | undefined | null): Promise<Tensor>
-  /** Every tensor, keyed by name in serving order. */
-  tensors(options?: GetOptions | undefined | null): Record<string, Tensor>
-  tensorsAsync(options?: GetOptions | undefined | null): Promise<Record<string, Tensor>>
   /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
   close(): void
 }

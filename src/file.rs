@@ -1,9 +1,10 @@
 //! `SafeTensorsFile`, `loadFile`: reading SafeTensors files from JavaScript.
 
-use crate::args::{parse_backend, GetOptions, JsRanges};
+use crate::args::GetOptions;
 use crate::error::{guard, CoreResult, OrThrow};
 use crate::handle::{
-    read_source_all, SourceHandle, StringRecord, Tensor, TensorInfo, TensorRecord,
+    read_source_all, reader_factories, reader_methods, Reader, SourceHandle, StringRecord,
+    TensorInfo, TensorRecord,
 };
 use crate::tasks::CoreTask;
 use crate::typed::{ReadAs, ReadMode};
@@ -35,53 +36,19 @@ impl SafeTensorsFile {
     }
 }
 
+reader_methods!(SafeTensorsFile, "SafeTensorsFile", slices);
+reader_factories!(
+    SafeTensorsFile,
+    "SafeTensorsFile",
+    open_file,
+    "SafeTensorsFile.open(path), openAsync(path), fromBytes(bytes) or openUrl(url)",
+    "Promise<SafeTensorsFile>"
+);
+
+impl Reader for SafeTensorsFile {}
+
 #[napi]
 impl SafeTensorsFile {
-    /// Instances come from `open`, `openAsync` and `fromBytes` (factories bypass this).
-    #[napi(catch_unwind, constructor)]
-    pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        guard(&env, "SafeTensorsFile.constructor", || {
-            Err(crate::error::not_constructible(
-                &env,
-                "SafeTensorsFile",
-                "SafeTensorsFile.open(path), openAsync(path), fromBytes(bytes) or openUrl(url)",
-            ))
-        })
-    }
-
-    /// Open and validate a file. `backend: 'read'` uses plain reads instead of a memory map.
-    #[napi(
-        catch_unwind,
-        strict,
-        factory,
-        writable,
-        ts_args_type = "path: string, options?: OpenOptions"
-    )]
-    pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<SafeTensorsFile> {
-        guard(&env, "SafeTensorsFile.open", || {
-            open_file(&path, parse_backend(&options)).or_throw(&env)
-        })
-    }
-
-    /// `open` off the event loop.
-    #[napi(
-        catch_unwind,
-        strict,
-        writable,
-        ts_args_type = "path: string, options?: OpenOptions",
-        ts_return_type = "Promise<SafeTensorsFile>"
-    )]
-    pub fn open_async(
-        env: Env,
-        path: String,
-        options: Option<Object>,
-    ) -> napi::Result<AsyncTask<CoreTask<SafeTensorsFile>>> {
-        guard(&env, "SafeTensorsFile.openAsync", || {
-            let backend = parse_backend(&options);
-            Ok(CoreTask::new(move || open_file(&path, backend)))
-        })
-    }
-
     /// Validate a whole file held in memory (the bytes are copied).
     #[napi(
         catch_unwind,
@@ -119,21 +86,6 @@ impl SafeTensorsFile {
         })
     }
 
-    /// Tensor names in data-offset order.
-    #[napi(catch_unwind, getter)]
-    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        guard(&env, "SafeTensorsFile.tensorNames", || {
-            self.inner.tensor_names(&env)
-        })
-    }
-
-    #[napi(catch_unwind, getter)]
-    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        guard(&env, "SafeTensorsFile.numParameters", || {
-            self.inner.num_parameters(&env)
-        })
-    }
-
     /// Size of the whole file in bytes.
     #[napi(catch_unwind, getter)]
     pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
@@ -165,11 +117,6 @@ impl SafeTensorsFile {
         })
     }
 
-    #[napi(catch_unwind, strict)]
-    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        guard(&env, "SafeTensorsFile.has", || self.inner.has(&env, &name))
-    }
-
     /// Every SafeTensors tensor has its `dataOffsets`.
     #[napi(
         catch_unwind,
@@ -179,94 +126,6 @@ impl SafeTensorsFile {
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "SafeTensorsFile.info", || {
             self.inner.info(&env, &name)
-        })
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn get_tensor(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "SafeTensorsFile.getTensor", || {
-            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
-    pub fn get_tensor_async(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "SafeTensorsFile.getTensorAsync", || {
-            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
-        })
-    }
-
-    /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
-    /// (which drops the dimension), or null for all of it. Negative values count from the end.
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
-    )]
-    pub fn get_slice(
-        &self,
-        env: Env,
-        name: String,
-        ranges: JsRanges,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "SafeTensorsFile.getSlice", || {
-            self.inner
-                .get_slice(&env, &name, &ranges, &options, ReadAs::Native)
-        })
-    }
-
-    /// `getSlice` off the event loop.
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
-        ts_return_type = "Promise<Tensor>"
-    )]
-    pub fn get_slice_async(
-        &self,
-        env: Env,
-        name: String,
-        ranges: JsRanges,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "SafeTensorsFile.getSliceAsync", || {
-            Ok(self
-                .inner
-                .get_slice_async(name, &ranges, &options, ReadAs::Native))
-        })
-    }
-
-    /// Every tensor, keyed by name in data-offset order.
-    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
-    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        guard(&env, "SafeTensorsFile.tensors", || {
-            self.inner.tensors(&env, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_return_type = "Promise<Record<string, Tensor>>"
-    )]
-    pub fn tensors_async(
-        &self,
-        env: Env,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
-        guard(&env, "SafeTensorsFile.tensorsAsync", || {
-            Ok(self.inner.tensors_async(&options, ReadAs::Native))
         })
     }
 }

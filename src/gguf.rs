@@ -4,11 +4,10 @@
 //! The parsing and decoding are `stcore::format::gguf::GgufSource`'s; this module converts
 //! arguments and values.
 
-use crate::args::{parse_backend, GetOptions};
 use crate::error::{guard, CoreResult, OrThrow};
-use crate::handle::{own_record, SourceHandle, StringRecord, Tensor, TensorRecord};
-use crate::tasks::CoreTask;
-use crate::typed::ReadAs;
+use crate::handle::{
+    own_record, reader_factories, reader_methods, Reader, SourceHandle, StringRecord,
+};
 use napi::bindgen_prelude::*;
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
@@ -112,54 +111,19 @@ fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> 
     })
 }
 
+reader_methods!(GgufFile, "GgufFile");
+reader_factories!(
+    GgufFile,
+    "GgufFile",
+    open_gguf,
+    "GgufFile.open(path), openAsync(path) or openUrl(url)",
+    "Promise<GgufFile>"
+);
+
+impl Reader for GgufFile {}
+
 #[napi]
 impl GgufFile {
-    /// Instances come from `open`, `openAsync` and `openUrl` (factories bypass this).
-    #[napi(catch_unwind, constructor)]
-    pub fn not_constructible(env: Env) -> napi::Result<Self> {
-        guard(&env, "GgufFile.constructor", || {
-            Err(crate::error::not_constructible(
-                &env,
-                "GgufFile",
-                "GgufFile.open(path), openAsync(path) or openUrl(url)",
-            ))
-        })
-    }
-
-    /// Open and validate a GGUF file. `backend: 'read'` uses plain reads instead of a memory
-    /// map.
-    #[napi(
-        catch_unwind,
-        strict,
-        factory,
-        writable,
-        ts_args_type = "path: string, options?: OpenOptions"
-    )]
-    pub fn open(env: Env, path: String, options: Option<Object>) -> napi::Result<GgufFile> {
-        guard(&env, "GgufFile.open", || {
-            open_gguf(&path, parse_backend(&options)).or_throw(&env)
-        })
-    }
-
-    /// `open` off the event loop.
-    #[napi(
-        catch_unwind,
-        strict,
-        writable,
-        ts_args_type = "path: string, options?: OpenOptions",
-        ts_return_type = "Promise<GgufFile>"
-    )]
-    pub fn open_async(
-        env: Env,
-        path: String,
-        options: Option<Object>,
-    ) -> napi::Result<AsyncTask<CoreTask<GgufFile>>> {
-        guard(&env, "GgufFile.openAsync", || {
-            let backend = parse_backend(&options);
-            Ok(CoreTask::new(move || open_gguf(&path, backend)))
-        })
-    }
-
     #[napi(catch_unwind, getter, ts_return_type = "'gguf'")]
     pub fn format(&self, env: Env) -> napi::Result<String> {
         guard(&env, "GgufFile.format", || {
@@ -246,32 +210,12 @@ impl GgufFile {
         })
     }
 
-    /// Tensor names in file order.
-    #[napi(catch_unwind, getter)]
-    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        guard(&env, "GgufFile.tensorNames", || {
-            self.inner.tensor_names(&env)
-        })
-    }
-
-    #[napi(catch_unwind, getter)]
-    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        guard(&env, "GgufFile.numParameters", || {
-            self.inner.num_parameters(&env)
-        })
-    }
-
     /// Size of the whole file in bytes.
     #[napi(catch_unwind, getter)]
     pub fn byte_length(&self, env: Env) -> napi::Result<f64> {
         guard(&env, "GgufFile.byteLength", || {
             Ok(self.inner.get_or_throw(&env)?.file_len() as f64)
         })
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        guard(&env, "GgufFile.has", || self.inner.has(&env, &name))
     }
 
     #[napi(catch_unwind, strict, ts_return_type = "GgufTensorInfo")]
@@ -281,53 +225,6 @@ impl GgufFile {
                 .get()
                 .and_then(|inner| tensor_info(&inner, &name))
                 .or_throw(&env)
-        })
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn get_tensor(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "GgufFile.getTensor", || {
-            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
-    pub fn get_tensor_async(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "GgufFile.getTensorAsync", || {
-            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
-        })
-    }
-
-    /// Every tensor, keyed by name in file order.
-    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
-    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        guard(&env, "GgufFile.tensors", || {
-            self.inner.tensors(&env, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_return_type = "Promise<Record<string, Tensor>>"
-    )]
-    pub fn tensors_async(
-        &self,
-        env: Env,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
-        guard(&env, "GgufFile.tensorsAsync", || {
-            Ok(self.inner.tensors_async(&options, ReadAs::Native))
         })
     }
 

@@ -422,3 +422,207 @@ pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<TensorIn
             .map(|(a, b)| vec![a as f64, b as f64]),
     })
 }
+
+/// A weights class: what its shared methods ([`reader_methods`]) need besides `inner`.
+pub trait Reader {
+    /// The form `getTensor` gives without `options.as` (`Model.loadPretrained(dir, { as:
+    /// 'F32' })` changes it).
+    fn default_as(&self) -> ReadAs {
+        ReadAs::Native
+    }
+}
+
+/// The reading methods every weights class shares, written once: napi classes cannot inherit
+/// from one another, so each class gets these as a `#[napi] impl` block of its own that
+/// delegates to its [`SourceHandle`] (the field `inner`), with the form [`Reader::default_as`]
+/// gives; `slices` adds `getSlice` / `getSliceAsync` (the readers whose tensors are cut by
+/// ranges).
+macro_rules! reader_methods {
+    ($class:ident, $js:literal $(, $slices:ident)?) => {
+        #[napi_derive::napi]
+        impl $class {
+            /// Tensor names, in the order the reader serves them.
+            #[napi(catch_unwind, getter)]
+            pub fn tensor_names(&self, env: napi::Env) -> napi::Result<Vec<String>> {
+                $crate::error::guard(&env, concat!($js, ".tensorNames"), || {
+                    self.inner.tensor_names(&env)
+                })
+            }
+
+            #[napi(catch_unwind, getter)]
+            pub fn num_parameters(&self, env: napi::Env) -> napi::Result<f64> {
+                $crate::error::guard(&env, concat!($js, ".numParameters"), || {
+                    self.inner.num_parameters(&env)
+                })
+            }
+
+            #[napi(catch_unwind, strict)]
+            pub fn has(&self, env: napi::Env, name: String) -> napi::Result<bool> {
+                $crate::error::guard(&env, concat!($js, ".has"), || self.inner.has(&env, &name))
+            }
+
+            #[napi(catch_unwind, strict)]
+            pub fn get_tensor(
+                &self,
+                env: napi::Env,
+                name: String,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<$crate::handle::Tensor> {
+                $crate::error::guard(&env, concat!($js, ".getTensor"), || {
+                    self.inner.get_tensor(&env, &name, &options, $crate::handle::Reader::default_as(self))
+                })
+            }
+
+            #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
+            pub fn get_tensor_async(
+                &self,
+                env: napi::Env,
+                name: String,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<
+                napi::bindgen_prelude::AsyncTask<$crate::tasks::CoreTask<$crate::handle::Tensor>>,
+            > {
+                $crate::error::guard(&env, concat!($js, ".getTensorAsync"), || {
+                    Ok(self.inner.get_tensor_async(name, &options, $crate::handle::Reader::default_as(self)))
+                })
+            }
+
+            /// Every tensor, keyed by name in `tensorNames` order.
+            #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
+            pub fn tensors(
+                &self,
+                env: napi::Env,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<$crate::handle::TensorRecord> {
+                $crate::error::guard(&env, concat!($js, ".tensors"), || {
+                    self.inner.tensors(&env, &options, $crate::handle::Reader::default_as(self))
+                })
+            }
+
+            #[napi(
+                catch_unwind,
+                strict,
+                ts_return_type = "Promise<Record<string, Tensor>>"
+            )]
+            pub fn tensors_async(
+                &self,
+                env: napi::Env,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<
+                napi::bindgen_prelude::AsyncTask<
+                    $crate::tasks::CoreTask<$crate::handle::TensorRecord>,
+                >,
+            > {
+                $crate::error::guard(&env, concat!($js, ".tensorsAsync"), || {
+                    Ok(self.inner.tensors_async(&options, $crate::handle::Reader::default_as(self)))
+                })
+            }
+        }
+        $($crate::handle::reader_methods!(@$slices $class, $js);)?
+    };
+    (@slices $class:ident, $js:literal) => {
+        #[napi_derive::napi]
+        impl $class {
+            /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an
+            /// index (which drops the dimension), or null for all of it. Negative values
+            /// count from the end.
+            #[napi(
+                catch_unwind,
+                strict,
+                ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
+            )]
+            pub fn get_slice(
+                &self,
+                env: napi::Env,
+                name: String,
+                ranges: $crate::args::JsRanges,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<$crate::handle::Tensor> {
+                $crate::error::guard(&env, concat!($js, ".getSlice"), || {
+                    self.inner.get_slice(&env, &name, &ranges, &options, $crate::handle::Reader::default_as(self))
+                })
+            }
+
+            /// `getSlice` off the event loop.
+            #[napi(
+                catch_unwind,
+                strict,
+                ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
+                ts_return_type = "Promise<Tensor>"
+            )]
+            pub fn get_slice_async(
+                &self,
+                env: napi::Env,
+                name: String,
+                ranges: $crate::args::JsRanges,
+                options: Option<$crate::args::GetOptions>,
+            ) -> napi::Result<
+                napi::bindgen_prelude::AsyncTask<$crate::tasks::CoreTask<$crate::handle::Tensor>>,
+            > {
+                $crate::error::guard(&env, concat!($js, ".getSliceAsync"), || {
+                    Ok(self.inner.get_slice_async(name, &ranges, &options, $crate::handle::Reader::default_as(self)))
+                })
+            }
+        }
+    };
+}
+pub(crate) use reader_methods;
+
+/// The factories of a class that opens a local file: `open` / `openAsync` over
+/// `$open(path, backend)` (`openAsync` typed as `$promise`), and a constructor that throws,
+/// naming `$how` to make one.
+macro_rules! reader_factories {
+    ($class:ident, $js:literal, $open:path, $how:literal, $promise:literal) => {
+        #[napi_derive::napi]
+        impl $class {
+            /// Instances come from the factories (they bypass this).
+            #[napi(catch_unwind, constructor)]
+            pub fn not_constructible(env: napi::Env) -> napi::Result<Self> {
+                $crate::error::guard(&env, concat!($js, ".constructor"), || {
+                    Err($crate::error::not_constructible(&env, $js, $how))
+                })
+            }
+
+            /// Open and validate the file. `backend: 'read'` uses plain reads instead of a
+            /// memory map.
+            #[napi(
+                catch_unwind,
+                strict,
+                factory,
+                writable,
+                ts_args_type = "path: string, options?: OpenOptions"
+            )]
+            pub fn open(
+                env: napi::Env,
+                path: String,
+                options: Option<napi::bindgen_prelude::Object>,
+            ) -> napi::Result<$class> {
+                use $crate::error::OrThrow;
+                $crate::error::guard(&env, concat!($js, ".open"), || {
+                    $open(&path, $crate::args::parse_backend(&options)).or_throw(&env)
+                })
+            }
+
+            /// `open` off the event loop.
+            #[napi(
+                                        catch_unwind,
+                                        strict,
+                                        writable,
+                                        ts_args_type = "path: string, options?: OpenOptions",
+                                        ts_return_type = $promise
+                                    )]
+            pub fn open_async(
+                env: napi::Env,
+                path: String,
+                options: Option<napi::bindgen_prelude::Object>,
+            ) -> napi::Result<napi::bindgen_prelude::AsyncTask<$crate::tasks::CoreTask<$class>>>
+            {
+                $crate::error::guard(&env, concat!($js, ".openAsync"), || {
+                    let backend = $crate::args::parse_backend(&options);
+                    Ok($crate::tasks::CoreTask::new(move || $open(&path, backend)))
+                })
+            }
+        }
+    };
+}
+pub(crate) use reader_factories;

@@ -1,9 +1,8 @@
 //! `Model`: pretrained model directories (config.json + weights) from JavaScript.
 
-use crate::args::{GetOptions, JsRanges};
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, CoreResult, OrThrow};
-use crate::handle::{Held, SourceHandle, Tensor, TensorInfo, TensorRecord};
+use crate::handle::{reader_methods, Held, Reader, SourceHandle, TensorInfo};
 use crate::models::{parse_matrix, with_matrix, MatrixArg};
 use crate::tasks::{CoreTask, ProgressSink};
 use crate::typed::{new_array, JsArray, ReadAs};
@@ -147,6 +146,14 @@ impl Loaded {
     }
 }
 
+reader_methods!(Model, "Model", slices);
+
+impl Reader for Model {
+    fn default_as(&self) -> ReadAs {
+        self.default_as
+    }
+}
+
 #[napi]
 impl Model {
     /// Instances come from `Model.loadPretrained` / `loadPretrainedSync` (factories bypass this).
@@ -235,48 +242,6 @@ impl Model {
         })
     }
 
-    #[napi(catch_unwind, getter)]
-    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        guard(&env, "Model.tensorNames", || self.inner.tensor_names(&env))
-    }
-
-    #[napi(catch_unwind, getter)]
-    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        guard(&env, "Model.numParameters", || {
-            self.inner.num_parameters(&env)
-        })
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        guard(&env, "Model.has", || self.inner.has(&env, &name))
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn get_tensor(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "Model.getTensor", || {
-            self.inner
-                .get_tensor(&env, &name, &options, self.default_as)
-        })
-    }
-
-    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
-    pub fn get_tensor_async(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "Model.getTensorAsync", || {
-            Ok(self.inner.get_tensor_async(name, &options, self.default_as))
-        })
-    }
-
     /// The directory (as `dir`).
     #[napi(catch_unwind, getter)]
     pub fn path(&self, env: Env) -> napi::Result<String> {
@@ -296,69 +261,6 @@ impl Model {
     #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "Model.info", || self.inner.info(&env, &name))
-    }
-
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_return_type = "Promise<Record<string, Tensor>>"
-    )]
-    pub fn tensors_async(
-        &self,
-        env: Env,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
-        guard(&env, "Model.tensorsAsync", || {
-            Ok(self.inner.tensors_async(&options, self.default_as))
-        })
-    }
-
-    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
-    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        guard(&env, "Model.tensors", || {
-            self.inner.tensors(&env, &options, self.default_as)
-        })
-    }
-
-    /// A sub-tensor along the leading dimensions: per dimension `[start, stop)`, an index
-    /// (which drops the dimension), or null for all of it. Negative values count from the end.
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions"
-    )]
-    pub fn get_slice(
-        &self,
-        env: Env,
-        name: String,
-        ranges: JsRanges,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "Model.getSlice", || {
-            self.inner
-                .get_slice(&env, &name, &ranges, &options, self.default_as)
-        })
-    }
-
-    /// `getSlice` off the event loop.
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_args_type = "name: string, ranges: Array<[number, number] | number | null>, options?: GetOptions",
-        ts_return_type = "Promise<Tensor>"
-    )]
-    pub fn get_slice_async(
-        &self,
-        env: Env,
-        name: String,
-        ranges: JsRanges,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "Model.getSliceAsync", || {
-            Ok(self
-                .inner
-                .get_slice_async(name, &ranges, &options, self.default_as))
-        })
     }
 
     /// Release the weights now (see `SafeTensorsFile.close`); a `save` already started

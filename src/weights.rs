@@ -3,13 +3,12 @@
 //! only converts arguments and hands tensors out as typed arrays (views of the mapping
 //! where the bytes allow, as `SafeTensorsFile` does).
 
-use crate::args::{parse_backend, GetOptions};
+use crate::args::parse_backend;
 use crate::convert::Json;
 use crate::error::{guard, invalid_argument, option, CoreResult, OrThrow};
 use crate::gguf::GgufFile;
-use crate::handle::{SourceHandle, Tensor, TensorInfo, TensorRecord};
+use crate::handle::{reader_methods, Reader, SourceHandle, TensorInfo};
 use crate::tasks::CoreTask;
-use crate::typed::ReadAs;
 use napi::bindgen_prelude::*;
 use napi::Env;
 use napi_derive::napi;
@@ -131,6 +130,10 @@ pub fn open_weights_async(
     })
 }
 
+reader_methods!(WeightsFile, "WeightsFile");
+
+impl Reader for WeightsFile {}
+
 #[napi]
 impl WeightsFile {
     /// Instances come from `openWeights` and `openWeightsSync`.
@@ -186,76 +189,9 @@ impl WeightsFile {
         })
     }
 
-    /// Tensor names in serving order (data order for SafeTensors, file order for GGUF).
-    #[napi(catch_unwind, getter)]
-    pub fn tensor_names(&self, env: Env) -> napi::Result<Vec<String>> {
-        guard(&env, "WeightsFile.tensorNames", || {
-            self.inner.tensor_names(&env)
-        })
-    }
-
-    #[napi(catch_unwind, getter)]
-    pub fn num_parameters(&self, env: Env) -> napi::Result<f64> {
-        guard(&env, "WeightsFile.numParameters", || {
-            self.inner.num_parameters(&env)
-        })
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn has(&self, env: Env, name: String) -> napi::Result<bool> {
-        guard(&env, "WeightsFile.has", || self.inner.has(&env, &name))
-    }
-
     #[napi(catch_unwind, strict)]
     pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "WeightsFile.info", || self.inner.info(&env, &name))
-    }
-
-    #[napi(catch_unwind, strict)]
-    pub fn get_tensor(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<Tensor> {
-        guard(&env, "WeightsFile.getTensor", || {
-            self.inner.get_tensor(&env, &name, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(catch_unwind, strict, ts_return_type = "Promise<Tensor>")]
-    pub fn get_tensor_async(
-        &self,
-        env: Env,
-        name: String,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<Tensor>>> {
-        guard(&env, "WeightsFile.getTensorAsync", || {
-            Ok(self.inner.get_tensor_async(name, &options, ReadAs::Native))
-        })
-    }
-
-    /// Every tensor, keyed by name in serving order.
-    #[napi(catch_unwind, strict, ts_return_type = "Record<string, Tensor>")]
-    pub fn tensors(&self, env: Env, options: Option<GetOptions>) -> napi::Result<TensorRecord> {
-        guard(&env, "WeightsFile.tensors", || {
-            self.inner.tensors(&env, &options, ReadAs::Native)
-        })
-    }
-
-    #[napi(
-        catch_unwind,
-        strict,
-        ts_return_type = "Promise<Record<string, Tensor>>"
-    )]
-    pub fn tensors_async(
-        &self,
-        env: Env,
-        options: Option<GetOptions>,
-    ) -> napi::Result<AsyncTask<CoreTask<TensorRecord>>> {
-        guard(&env, "WeightsFile.tensorsAsync", || {
-            Ok(self.inner.tensors_async(&options, ReadAs::Native))
-        })
     }
 
     /// Release the file now (see `SafeTensorsFile.close`). A second call does nothing.
