@@ -382,7 +382,7 @@ export declare class GgufFile {
   get config(): null
   /** Size of the whole file in bytes. */
   get byteLength(): number
-  info(name: string): GgufTensorInfo
+  info(name: string): TensorInfo & { dataOffsets: [number, number]; ggmlType: string; offset: number }
   /** Release the file now (see `SafeTensorsFile.close`). A second call does nothing. */
   close(): void
 }
@@ -760,29 +760,6 @@ export interface GgufOptions {
 }
 
 /**
- * The description of one tensor `GgufFile.info` returns: `TensorInfo`'s fields, in its
- * order and with its values, then the ones GGUF adds.
- */
-export interface GgufTensorInfo {
-  name: string
-  /** What `getTensor` serves: F32 for block types, the stored type for plain ones. */
-  dtype: DType
-  /** The ggml type as stored (as `ggmlType`). */
-  storedType: string
-  /** Row-major (numpy order, outermost first): the reverse of the file's `ne`. */
-  shape: Array<number>
-  /** Bytes as stored (what `as: 'raw'` returns). */
-  byteLength: number
-  numel: number
-  /** `[start, end)` of the stored bytes relative to the data section. */
-  dataOffsets: [number, number]
-  /** The ggml type as stored ('Q4_K', 'F16', 'I32', …). */
-  ggmlType: string
-  /** Offset of the stored bytes from the start of the file. */
-  offset: number
-}
-
-/**
  * An ETag header as the blob name it gives (quotes and `W/` removed), or ERR_IO naming
  * `what` when it names no blob.
  */
@@ -959,9 +936,9 @@ export interface Tensor {
 }
 
 /**
- * What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
- * `GgufFile`, whose `GgufTensorInfo` has these fields first and adds its own): a format adds
- * fields to it, never renames them.
+ * What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`,
+ * `GgufFile`): a format adds fields, never renames them. The optional fields are the ones a
+ * format adds; napi-rs sets them after the others, in this order.
  */
 export interface TensorInfo {
   name: string
@@ -982,6 +959,10 @@ export interface TensorInfo {
    * one (SafeTensors, GGUF; a shard's own data section in a sharded model).
    */
   dataOffsets?: [number, number]
+  /** GGUF (`GgufFile.info`): the ggml type as stored ('Q4_K', 'F16', 'I32', …). */
+  ggmlType?: string
+  /** GGUF (`GgufFile.info`): where the stored bytes start, from the start of the file. */
+  offset?: number
 }
 
 /** Every problem found in a file or directory (not only the first), with codes. */

@@ -6,7 +6,7 @@
 
 use crate::error::{guard, CoreResult, OrThrow};
 use crate::handle::{
-    own_record, reader_factories, reader_methods, Reader, SourceHandle, StringRecord,
+    own_record, reader_factories, reader_methods, Reader, SourceHandle, StringRecord, TensorInfo,
 };
 use napi::bindgen_prelude::*;
 use napi::{sys, Env, JsValue};
@@ -69,45 +69,17 @@ impl GgufFile {
     }
 }
 
-/// The description of one tensor `GgufFile.info` returns: `TensorInfo`'s fields, in its
-/// order and with its values, then the ones GGUF adds.
-#[napi(object, object_from_js = false, js_name = "GgufTensorInfo")]
-pub struct JsGgufTensorInfo {
-    pub name: String,
-    /// What `getTensor` serves: F32 for block types, the stored type for plain ones.
-    #[napi(ts_type = "DType")]
-    pub dtype: String,
-    /// The ggml type as stored (as `ggmlType`).
-    pub stored_type: String,
-    /// Row-major (numpy order, outermost first): the reverse of the file's `ne`.
-    pub shape: Vec<i64>,
-    /// Bytes as stored (what `as: 'raw'` returns).
-    pub byte_length: f64,
-    pub numel: f64,
-    /// `[start, end)` of the stored bytes relative to the data section.
-    #[napi(ts_type = "[number, number]")]
-    pub data_offsets: Vec<f64>,
-    /// The ggml type as stored ('Q4_K', 'F16', 'I32', …).
-    pub ggml_type: String,
-    /// Offset of the stored bytes from the start of the file.
-    pub offset: f64,
-}
-
-fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<JsGgufTensorInfo> {
+/// `GgufFile.info`: the common fields, then the ones GGUF adds.
+fn tensor_info(source: &GgufSource, name: &str) -> CoreResult<TensorInfo> {
     let common = crate::handle::tensor_info(source, name)?;
     let g = source.gguf_info(name).ok_or_else(|| {
         stcore::CoreError::not_found("no such tensor in the file").with_tensor(name)
     })?;
-    Ok(JsGgufTensorInfo {
-        name: common.name,
-        dtype: common.dtype,
-        stored_type: common.stored_type,
-        shape: common.shape,
-        byte_length: common.byte_length,
-        numel: common.numel,
-        data_offsets: common.data_offsets.unwrap_or_default(),
-        ggml_type: g.ggml_type.name().to_string(),
-        offset: source.file_offset(name).unwrap_or(g.offset) as f64,
+    Ok(TensorInfo {
+        data_offsets: Some(common.data_offsets.unwrap_or_default()),
+        ggml_type: Some(g.ggml_type.name().to_string()),
+        offset: Some(source.file_offset(name).unwrap_or(g.offset) as f64),
+        ..common
     })
 }
 
@@ -218,8 +190,12 @@ impl GgufFile {
         })
     }
 
-    #[napi(catch_unwind, strict, ts_return_type = "GgufTensorInfo")]
-    pub fn info(&self, env: Env, name: String) -> napi::Result<JsGgufTensorInfo> {
+    #[napi(
+        catch_unwind,
+        strict,
+        ts_return_type = "TensorInfo & { dataOffsets: [number, number]; ggmlType: string; offset: number }"
+    )]
+    pub fn info(&self, env: Env, name: String) -> napi::Result<TensorInfo> {
         guard(&env, "GgufFile.info", || {
             self.inner
                 .get()

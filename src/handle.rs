@@ -382,9 +382,9 @@ pub fn read_source_all(source: &dyn TensorSource, mode: ReadMode) -> CoreResult<
         .map(TensorRecord)
 }
 
-/// What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`, and
-/// `GgufFile`, whose `GgufTensorInfo` has these fields first and adds its own): a format adds
-/// fields to it, never renames them.
+/// What every reader's `info(name)` returns (`SafeTensorsFile`, `WeightsFile`, `Model`,
+/// `GgufFile`): a format adds fields, never renames them. The optional fields are the ones a
+/// format adds; napi-rs sets them after the others, in this order.
 #[napi(object, object_from_js = false)]
 pub struct TensorInfo {
     pub name: String,
@@ -399,12 +399,14 @@ pub struct TensorInfo {
     /// Bytes as stored (what `as: 'raw'` returns).
     pub byte_length: f64,
     pub numel: f64,
-    // Last: napi-rs sets an optional field after the others whatever its place, and
-    // `GgufTensorInfo` keeps this order.
     /// `[start, end)` of the stored bytes in the format's data section, for formats that have
     /// one (SafeTensors, GGUF; a shard's own data section in a sharded model).
     #[napi(ts_type = "[number, number]")]
     pub data_offsets: Option<Vec<f64>>,
+    /// GGUF (`GgufFile.info`): the ggml type as stored ('Q4_K', 'F16', 'I32', …).
+    pub ggml_type: Option<String>,
+    /// GGUF (`GgufFile.info`): where the stored bytes start, from the start of the file.
+    pub offset: Option<f64>,
 }
 
 /// The description of one tensor of a source.
@@ -420,6 +422,8 @@ pub fn tensor_info(source: &dyn TensorSource, name: &str) -> CoreResult<TensorIn
         data_offsets: source
             .stored_range(name)
             .map(|(a, b)| vec![a as f64, b as f64]),
+        ggml_type: None,
+        offset: None,
     })
 }
 
