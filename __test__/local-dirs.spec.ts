@@ -502,3 +502,51 @@ describe('a PEFT LoRA adapter directory where a model is expected', () => {
     expect(existsSync(join(dir, 'out.gguf'))).toBe(false)
   })
 })
+
+describe('merging a LoRA adapter streams one tensor at a time', () => {
+  it('a 415 MiB llama-shaped base merged with a rank-8 adapter: peak RSS below 200 MiB, every adapted weight W + (α/r)·B·A', () => {
+    const root = tempDir('lora-merge-rss-')
+    const [E, F, L, V, R, alpha] = [512, 2048, 24, 8000, 8, 16]
+    const [w, a, b] = [0.01, 0.02, 0.03]
+    const filled = (shape: number[], v: number) => ({ shape, data: new Float32Array(shape.reduce((x, y) => x * y, 1)).fill(v) })
+    const base = join(root, 'base')
+    const adapter = join(root, 'adapter')
+    mkdirSync(base)
+    mkdirSync(adapter)
+    const weights: Record<string, TensorInput> = { 'model.embed_tokens.weight': filled([V, E], w), 'model.norm.weight': filled([E], 1), 'lm_head.weight': filled([V, E], w) }
+    const pairs: Record<string, TensorInput> = {}
+    const linear: [string, number, number][] = [['self_attn.q_proj', E, E], ['self_attn.k_proj', E, E], ['self_attn.v_proj', E, E], ['self_attn.o_proj', E, E], ['mlp.gate_proj', F, E], ['mlp.up_proj', F, E], ['mlp.down_proj', E, F]]
+    for (let l = 0; l < L; l++) {
+      weights[`model.layers.${l}.input_layernorm.weight`] = filled([E], 1)
+      weights[`model.layers.${l}.post_attention_layernorm.weight`] = filled([E], 1)
+      for (const [name, out, inp] of linear) {
+        weights[`model.layers.${l}.${name}.weight`] = filled([out, inp], w)
+        pairs[`base_model.model.model.layers.${l}.${name}.lora_A.weight`] = filled([R, inp], a)
+        pairs[`base_model.model.model.layers.${l}.${name}.lora_B.weight`] = filled([out, R], b)
+      }
+    }
+    saveFile(join(base, 'model.safetensors'), weights)
+    writeFileSync(join(base, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: E, intermediate_size: F, num_hidden_layers: L, num_attention_heads: 8, num_key_value_heads: 8, vocab_size: V }))
+    saveFile(join(adapter, 'adapter_model.safetensors'), pairs)
+    writeFileSync(join(adapter, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: R, lora_alpha: alpha, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }))
+    const size = statSync(join(base, 'model.safetensors')).size
+    expect(size).toBeGreaterThan(400 * MiB)
+
+    const out = join(root, 'merged')
+    const r = inChild(`lib.convert(${JSON.stringify(base)}, ${JSON.stringify(out)}, { to: 'safetensors', lora: ${JSON.stringify(adapter)} })
+      .then((report) => console.log(JSON.stringify({ report, rss: peak() })), (e) => console.log(JSON.stringify({ error: e.message })))`)
+    expect(r.error).toBeUndefined()
+    expect(r.rss).toBeLessThan(200 * MiB)
+
+    const merged = Model.loadPretrainedSync(out)
+    expect(merged.tensorNames.length).toBe(Object.keys(weights).length)
+    const expected = Math.fround(w + (alpha / R) * R * a * b)
+    for (const name of ['model.layers.0.self_attn.q_proj.weight', 'model.layers.23.mlp.down_proj.weight']) {
+      const t = merged.getTensor(name).data as Float32Array
+      expect(Math.max(...[t[0], t[t.length - 1]].map((v) => Math.abs(v - expected) / expected))).toBeLessThan(1e-6)
+    }
+    expect((merged.getTensor('lm_head.weight').data as Float32Array)[0]).toBe(Math.fround(w))
+    merged.close()
+    rmSync(root, { recursive: true, force: true })
+  })
+})
