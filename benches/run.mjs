@@ -27,7 +27,9 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff', 'wasm']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff', 'wasm', 'large-gguf']
+// Row 16 (an 8 GB model, ~30 min and ~20 GB of disk) runs only when named.
+const ON_REQUEST = ['large-gguf']
 const die = (msg) => {
   console.error(`bench: ${msg}`)
   process.exit(2)
@@ -50,7 +52,8 @@ for (let i = 0; i < argv.length; i++) {
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md (the run and its goals)')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
-    console.log('  rows 8 (hf-gguf) and 10 (pytorch) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
+    console.log('  rows 8 (hf-gguf), 10 (pytorch) and 16 (large-gguf) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
+    console.log(`  rows run only when named: ${ON_REQUEST.join(', ')}`)
     process.exit(0)
   } else die(`unknown option ${a} (try --help)`)
 }
@@ -59,9 +62,9 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-5])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
-  : new Set(ROWS)
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-15)`)
+  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-6])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  : new Set(ROWS.filter((r) => !ON_REQUEST.includes(r)))
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-16)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
@@ -292,15 +295,17 @@ function makeGgmlInputs() {
   return files
 }
 
-/** Row 8's model directory (1.2 GB), generated once by benches/lib/make-llama-dir.py. */
-function makeHfLlamaDir() {
-  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'llama-0.6b-bf16')
+/** Row 8's model directory (1.2 GB), or row 16's (`large`: 8.1 GB; the quick one with
+ * --quick), generated once by benches/lib/make-llama-dir.py. */
+function makeHfLlamaDir(large = false) {
+  const size = opt.quick ? 'quick' : large ? 'large' : null
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', large && !opt.quick ? 'llama-4b-bf16' : 'llama-0.6b-bf16')
   const stampPath = join(dir, '.inputs')
   const want = JSON.stringify({ v: 1, quick: opt.quick })
   if (existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want) return dir
   if (!PY.python) return null
   log(`generating ${dir} ...`)
-  execFileSync(PY.python, [join(ROOT, 'benches', 'lib', 'make-llama-dir.py'), LLAMA_SRC, dir, ...(opt.quick ? ['--quick'] : [])], { stdio: 'inherit', env: pythonEnv() })
+  execFileSync(PY.python, [join(ROOT, 'benches', 'lib', 'make-llama-dir.py'), LLAMA_SRC, dir, ...(size ? [`--${size}`] : [])], { stdio: 'inherit', env: pythonEnv() })
   writeFileSync(stampPath, want)
   return dir
 }
@@ -618,6 +623,41 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
       { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0` (llama-cpp-python 0.3.36 sources)", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir: hfDir, out: join(DATA, 'out', 'hf-converter.gguf'), outtype: 'q8_0' } },
     ].map((i) => (hfDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
   }
+  // Row 16: a model too large to hold, converted in shards: time and peak RSS of one run each
+  // (fresh processes, no warm-up), against llama.cpp's pipeline for the same output.
+  const largeDir = LARGE_DIR
+  const shardBytes = opt.quick ? 16 * MiB : 2e9
+  const largeOut = (k) => join(DATA, 'out', `large-${k}`)
+  const llamaTool = (tool) => (LLAMA_QUANTIZE.exe ? join(dirname(LLAMA_QUANTIZE.exe), tool) : null)
+  const large = {
+    row: 'large-gguf',
+    id: '16',
+    work: `${opt.quick ? 'tiny' : '4B'} Llama-shaped BF16 model directory (${(dirBytes(largeDir) / 1e9).toFixed(2)} GB) → Q4_K_M GGUF in files of at most ${opt.quick ? '16 MiB' : '2 GB'}`,
+    warm: [],
+    rounds: 1,
+    outDirs: [largeOut('ours'), largeOut('llama')],
+    compareSplit: true,
+    impls: [
+      { key: 'ours', label: `ours: \`convert(dir, 'q.gguf', {to: 'gguf', quantization: 'Q4_K_M', maxShardBytes: ${opt.quick ? '16 MiB' : '2e9'}})\``, lang: 'node', case: 'llama-ours', reps: 0, params: { dir: largeDir, out: join(largeOut('ours'), 'q.gguf'), q: 'Q4_K_M', maxShardBytes: shardBytes } },
+      {
+        key: 'llama.cpp',
+        label: "llama.cpp: `convert_hf_to_gguf.py --outtype bf16`, `llama-quantize … Q4_K_M`, `llama-gguf-split --split-max-size` (one after the other; peak RSS: the largest)",
+        lang: 'py',
+        script: 'lib/exec_rusage.py',
+        case: 'large-llama',
+        reps: 0,
+        params: {
+          steps: [
+            [TORCH?.python, join(LLAMA_SRC ?? '', 'convert_hf_to_gguf.py'), largeDir, '--outtype', 'bf16', '--outfile', join(largeOut('llama'), 'bf16.gguf')],
+            [llamaTool('llama-quantize'), join(largeOut('llama'), 'bf16.gguf'), join(largeOut('llama'), 'whole.gguf'), 'Q4_K_M', String(os.availableParallelism())],
+            [llamaTool('llama-gguf-split'), '--split', '--split-max-size', opt.quick ? '16M' : '2G', join(largeOut('llama'), 'whole.gguf'), join(largeOut('llama'), 'q')],
+          ],
+          outs: [`${largeOut('llama')}/`],
+        },
+        ...(!largeDir ? { skipped: 'no input directory (the Python peers are needed to make it)' } : !TORCH?.python ? { skipped: TORCH?.error ?? 'no torch' } : LLAMA_QUANTIZE.exe ? {} : { skipped: LLAMA_QUANTIZE.error }),
+      },
+    ].map((i) => (largeDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
+  }
   // The physical bound of producing outputs: fresh memory (huge pages asked for, or refused)
   // filled by a copy on two threads, one allocation per output.
   const freshCopy = (sizes) => [
@@ -834,6 +874,7 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
     verify,
     diffRow,
     ...wasmRows,
+    ...(only.has('large-gguf') ? [large] : []),
   ].filter((g) => only.has(g.row))
 }
 
@@ -864,6 +905,9 @@ const GOALS = [
   { id: '7', label: 'Q4_K_M of a 0.6B model vs llama-quantize (same threads)', ours: 'ours', peer: 'llama-quantize', target: 1.0 },
   { id: '8', label: "0.6B BF16 model dir → Q8_0 GGUF vs llama.cpp's convert_hf_to_gguf.py", ours: 'ours', peer: 'converter', target: 0.2 },
   { id: '8', label: '0.6B BF16 model dir → Q8_0 GGUF: peak RSS vs convert_hf_to_gguf.py', ours: 'ours', peer: 'converter', target: 0.3, rss: true },
+  { id: '16', label: "8 GB BF16 model dir → Q4_K_M GGUF in shards vs convert_hf_to_gguf.py + llama-quantize + llama-gguf-split", ours: 'ours', peer: 'llama.cpp', target: 1.0 },
+  { id: '16', label: '8 GB BF16 model dir → Q4_K_M GGUF in shards: peak RSS vs that pipeline', ours: 'ours', peer: 'llama.cpp', target: 0.5, rss: true },
+  { id: '16', label: '8 GB BF16 model dir → Q4_K_M GGUF in shards: peak RSS against 1 GiB', ours: 'ours', rssLimit: true, limitMiB: 1024, target: 1.0 },
   // Issue 20: a synchronous loop costs what the async calls cost; whole checkpoints.
   { id: '1a', label: 'BF16 upcast in a synchronous loop vs numpy', ours: 'sync', peer: 'numpy', target: 1.0 },
   ...['1a', '1b', '1d', '2a', '4a', '4b', '4c'].map((id) => ({ id, label: 'synchronous loop vs `await …Async` (per call)', ours: 'sync', peer: 'async', target: 1.2 })),
@@ -937,6 +981,35 @@ function compareGgufOutputs(g) {
     const t = summary(i.params.out)
     i.same = ref != null && JSON.stringify(t) === JSON.stringify(ref)
     i.result.check = { ...i.result.check, tensors: t ? Object.keys(t).length : null }
+  }
+}
+
+/** Row 16: both split GGUF sets hold the same tensors — names, types, shapes and the SHA-256
+ * of their stored bytes — read through each set's first file (the addon opens the whole set). */
+function compareSplitOutputs(g) {
+  const st = require(ROOT)
+  const summary = (dir) => {
+    const first = existsSync(dir) && readdirSync(dir).find((n) => /-00001-of-\d{5}\.gguf$/.test(n))
+    if (!first) return null
+    const f = st.GgufFile.open(join(dir, first))
+    try {
+      return {
+        files: readdirSync(dir).filter((n) => /-\d{5}-of-\d{5}\.gguf$/.test(n)).length,
+        tensors: Object.fromEntries([...f.tensorNames].sort().map((n) => {
+          const { ggmlType, shape } = f.info(n)
+          return [n, [ggmlType, shape.join('x'), createHash('sha256').update(f.getTensor(n, { as: 'raw' }).data).digest('hex')]]
+        })),
+      }
+    } finally {
+      f.close()
+    }
+  }
+  const done = g.impls.filter((i) => i.result && !i.result.error && !i.result.skipped)
+  if (done.length < 2) return
+  const sets = done.map((i) => summary(i.params.out ? dirname(i.params.out) : i.params.outs[0].replace(/\/$/, '')))
+  for (const [k, i] of done.entries()) {
+    i.same = sets[0] != null && JSON.stringify(sets[k]?.tensors) === JSON.stringify(sets[0].tensors)
+    i.result.check = { ...i.result.check, files: sets[k]?.files ?? null, tensors: sets[k] ? Object.keys(sets[k].tensors).length : null }
   }
 }
 
@@ -1078,7 +1151,7 @@ function report(m, pyInfo, gs, loadEnd, minutes) {
     const o = g.impls.find((i) => i.key === goal.ours)?.result
     if (goal.rssLimit) {
       // Peak RSS against a limit in MiB (the whole child process, runtime included).
-      const limit = (1.05 * g.f32Bytes) / MiB + 100
+      const limit = goal.limitMiB ?? (1.05 * g.f32Bytes) / MiB + 100
       const ours = o?.max_rss_kib ? o.max_rss_kib / 1024 : null
       goal.oursMiB = ours
       goal.limitMiB = limit
@@ -1119,15 +1192,15 @@ const pyInfo = pythonInfo()
 const files = makeInputs()
 const ggmlFiles = only.has('dequant') || only.has('preset') || only.has('wasm') ? makeGgmlInputs() : null
 const wasmInputs = only.has('wasm') ? await makeWasmInputs() : null
-const LLAMA_QUANTIZE = only.has('preset') ? llamaQuantize() : { error: 'row 7 not selected' }
-let TORCH = { python: null, error: 'row 8 not selected' }
+const LLAMA_QUANTIZE = only.has('preset') || only.has('large-gguf') ? llamaQuantize() : { error: 'rows 7 and 16 not selected' }
+let TORCH = { python: null, error: 'rows 8 and 16 not selected' }
 let LLAMA_SRC = null
 let HF_DIR = null
-if (only.has('hf-gguf') || only.has('pytorch')) TORCH = ensureTorchPython()
-if (only.has('hf-gguf')) {
-  LLAMA_SRC = ensureLlamaCppSources()
-  HF_DIR = makeHfLlamaDir()
-}
+let LARGE_DIR = null
+if (only.has('hf-gguf') || only.has('pytorch') || only.has('large-gguf')) TORCH = ensureTorchPython()
+if (only.has('hf-gguf') || only.has('large-gguf')) LLAMA_SRC = ensureLlamaCppSources()
+if (only.has('hf-gguf')) HF_DIR = makeHfLlamaDir()
+if (only.has('large-gguf')) LARGE_DIR = makeHfLlamaDir(true)
 const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const ptBin = only.has('pytorch') ? makePytorchBin() : null
 const npzFiles = only.has('npz') ? makeNpz(files) : null
@@ -1153,7 +1226,11 @@ for (const g of gs) {
   for (const p of g.warm) warm(p)
   // Rounds interleave the implementations (A B C, A B C, ...) so that a burst of load from
   // elsewhere does not land on one implementation only.
-  for (let round = 0; round < rounds; round++) {
+  for (const d of g.outDirs ?? []) {
+    rmSync(d, { recursive: true, force: true })
+    mkdirSync(d, { recursive: true })
+  }
+  for (let round = 0; round < (g.rounds ?? rounds); round++) {
     for (const i of g.impls) {
       const r = runChild(i)
       if ((g.row === 'save' || (g.row === 'pytorch' && i.key !== 'io')) && !r.error && !r.skipped) {
@@ -1168,8 +1245,10 @@ for (const g of gs) {
     }
   }
   if (g.compareGguf) compareGgufOutputs(g)
+  else if (g.compareSplit) compareSplitOutputs(g)
   else checkGroup(g)
   for (const i of g.impls) if (i.params.out) rmSync(i.params.out, { force: true }) // outputs: ~1.3 GiB for row 3
+  for (const d of g.outDirs ?? []) rmSync(d, { recursive: true, force: true })
   const bad = g.impls.filter((i) => i.same === false)
   if (bad.length) log(`  ! outputs differ: ${bad.map((i) => `${i.key} ${JSON.stringify(i.result.check)}`).join('; ')} vs ${JSON.stringify(g.impls[0].result.check)}`)
 }

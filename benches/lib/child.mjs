@@ -292,8 +292,9 @@ cases['llama-ours'] = {
     rm(P.out)
     syncDisks()
   },
-  run: () => st.convert(P.dir, P.out, { to: 'gguf', quantization: P.q }),
-  check: (_, report) => ({ fileBytes: report.outputBytes, architecture: report.architecture }),
+  // maxShardBytes (row 16): a split GGUF, its files beside P.out.
+  run: () => st.convert(P.dir, P.out, { to: 'gguf', quantization: P.q, ...(P.maxShardBytes ? { maxShardBytes: P.maxShardBytes } : {}) }),
+  check: (_, report) => ({ fileBytes: report.outputBytes, architecture: report.architecture, files: report.files?.length }),
 }
 cases['quant-io'] = {
   // The file I/O inside convert, without the conversion: map the input and touch each page

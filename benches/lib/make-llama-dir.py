@@ -1,6 +1,6 @@
-"""A 0.6B Llama-shaped BF16 model directory for benchmark row 6 (run by benches/run.mjs):
+"""A 0.6B Llama-shaped BF16 model directory for benchmark rows 8 and 16 (run by benches/run.mjs):
 
-    python benches/lib/make-llama-dir.py LLAMA_CPP_SRC OUT_DIR [--quick]
+    python benches/lib/make-llama-dir.py LLAMA_CPP_SRC OUT_DIR [--quick | --large]
 
 config.json (LlamaForCausalLM: hidden 1536, 20 layers, 12 heads of 128, 4 KV heads, FFN
 4096, vocabulary 32,000, untied output: 601.6M parameters), tokenizer.model (Llama 2's
@@ -20,8 +20,8 @@ sys.path.insert(0, str(ROOT / 'scripts' / 'llama'))
 from decoder_fixtures import read_gguf_kv, sentencepiece_model  # noqa: E402
 
 src, out = sys.argv[1], Path(sys.argv[2])
-quick = '--quick' in sys.argv[3:]
-e, layers, heads, kv, ff, vocab = (256, 4, 4, 2, 704, 32000) if quick else (1536, 20, 12, 4, 4096, 32000)
+SIZES = {'--quick': (256, 4, 4, 2, 704, 32000), '--large': (3072, 38, 24, 8, 8192, 32000)}
+e, layers, heads, kv, ff, vocab = SIZES.get(sys.argv[3] if len(sys.argv) > 3 else '', (1536, 20, 12, 4, 4096, 32000))
 d = e // heads
 config = {
     'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': e,
