@@ -57,7 +57,9 @@ pub struct TensorListing {
 pub enum Recognition {
     /// An architecture we export for llama.cpp.
     Known(Box<LlamaExport>),
-    /// Not one we know: the caller keeps the generic export and passes this warning on.
+    /// A directory that is not a transformers checkpoint (no `architectures`, no
+    /// `transformers_version`) of no architecture we know: the caller keeps the generic
+    /// export and passes this warning on.
     Unknown(String),
 }
 
@@ -334,6 +336,19 @@ pub fn recognize(
                 .iter()
                 .flat_map(|a| a.hf_classes.iter().copied())
                 .collect();
+            // A transformers checkpoint (save_pretrained writes both fields) of another
+            // architecture would make a GGUF llama.cpp refuses: refused before anything is
+            // written. Other directories (this package's models, hand-made configs) keep the
+            // generic export.
+            if hparams.get("architectures").is_some()
+                || hparams.get("transformers_version").is_some()
+            {
+                return Err(CoreError::invalid_model(format!(
+                    "the llama.cpp export does not support {what}; it supports {}",
+                    known.join(", ")
+                ))
+                .with_path(dir.join("config.json")));
+            }
             return Ok(Recognition::Unknown(format!(
                 "llama.cpp export does not know {what} (it knows {}): wrote the tensors under their \
                  Hugging Face names without hyper-parameters or tokenizer, which llama.cpp cannot run",

@@ -312,12 +312,43 @@ fn a_bert_directory_with_vocab_txt_and_cls_pooling() {
 }
 
 #[test]
-fn unknown_architectures_are_recognised_as_unknown() {
+fn an_unsupported_transformers_architecture_is_refused_naming_it_and_the_supported_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for (config, named) in [
+        (
+            json!({"architectures": ["FalconForCausalLM"], "model_type": "falcon"}),
+            "architecture 'FalconForCausalLM'",
+        ),
+        (
+            json!({"architectures": ["BertForSequenceClassification"], "model_type": "bert"}),
+            "architecture 'BertForSequenceClassification'",
+        ),
+        (
+            json!({"model_type": "falcon", "transformers_version": "4.57.6"}),
+            "model_type 'falcon'",
+        ),
+    ] {
+        let e = expect_invalid(
+            recognize(dir.path(), &config, &[], QuantizationChoice::Keep),
+            named,
+        );
+        let message = e.to_string();
+        for supported in ["LlamaForCausalLM", "Qwen3ForCausalLM", "BertModel"] {
+            assert!(message.contains(supported), "{message}");
+        }
+        assert_eq!(
+            e.path(),
+            Some(dir.path().join("config.json").to_str().unwrap())
+        );
+    }
+}
+
+#[test]
+fn other_directories_are_recognised_as_unknown() {
     let dir = tempfile::tempdir().unwrap();
     for config in [
-        json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}),
-        json!({"architectures": ["BertForSequenceClassification"], "model_type": "bert"}),
         json!({"model_type": "tiny_llama"}),
+        json!({"model_type": "linear_regression", "n_features": 2}),
         json!({}),
     ] {
         match recognize(
