@@ -220,6 +220,7 @@ const DECODERS = [
   { name: 'mixtral', arch: 'llama', tokenizer: 'tokenizer.model' },
   { name: 'qwen2_moe', arch: 'qwen2moe', tokenizer: 'tokenizer.json' },
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
+  { name: 'gpt2', arch: 'gpt2', tokenizer: 'tokenizer.json' },
 ] as const
 
 describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
