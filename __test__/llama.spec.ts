@@ -221,6 +221,7 @@ const DECODERS = [
   { name: 'qwen2_moe', arch: 'qwen2moe', tokenizer: 'tokenizer.json' },
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
   { name: 'gpt2', arch: 'gpt2', tokenizer: 'tokenizer.json' },
+  { name: 'phi3', arch: 'phi3', tokenizer: 'tokenizer.model' },
 ] as const
 
 describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {

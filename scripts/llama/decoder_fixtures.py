@@ -333,6 +333,29 @@ MODELS = {
             'errors': 'replace', 'clean_up_tokenization_spaces': False,
         },
     },
+    'phi3': {
+        # Phi-3-mini-4k's layout: a SentencePiece vocabulary (Llama 2's pieces) with the chat
+        # tokens added after it, fused qkv_proj and gate_up_proj, no rope scaling.
+        'vocab': 'phi-3', 'tokenizer': 'spm', 'spm_pieces': 32000, 'dtype': 'bfloat16', 'tied': False, 'seed': 102,
+        'config': {
+            'architectures': ['Phi3ForCausalLM'], 'model_type': 'phi3', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 4, 'max_position_embeddings': 4096,
+            'original_max_position_embeddings': 4096, 'rms_norm_eps': 1e-05, 'rope_theta': 10000.0,
+            'rope_scaling': None, 'partial_rotary_factor': 1.0, 'sliding_window': 2047,
+            'vocab_size': 32064, 'bos_token_id': 1, 'eos_token_id': 32000, 'pad_token_id': 32000,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0,
+            'embd_pdrop': 0.0, 'resid_pdrop': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': False, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'LlamaTokenizer', 'bos_token': '<s>', 'eos_token': '<|endoftext|>',
+            'unk_token': '<unk>', 'pad_token': '<|endoftext|>', 'add_bos_token': True, 'add_eos_token': False,
+            'legacy': False, 'model_max_length': 4096, 'clean_up_tokenization_spaces': False,
+            'sp_model_kwargs': {}, 'use_default_system_prompt': False,
+            'chat_template': "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
+        },
+    },
 }
 
 # Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
@@ -589,8 +612,36 @@ def gpt2_weights(cfg, seed, tied):
     return t
 
 
+def phi3_weights(cfg, seed, tied):
+    """Phi3ForCausalLM's tensors (fused qkv_proj and gate_up_proj), from RandomState(seed)."""
+    rng = np.random.RandomState(seed)
+    e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
+    h, kv = cfg['num_attention_heads'], cfg['num_key_value_heads']
+    d = e // h
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
+    for l in range(L):
+        p = f'model.layers.{l}.'
+        t[p + 'input_layernorm.weight'] = norm(e)
+        t[p + 'self_attn.qkv_proj.weight'] = normal((h + 2 * kv) * d, e, std=0.2)
+        t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
+        t[p + 'post_attention_layernorm.weight'] = norm(e)
+        t[p + 'mlp.gate_up_proj.weight'] = normal(2 * f, e, std=0.1)
+        t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
+    t['model.norm.weight'] = norm(e)
+    if not tied:
+        t['lm_head.weight'] = normal(cfg['vocab_size'], e, std=0.2)
+    return t
+
+
 # Architectures whose tensors `weights` does not name.
-ARCH_WEIGHTS = {'gpt2': gpt2_weights}
+ARCH_WEIGHTS = {'gpt2': gpt2_weights, 'phi3': phi3_weights}
 
 
 def to_dtype(a, dtype):
@@ -644,7 +695,17 @@ def make(src, out_dir, only=None):
             tc['chat_template'] = (Path(src) / 'models' / 'templates' / spec['template']).read_text()
         if 'template_file' in spec:
             (d / 'chat_template.jinja').write_text((Path(src) / 'models' / 'templates' / spec['template_file']).read_text())
-        if spec['tokenizer'] == 'spm':
+        if spec['tokenizer'] == 'spm' and 'spm_pieces' in spec:
+            # The pieces of tokenizer.model, the tokens past them added in tokenizer_config.json
+            # (the GGUF's types of <unk>, <s>, </s> are what the converter made of them).
+            n = spec['spm_pieces']
+            pieces = {'tokens': vocab['tokens'][:n], 'scores': [0.0, 0.0, 0.0] + vocab['scores'][3:n],
+                      'types': [2, 3, 3] + vocab['types'][3:n]}
+            (d / 'tokenizer.model').write_bytes(sentencepiece_model(pieces))
+            tc['added_tokens_decoder'] = {
+                str(i): {'content': tok, 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True}
+                for i, (tok, ty) in enumerate(zip(vocab['tokens'], vocab['types'])) if i < 3 or (i >= n and ty == 3)}
+        elif spec['tokenizer'] == 'spm':
             (d / 'tokenizer.model').write_bytes(sentencepiece_model(vocab))
         else:
             bos = tc.get('bos_token') if spec.get('pattern') == 'llama3' else None

@@ -9,7 +9,7 @@
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
 //! One module per architecture family, each a table: `bert`, `gpt2`, `granite`, `llama`, `mistral`
-//! (Mistral and Mixtral), `olmo2`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
@@ -28,6 +28,7 @@ pub mod lora;
 mod mistral;
 mod names;
 mod olmo2;
+mod phi3;
 mod qwen2;
 mod qwen3;
 mod qwen_moe;
@@ -314,6 +315,7 @@ const ARCHITECTURES: &[&Architecture] = &[
     &mistral::ARCH,
     &mistral::MIXTRAL,
     &olmo2::ARCH,
+    &phi3::ARCH,
     &qwen2::ARCH,
     &qwen3::ARCH,
     &qwen_moe::QWEN2_MOE,
