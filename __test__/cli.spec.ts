@@ -523,9 +523,15 @@ describe('text from a file is printed escaped and bounded', () => {
     const config = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'))
     writeFileSync(join(model, 'config.json'), JSON.stringify({ ...config, architectures: ['\x1b]0;pwned\x07Evil\x1b[2J\u2066'] }))
     const c = cli(['convert', model, join(dir, 'out.gguf'), '--to', 'gguf'])
-    expect(c.status, c.stderr).toBe(0)
+    expectError(c, 1, 'ERR_INVALID_MODEL')
     expect(c.stderr).not.toMatch(RAW)
-    expect(c.stderr).toContain("warning: llama.cpp export does not know architecture '\\x1b]0;pwned\\x07Evil\\x1b[2J\\u{2066}'")
+    expect(c.stderr).toContain("the llama.cpp export does not support architecture '\\x1b]0;pwned\\x07Evil\\x1b[2J\\u{2066}'")
+    // A warning carries such a name too: a directory with only a model_type, which keeps the generic export.
+    writeFileSync(join(model, 'config.json'), JSON.stringify({ ...config, model_type: '\x1b]0;pwned\x07Evil\x1b[2J\u2066' }))
+    const w = cli(['convert', model, join(dir, 'out.gguf'), '--to', 'gguf'])
+    expect(w.status, w.stderr).toBe(0)
+    expect(w.stderr).not.toMatch(RAW)
+    expect(w.stderr).toContain("warning: llama.cpp export does not know model_type '\\x1b]0;pwned\\x07Evil\\x1b[2J\\u{2066}'")
   })
 })
 

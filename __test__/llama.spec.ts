@@ -220,6 +220,8 @@ const DECODERS = [
   { name: 'mixtral', arch: 'llama', tokenizer: 'tokenizer.model' },
   { name: 'qwen2_moe', arch: 'qwen2moe', tokenizer: 'tokenizer.json' },
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
+  { name: 'gpt2', arch: 'gpt2', tokenizer: 'tokenizer.json' },
+  { name: 'phi3', arch: 'phi3', tokenizer: 'tokenizer.model' },
 ] as const
 
 describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
@@ -486,17 +488,23 @@ describe('bad model directories', () => {
     expect(e.message).toContain('not valid JSON')
   })
 
-  it('an architecture llama.cpp export does not know: the generic GGUF and a warning, in the report and on the CLI', async () => {
+  it('an architecture the llama.cpp export does not support: ERR_INVALID_MODEL naming it and the supported ones, in the API and on the CLI', async () => {
+    for (const [edit, named] of [
+      [(c: any) => (c.architectures = ['FalconForCausalLM']), "architecture 'FalconForCausalLM'"],
+      [(c: any) => { delete c.architectures; c.model_type = 'falcon' }, "model_type 'falcon'"],
+    ] as const) {
+      const e = await reject((d) => editConfig(d, edit))
+      expect(e.message).toContain(`the llama.cpp export does not support ${named}; it supports `)
+      for (const supported of ['BertModel', 'LlamaForCausalLM', 'Qwen3ForCausalLM']) expect(e.message).toContain(supported)
+      expect(e.path).toMatch(/config\.json$/)
+    }
     const dir = join(root, 'unknown')
     cpSync(base, dir, { recursive: true })
     editConfig(dir, (c) => (c.architectures = ['FalconForCausalLM']))
-    const report = await convert(dir, join(root, 'unknown.gguf'), { to: 'gguf' })
-    expect(report.architecture).toBeUndefined()
-    expect(report.warnings).toEqual([expect.stringContaining("does not know architecture 'FalconForCausalLM'")])
-    expect(summary(join(root, 'unknown.gguf')).tensors).toHaveProperty(['model.embed_tokens.weight'])
     const cli = spawnSync(process.execPath, [resolve(__dirname, '../bin/safetensors-node.js'), 'convert', dir, join(root, 'unknown-cli.gguf'), '--to', 'gguf'], { encoding: 'utf8' })
-    expect(cli.status, cli.stderr).toBe(0)
-    expect(cli.stderr).toMatch(/warning: llama\.cpp export does not know architecture 'FalconForCausalLM'/)
+    expect(cli.status, cli.stderr).toBe(1)
+    expect(cli.stderr).toMatch(/^error\[ERR_INVALID_MODEL\]: .*the llama\.cpp export does not support architecture 'FalconForCausalLM'; it supports BertModel, /)
+    expect(existsSync(join(root, 'unknown-cli.gguf'))).toBe(false)
   })
 })
 

@@ -312,6 +312,50 @@ MODELS = {
             'clean_up_tokenization_spaces': False,
         },
     },
+    # From here on each model names its seed: the models above take theirs from their place
+    # in this table, which entries added elsewhere must not shift.
+    'gpt2': {
+        'vocab': 'gpt-2', 'tokenizer': 'gpt2', 'dtype': 'float32', 'tied': True, 'seed': 101,
+        'config': {
+            'architectures': ['GPT2LMHeadModel'], 'model_type': 'gpt2', 'activation_function': 'gelu_new',
+            'attn_pdrop': 0.1, 'bos_token_id': 50256, 'embd_pdrop': 0.1, 'eos_token_id': 50256,
+            'initializer_range': 0.02, 'layer_norm_epsilon': 1e-05, 'n_ctx': 1024, 'n_embd': 64,
+            'n_head': 4, 'n_inner': None, 'n_layer': 2, 'n_positions': 1024,
+            'reorder_and_upcast_attn': False, 'resid_pdrop': 0.1, 'scale_attn_by_inverse_layer_idx': False,
+            'scale_attn_weights': True, 'summary_activation': None, 'summary_first_dropout': 0.1,
+            'summary_proj_to_labels': True, 'summary_type': 'cls_index', 'summary_use_proj': True,
+            'use_cache': True, 'vocab_size': 50257, 'torch_dtype': 'float32',
+            'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GPT2Tokenizer', 'bos_token': '<|endoftext|>', 'eos_token': '<|endoftext|>',
+            'unk_token': '<|endoftext|>', 'add_prefix_space': False, 'model_max_length': 1024,
+            'errors': 'replace', 'clean_up_tokenization_spaces': False,
+        },
+    },
+    'phi3': {
+        # Phi-3-mini-4k's layout: a SentencePiece vocabulary (Llama 2's pieces) with the chat
+        # tokens added after it, fused qkv_proj and gate_up_proj, no rope scaling.
+        'vocab': 'phi-3', 'tokenizer': 'spm', 'spm_pieces': 32000, 'dtype': 'bfloat16', 'tied': False, 'seed': 102,
+        'config': {
+            'architectures': ['Phi3ForCausalLM'], 'model_type': 'phi3', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 4, 'max_position_embeddings': 4096,
+            'original_max_position_embeddings': 4096, 'rms_norm_eps': 1e-05, 'rope_theta': 10000.0,
+            'rope_scaling': None, 'partial_rotary_factor': 1.0, 'sliding_window': 2047,
+            'vocab_size': 32064, 'bos_token_id': 1, 'eos_token_id': 32000, 'pad_token_id': 32000,
+            'hidden_act': 'silu', 'attention_bias': False, 'attention_dropout': 0.0,
+            'embd_pdrop': 0.0, 'resid_pdrop': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': False, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'LlamaTokenizer', 'bos_token': '<s>', 'eos_token': '<|endoftext|>',
+            'unk_token': '<unk>', 'pad_token': '<|endoftext|>', 'add_bos_token': True, 'add_eos_token': False,
+            'legacy': False, 'model_max_length': 4096, 'clean_up_tokenization_spaces': False,
+            'sp_model_kwargs': {}, 'use_default_system_prompt': False,
+            'chat_template': "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
+        },
+    },
 }
 
 # Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
@@ -407,6 +451,15 @@ def bpe_tokenizer_json(vocab, pattern, bos=None):
                   'ignore_merges': pattern == 'llama3', 'vocab': model_vocab,
                   'merges': [m.split(' ') for m in vocab['merges']]},
     }
+
+
+def gpt2_tokenizer_json(vocab):
+    """GPT-2's tokenizer.json: byte-level BPE whose pre-tokenizer is ByteLevel's own regex."""
+    tok = bpe_tokenizer_json(vocab, 'qwen2')
+    byte_level = {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': True}
+    tok.update(normalizer=None, pre_tokenizer=byte_level, post_processor=byte_level, decoder=byte_level)
+    tok['model']['ignore_merges'] = False
+    return tok
 
 
 def pb_varint(n):
@@ -532,6 +585,65 @@ def weights(cfg, seed, tied):
     return t
 
 
+def gpt2_weights(cfg, seed, tied):
+    """GPT2LMHeadModel's tensors (Conv1D weights are [in, out]), from RandomState(seed)."""
+    rng = np.random.RandomState(seed)
+    e, L = cfg['n_embd'], cfg['n_layer']
+    f = cfg.get('n_inner') or 4 * e
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    t = {'transformer.wte.weight': normal(cfg['vocab_size'], e, std=0.5),
+         'transformer.wpe.weight': normal(cfg['n_positions'], e, std=0.1)}
+    for l in range(L):
+        p = f'transformer.h.{l}.'
+        t[p + 'ln_1.weight'], t[p + 'ln_1.bias'] = norm(e), normal(e, std=0.1)
+        t[p + 'attn.c_attn.weight'], t[p + 'attn.c_attn.bias'] = normal(e, 3 * e, std=0.2), normal(3 * e, std=0.1)
+        t[p + 'attn.c_proj.weight'], t[p + 'attn.c_proj.bias'] = normal(e, e, std=0.1), normal(e, std=0.1)
+        t[p + 'ln_2.weight'], t[p + 'ln_2.bias'] = norm(e), normal(e, std=0.1)
+        t[p + 'mlp.c_fc.weight'], t[p + 'mlp.c_fc.bias'] = normal(e, f, std=0.1), normal(f, std=0.1)
+        t[p + 'mlp.c_proj.weight'], t[p + 'mlp.c_proj.bias'] = normal(f, e, std=0.1), normal(e, std=0.1)
+    t['transformer.ln_f.weight'], t['transformer.ln_f.bias'] = norm(e), normal(e, std=0.1)
+    assert tied
+    return t
+
+
+def phi3_weights(cfg, seed, tied):
+    """Phi3ForCausalLM's tensors (fused qkv_proj and gate_up_proj), from RandomState(seed)."""
+    rng = np.random.RandomState(seed)
+    e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
+    h, kv = cfg['num_attention_heads'], cfg['num_key_value_heads']
+    d = e // h
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
+    for l in range(L):
+        p = f'model.layers.{l}.'
+        t[p + 'input_layernorm.weight'] = norm(e)
+        t[p + 'self_attn.qkv_proj.weight'] = normal((h + 2 * kv) * d, e, std=0.2)
+        t[p + 'self_attn.o_proj.weight'] = normal(e, h * d, std=0.1)
+        t[p + 'post_attention_layernorm.weight'] = norm(e)
+        t[p + 'mlp.gate_up_proj.weight'] = normal(2 * f, e, std=0.1)
+        t[p + 'mlp.down_proj.weight'] = normal(e, f, std=0.1)
+    t['model.norm.weight'] = norm(e)
+    if not tied:
+        t['lm_head.weight'] = normal(cfg['vocab_size'], e, std=0.2)
+    return t
+
+
+# Architectures whose tensors `weights` does not name.
+ARCH_WEIGHTS = {'gpt2': gpt2_weights, 'phi3': phi3_weights}
+
+
 def to_dtype(a, dtype):
     if dtype == 'float32':
         return a
@@ -570,6 +682,7 @@ def make(src, out_dir, only=None):
     for seed, (name, spec) in enumerate(MODELS.items(), start=17):
         if only and name != only:
             continue
+        seed = spec.get('seed', seed)
         d = out_dir / name
         d.mkdir(parents=True, exist_ok=True)
         cfg = spec['config']
@@ -582,16 +695,27 @@ def make(src, out_dir, only=None):
             tc['chat_template'] = (Path(src) / 'models' / 'templates' / spec['template']).read_text()
         if 'template_file' in spec:
             (d / 'chat_template.jinja').write_text((Path(src) / 'models' / 'templates' / spec['template_file']).read_text())
-        if spec['tokenizer'] == 'spm':
+        if spec['tokenizer'] == 'spm' and 'spm_pieces' in spec:
+            # The pieces of tokenizer.model, the tokens past them added in tokenizer_config.json
+            # (the GGUF's types of <unk>, <s>, </s> are what the converter made of them).
+            n = spec['spm_pieces']
+            pieces = {'tokens': vocab['tokens'][:n], 'scores': [0.0, 0.0, 0.0] + vocab['scores'][3:n],
+                      'types': [2, 3, 3] + vocab['types'][3:n]}
+            (d / 'tokenizer.model').write_bytes(sentencepiece_model(pieces))
+            tc['added_tokens_decoder'] = {
+                str(i): {'content': tok, 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True}
+                for i, (tok, ty) in enumerate(zip(vocab['tokens'], vocab['types'])) if i < 3 or (i >= n and ty == 3)}
+        elif spec['tokenizer'] == 'spm':
             (d / 'tokenizer.model').write_bytes(sentencepiece_model(vocab))
         else:
-            bos = tc.get('bos_token') if spec['pattern'] == 'llama3' else None
-            tok = bpe_tokenizer_json(vocab, spec['pattern'], bos)
+            bos = tc.get('bos_token') if spec.get('pattern') == 'llama3' else None
+            tok = gpt2_tokenizer_json(vocab) if spec['tokenizer'] == 'gpt2' else bpe_tokenizer_json(vocab, spec['pattern'], bos)
             (d / 'tokenizer.json').write_text(json.dumps(tok, ensure_ascii=False, indent=None, separators=(',', ':')))
             tc['added_tokens_decoder'] = {str(a['id']): {k: a[k] for k in ('content', 'lstrip', 'normalized', 'rstrip', 'single_word', 'special')}
                                           for a in tok['added_tokens']}
         (d / 'tokenizer_config.json').write_text(json.dumps(tc, indent=2, sort_keys=True, ensure_ascii=False) + '\n')
-        save_weights(d / 'model.safetensors', weights(cfg, seed, spec['tied']), spec['dtype'])
+        weights_of = ARCH_WEIGHTS.get(cfg['model_type'], weights)
+        save_weights(d / 'model.safetensors', weights_of(cfg, seed, spec['tied']), spec['dtype'])
 
 
 def file_hashes(d):

@@ -3,14 +3,11 @@
 //! LayerNorm with biases, a WordPiece tokenizer, and the pooling of a sentence-transformers
 //! directory (`modules.json` → `1_Pooling/config.json`).
 
-use super::decoder::{model_name, pooling_type, size_label_of};
+use super::decoder::pooling_type;
 use super::hparams::field_error;
 use super::names::{self, rule, Dim::*, Dims, NamePolicy, Need::*, TensorRule};
 use super::vocab;
-use super::{
-    output_type, source_dtype, Architecture, ExportTensor, LlamaExport, Metadata, ModelInput,
-    Origin, Transform,
-};
+use super::{source_tensors, Architecture, Header, LlamaExport, Metadata, ModelInput, Transform};
 use crate::error::Result;
 use crate::format::gguf::GgufValue;
 
@@ -91,34 +88,21 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
         ..Dims::default()
     };
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
-    let tensors: Vec<ExportTensor> = mapped
-        .iter()
-        .map(|m| {
-            Ok(ExportTensor {
-                ggml_type: output_type(&m.gguf, &m.shape, source_dtype(input.tensors, &m.source))?,
-                name: m.gguf.clone(),
-                shape: m.shape.clone(),
-                origin: Origin::Source {
-                    name: m.source.clone(),
-                    transform: Transform::Identity,
-                },
-            })
-        })
-        .collect::<Result<_>>()?;
+    let tensors = source_tensors(&mapped, input.tensors, |_| Transform::Identity)?;
     let vocab = vocab::wordpiece(input.files, h, h.raw())?;
     let pooling = pooling_type(input.files)?;
 
     let k = |s: &str| format!("bert.{s}");
     let mut md = Metadata::default();
-    md.set("general.architecture", "bert");
-    md.set("general.type", "model");
-    md.set("general.name", model_name(input.files.dir(), h));
-    md.set("general.size_label", size_label_of(&tensors));
-    md.set(k("block_count"), GgufValue::U32(block_count as u32));
-    md.set(k("context_length"), GgufValue::U32(ctx as u32));
-    md.set(k("embedding_length"), GgufValue::U32(embd as u32));
-    md.set(k("feed_forward_length"), GgufValue::U32(ff as u32));
-    md.set(k("attention.head_count"), GgufValue::U32(n_head as u32));
+    Header {
+        arch: "bert",
+        block_count,
+        context: ctx,
+        embd,
+        ff,
+        n_head,
+    }
+    .write(&mut md, input, &tensors);
     md.set(
         k("attention.layer_norm_epsilon"),
         GgufValue::F32(eps as f32),

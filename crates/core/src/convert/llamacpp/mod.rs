@@ -8,8 +8,8 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture family, each a table: `bert`, `granite`, `llama`, `mistral`
-//! (Mistral and Mixtral), `olmo2`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! One module per architecture family, each a table: `bert`, `gpt2`, `granite`, `llama`, `mistral`
+//! (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
@@ -20,6 +20,7 @@
 
 mod bert;
 mod decoder;
+mod gpt2;
 mod granite;
 mod hparams;
 mod llama;
@@ -27,6 +28,7 @@ pub mod lora;
 mod mistral;
 mod names;
 mod olmo2;
+mod phi3;
 mod qwen2;
 mod qwen3;
 mod qwen_moe;
@@ -57,7 +59,9 @@ pub struct TensorListing {
 pub enum Recognition {
     /// An architecture we export for llama.cpp.
     Known(Box<LlamaExport>),
-    /// Not one we know: the caller keeps the generic export and passes this warning on.
+    /// A directory that is not a transformers checkpoint (no `architectures`, no
+    /// `transformers_version`) of no architecture we know: the caller keeps the generic
+    /// export and passes this warning on.
     Unknown(String),
 }
 
@@ -305,11 +309,13 @@ pub(crate) struct Architecture {
 /// Every architecture we export, one line each.
 const ARCHITECTURES: &[&Architecture] = &[
     &bert::ARCH,
+    &gpt2::ARCH,
     &granite::ARCH,
     &llama::ARCH,
     &mistral::ARCH,
     &mistral::MIXTRAL,
     &olmo2::ARCH,
+    &phi3::ARCH,
     &qwen2::ARCH,
     &qwen3::ARCH,
     &qwen_moe::QWEN2_MOE,
@@ -334,6 +340,19 @@ pub fn recognize(
                 .iter()
                 .flat_map(|a| a.hf_classes.iter().copied())
                 .collect();
+            // A transformers checkpoint (save_pretrained writes both fields) of another
+            // architecture would make a GGUF llama.cpp refuses: refused before anything is
+            // written. Other directories (this package's models, hand-made configs) keep the
+            // generic export.
+            if hparams.get("architectures").is_some()
+                || hparams.get("transformers_version").is_some()
+            {
+                return Err(CoreError::invalid_model(format!(
+                    "the llama.cpp export does not support {what}; it supports {}",
+                    known.join(", ")
+                ))
+                .with_path(dir.join("config.json")));
+            }
             return Ok(Recognition::Unknown(format!(
                 "llama.cpp export does not know {what} (it knows {}): wrote the tensors under their \
                  Hugging Face names without hyper-parameters or tokenizer, which llama.cpp cannot run",
@@ -437,6 +456,65 @@ pub(crate) fn output_type(name: &str, shape: &[usize], source: DType) -> Result<
     } else {
         base
     })
+}
+
+/// The export tensors of `mapped`, in order, each from its source tensor: a transposed
+/// (`Conv1D`) weight with [`Transform::Transpose`], any other with `transform(m)`.
+pub(crate) fn source_tensors(
+    mapped: &[names::Mapped],
+    listing: &[TensorListing],
+    transform: impl Fn(&names::Mapped) -> Transform,
+) -> Result<Vec<ExportTensor>> {
+    mapped
+        .iter()
+        .map(|m| {
+            Ok(ExportTensor {
+                ggml_type: output_type(&m.gguf, &m.shape, source_dtype(listing, &m.source))?,
+                name: m.gguf.clone(),
+                shape: m.shape.clone(),
+                origin: Origin::Source {
+                    name: m.source.clone(),
+                    transform: if m.transposed {
+                        Transform::Transpose
+                    } else {
+                        transform(m)
+                    },
+                },
+            })
+        })
+        .collect()
+}
+
+/// The key/values every export starts with, in the converter's order: `general.*` and the
+/// model's sizes under `{arch}.`.
+pub(crate) struct Header {
+    pub arch: &'static str,
+    pub block_count: usize,
+    pub context: usize,
+    pub embd: usize,
+    pub ff: usize,
+    pub n_head: usize,
+}
+
+impl Header {
+    pub fn write(&self, md: &mut Metadata, input: &ModelInput, tensors: &[ExportTensor]) {
+        let k = |s: &str| format!("{}.{s}", self.arch);
+        md.set("general.architecture", self.arch);
+        md.set("general.type", "model");
+        md.set(
+            "general.name",
+            decoder::model_name(input.files.dir(), &input.hparams),
+        );
+        md.set("general.size_label", decoder::size_label_of(tensors));
+        md.set(k("block_count"), GgufValue::U32(self.block_count as u32));
+        md.set(k("context_length"), GgufValue::U32(self.context as u32));
+        md.set(k("embedding_length"), GgufValue::U32(self.embd as u32));
+        md.set(k("feed_forward_length"), GgufValue::U32(self.ff as u32));
+        md.set(
+            k("attention.head_count"),
+            GgufValue::U32(self.n_head as u32),
+        );
+    }
 }
 
 /// The dtype of source tensor `name` in the listing (F32 if it is not listed: it cannot be,

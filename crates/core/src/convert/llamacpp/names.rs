@@ -26,6 +26,10 @@ pub enum Dim {
     Kv,
     /// `head_dim`
     Head,
+    /// The fused Q, K and V rows: `(num_attention_heads + 2 × num_key_value_heads) × head_dim`
+    Qkv,
+    /// The fused gate and up rows: `2 × intermediate_size`
+    Ff2,
     /// `max_position_embeddings`
     Ctx,
     /// `type_vocab_size`
@@ -66,6 +70,8 @@ impl Dims {
             Dim::Q => self.n_head * self.head_dim,
             Dim::Kv => self.n_head_kv * self.head_dim,
             Dim::Head => self.head_dim,
+            Dim::Qkv => (self.n_head + 2 * self.n_head_kv) * self.head_dim,
+            Dim::Ff2 => 2 * self.ff,
             Dim::Ctx => self.ctx,
             Dim::TokenTypes => self.token_types,
             Dim::Experts => self.n_expert,
@@ -83,6 +89,8 @@ impl Dims {
             Dim::Q => "num_attention_heads × head_dim",
             Dim::Kv => "num_key_value_heads × head_dim",
             Dim::Head => "head_dim",
+            Dim::Qkv => "(num_attention_heads + 2 × num_key_value_heads) × head_dim",
+            Dim::Ff2 => "2 × intermediate_size",
             Dim::Ctx => "max_position_embeddings",
             Dim::TokenTypes => "type_vocab_size",
             Dim::Experts => "num_experts",
@@ -114,6 +122,9 @@ pub struct TensorRule {
     pub weight: Need,
     pub bias: Need,
     pub shape: &'static [Dim],
+    /// The Hugging Face weight is stored `[in, out]` (GPT-2's `Conv1D`): its shape is
+    /// `shape` reversed, and the export transposes it ([`super::Transform::Transpose`]).
+    pub transposed: bool,
 }
 
 /// A table row: `rule(hf, gguf, weight, bias, shape)`.
@@ -130,6 +141,21 @@ pub const fn rule(
         weight,
         bias,
         shape,
+        transposed: false,
+    }
+}
+
+/// A table row whose weight is stored transposed (`Conv1D`, see [`TensorRule::transposed`]).
+pub const fn conv1d(
+    hf: &'static str,
+    gguf: &'static str,
+    weight: Need,
+    bias: Need,
+    shape: &'static [Dim],
+) -> TensorRule {
+    TensorRule {
+        transposed: true,
+        ..rule(hf, gguf, weight, bias, shape)
     }
 }
 
@@ -186,6 +212,8 @@ pub struct Mapped {
     /// The output's shape (`[num_experts, ..]` for stacked experts).
     pub shape: Vec<usize>,
     pub rule: TensorRule,
+    /// The source is the output transposed (a `Conv1D` weight).
+    pub transposed: bool,
 }
 
 /// What an architecture does with names before looking them up.
@@ -318,27 +346,23 @@ pub fn map_tensors(
                 if is_bias { "bias" } else { "weight" }
             ));
         }
-        let expected: Vec<usize> = if is_bias {
-            rule.shape.iter().take(1).map(|d| dims.value(*d)).collect()
-        } else {
-            rule.shape.iter().map(|d| dims.value(*d)).collect()
+        // The shape in the source's layout: a bias is the weight's first dimension, a
+        // transposed weight the output's shape reversed.
+        let source_dims: Vec<Dim> = match (is_bias, rule.transposed) {
+            (true, _) => rule.shape.iter().take(1).copied().collect(),
+            (false, false) => rule.shape.to_vec(),
+            (false, true) => rule.shape.iter().rev().copied().collect(),
         };
+        let expected: Vec<usize> = source_dims.iter().map(|d| dims.value(*d)).collect();
         if t.shape != expected {
-            let names: Vec<&str> = if is_bias {
-                rule.shape
-                    .iter()
-                    .take(1)
-                    .map(|d| Dims::describe(*d))
-                    .collect()
-            } else {
-                rule.shape.iter().map(|d| Dims::describe(*d)).collect()
-            };
+            let names: Vec<&str> = source_dims.iter().map(|d| Dims::describe(*d)).collect();
             return fail(format!(
                 "shape {:?} disagrees with config.json, which implies {expected:?} ({})",
                 t.shape,
                 names.join(", ")
             ));
         }
+        let transposed = rule.transposed && !is_bias;
         let gguf = match layer {
             Some(l) => rule.gguf.replace("{bid}", &l.to_string()),
             None => rule.gguf.to_string(),
@@ -361,6 +385,7 @@ pub fn map_tensors(
                     gguf: gguf.clone(),
                     shape,
                     rule,
+                    transposed,
                 });
                 (out.len() - 1, BTreeMap::new())
             });
@@ -376,8 +401,13 @@ pub fn map_tensors(
             source: t.name.clone(),
             experts: Vec::new(),
             gguf,
-            shape: t.shape.clone(),
+            shape: if transposed {
+                t.shape.iter().rev().copied().collect()
+            } else {
+                t.shape.clone()
+            },
             rule,
+            transposed,
         });
     }
     // Every expert of every stack, in order (the walk stops at the first gap, so it never
@@ -459,6 +489,7 @@ mod tests {
             weight: Need::Required,
             bias: Need::Absent,
             shape: &[Dim::Vocab, Dim::Embd],
+            transposed: false,
         },
         TensorRule {
             hf: "layers.{bid}.q",
@@ -466,6 +497,7 @@ mod tests {
             weight: Need::Required,
             bias: Need::Optional,
             shape: &[Dim::Q, Dim::Embd],
+            transposed: false,
         },
     ];
     const POLICY: NamePolicy = NamePolicy {
@@ -565,6 +597,7 @@ mod tests {
             weight: Need::Required,
             bias: Need::Absent,
             shape: &[Dim::Experts, Dim::Embd],
+            transposed: false,
         },
         TensorRule {
             hf: "layers.{bid}.experts.{xid}.up",
@@ -572,6 +605,7 @@ mod tests {
             weight: Need::Required,
             bias: Need::Absent,
             shape: &[Dim::ExpertFf, Dim::Embd],
+            transposed: false,
         },
     ];
 

@@ -312,12 +312,43 @@ fn a_bert_directory_with_vocab_txt_and_cls_pooling() {
 }
 
 #[test]
-fn unknown_architectures_are_recognised_as_unknown() {
+fn an_unsupported_transformers_architecture_is_refused_naming_it_and_the_supported_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for (config, named) in [
+        (
+            json!({"architectures": ["FalconForCausalLM"], "model_type": "falcon"}),
+            "architecture 'FalconForCausalLM'",
+        ),
+        (
+            json!({"architectures": ["BertForSequenceClassification"], "model_type": "bert"}),
+            "architecture 'BertForSequenceClassification'",
+        ),
+        (
+            json!({"model_type": "falcon", "transformers_version": "4.57.6"}),
+            "model_type 'falcon'",
+        ),
+    ] {
+        let e = expect_invalid(
+            recognize(dir.path(), &config, &[], QuantizationChoice::Keep),
+            named,
+        );
+        let message = e.to_string();
+        for supported in ["LlamaForCausalLM", "Qwen3ForCausalLM", "BertModel"] {
+            assert!(message.contains(supported), "{message}");
+        }
+        assert_eq!(
+            e.path(),
+            Some(dir.path().join("config.json").to_str().unwrap())
+        );
+    }
+}
+
+#[test]
+fn other_directories_are_recognised_as_unknown() {
     let dir = tempfile::tempdir().unwrap();
     for config in [
-        json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}),
-        json!({"architectures": ["BertForSequenceClassification"], "model_type": "bert"}),
         json!({"model_type": "tiny_llama"}),
+        json!({"model_type": "linear_regression", "n_features": 2}),
         json!({}),
     ] {
         match recognize(
@@ -925,4 +956,173 @@ fn every_exported_name_is_one_ggml_reads_whole() {
         longest <= MAX_TENSOR_NAME_BYTES && longest > 40,
         "{longest}"
     );
+}
+
+fn phi3_tensors() -> Vec<TensorListing> {
+    let (v, e, f) = (5, 8, 16);
+    let mut t = listing(&[
+        ("model.embed_tokens.weight", &[v, e]),
+        ("model.norm.weight", &[e]),
+    ]);
+    let p = "model.layers.0";
+    t.extend(listing(&[
+        (&format!("{p}.input_layernorm.weight"), &[e]),
+        (&format!("{p}.self_attn.qkv_proj.weight"), &[3 * e, e]),
+        (&format!("{p}.self_attn.o_proj.weight"), &[e, e]),
+        (&format!("{p}.post_attention_layernorm.weight"), &[e]),
+        (&format!("{p}.mlp.gate_up_proj.weight"), &[2 * f, e]),
+        (&format!("{p}.mlp.down_proj.weight"), &[e, f]),
+    ]));
+    t
+}
+
+/// Phi-3 128k's LongRoPE: the factors become two generated F32 tensors ahead of the model's
+/// and the attention factor the converter computes (√(1 + ln(scale) / ln(original context)));
+/// factor lists of the wrong length are refused naming the field.
+#[test]
+fn phi3_long_rope_factors_become_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    let config = |long: Json| {
+        json!({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 8,
+               "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+               "intermediate_size": 16, "vocab_size": 5, "max_position_embeddings": 131072,
+               "original_max_position_embeddings": 4096,
+               "rope_scaling": {"type": "longrope", "long_factor": long,
+                                "short_factor": [1.0, 1.5]}})
+    };
+    let e = known(
+        recognize(
+            dir.path(),
+            &config(json!([2.0, 3.0])),
+            &phi3_tensors(),
+            QuantizationChoice::Keep,
+        )
+        .unwrap(),
+    );
+    assert_eq!(e.tensors[0].name, "rope_factors_long.weight");
+    assert_eq!(e.tensors[0].origin, Origin::Generated(vec![2.0, 3.0]));
+    assert_eq!(e.tensors[1].name, "rope_factors_short.weight");
+    assert_eq!(e.tensors[1].origin, Origin::Generated(vec![1.0, 1.5]));
+    let attn = (1.0 + 32f64.ln() / 4096f64.ln()).sqrt() as f32;
+    assert_eq!(
+        kv(&e, "phi3.rope.scaling.attn_factor"),
+        Some(&GgufValue::F32(attn))
+    );
+    assert_eq!(
+        kv(&e, "phi3.rope.dimension_count"),
+        Some(&GgufValue::U32(4))
+    );
+    assert_eq!(
+        kv(&e, "phi3.attention.sliding_window"),
+        Some(&GgufValue::U32(0))
+    );
+    let t = |n: &str| e.tensors.iter().find(|t| t.name == n).unwrap();
+    assert_eq!(t("blk.0.attn_qkv.weight").shape, [24, 8]);
+    assert_eq!(t("blk.0.ffn_up.weight").shape, [32, 8]);
+    expect_invalid(
+        recognize(
+            dir.path(),
+            &config(json!([2.0, 3.0, 4.0])),
+            &phi3_tensors(),
+            QuantizationChoice::Keep,
+        ),
+        "'rope_scaling' has 3 long and 2 short factors; the rotary dimensions (4) need 2 of each",
+    );
+}
+
+/// GPT-2's Conv1D weights are `[in, out]`: checked in that layout, written transposed.
+#[test]
+fn gpt2_conv1d_weights_are_transposed_and_checked_in_their_own_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, e, ctx) = (5, 8, 16);
+    let config = json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+        "n_embd": e, "n_layer": 1, "n_head": 2, "n_positions": ctx, "vocab_size": v});
+    let tensors = |c_fc: &[usize]| {
+        let p = "transformer.h.0";
+        let mut t = listing(&[
+            ("transformer.wte.weight", &[v, e]),
+            ("transformer.wpe.weight", &[ctx, e]),
+            ("transformer.ln_f.weight", &[e]),
+            ("transformer.ln_f.bias", &[e]),
+        ]);
+        for (n, s) in [
+            ("ln_1.weight", vec![e]),
+            ("ln_1.bias", vec![e]),
+            ("attn.c_attn.weight", vec![e, 3 * e]),
+            ("attn.c_attn.bias", vec![3 * e]),
+            ("attn.c_proj.weight", vec![e, e]),
+            ("attn.c_proj.bias", vec![e]),
+            ("ln_2.weight", vec![e]),
+            ("ln_2.bias", vec![e]),
+            ("mlp.c_fc.weight", c_fc.to_vec()),
+            ("mlp.c_fc.bias", vec![4 * e]),
+            ("mlp.c_proj.weight", vec![4 * e, e]),
+            ("mlp.c_proj.bias", vec![e]),
+        ] {
+            t.extend(listing(&[(&format!("{p}.{n}"), &s)]));
+        }
+        t
+    };
+    // No vocabulary here: the tensors are checked first.
+    let err = recognize(
+        dir.path(),
+        &config,
+        &tensors(&[4 * e, e]),
+        QuantizationChoice::Keep,
+    )
+    .unwrap_err();
+    assert_eq!(err.tensor(), Some("transformer.h.0.mlp.c_fc.weight"));
+    assert!(err.to_string().contains("implies [8, 32]"), "{err}");
+    let mut listed = tensors(&[e, 4 * e]);
+    listed.retain(|t| t.name != "transformer.h.0.attn.c_attn.bias");
+    let err = recognize(dir.path(), &config, &listed, QuantizationChoice::Keep).unwrap_err();
+    // A missing tensor is named as the table names it (without the stripped prefix).
+    assert_eq!(err.tensor(), Some("h.0.attn.c_attn.bias"));
+    let plan = names::map_tensors(
+        &tensors(&[e, 4 * e]),
+        gpt2::TENSORS,
+        &names::NamePolicy {
+            strip_prefixes: &["transformer."],
+            renames: &[],
+            dropped: &[],
+        },
+        &names::Dims {
+            vocab: v,
+            embd: e,
+            ff: 4 * e,
+            n_head: 2,
+            n_head_kv: 2,
+            head_dim: 4,
+            ctx,
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
+    let exported = source_tensors(&plan, &tensors(&[e, 4 * e]), |_| Transform::Identity).unwrap();
+    let up = exported
+        .iter()
+        .find(|t| t.name == "blk.0.ffn_up.weight")
+        .unwrap();
+    assert_eq!(up.shape, [32, 8]);
+    assert!(matches!(
+        up.origin,
+        Origin::Source {
+            transform: Transform::Transpose,
+            ..
+        }
+    ));
+    let bias = exported
+        .iter()
+        .find(|t| t.name == "blk.0.attn_qkv.bias")
+        .unwrap();
+    assert_eq!(bias.shape, [24]);
+    assert!(matches!(
+        bias.origin,
+        Origin::Source {
+            transform: Transform::Identity,
+            ..
+        }
+    ));
 }
