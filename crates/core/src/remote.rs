@@ -67,6 +67,9 @@ use file::{FileOpen, Next, Part};
 pub const FIRST_RANGE_BYTES: u64 = 100 << 10;
 /// The most a GGUF header may take (a large vocabulary is tens of MiB).
 pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
+/// The most files of a split GGUF set asked for at once: a header claiming 65535 files that
+/// do not exist costs a few requests, not one per file.
+pub const SPLIT_FILES_AT_ONCE: usize = 16;
 /// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
 
@@ -712,7 +715,7 @@ impl Opener {
         index: ShardIndex,
         mut shards: Vec<Shard>,
     ) -> Result<Step> {
-        let requests = self.shard_requests(&mut shards, shard_failed)?;
+        let requests = self.shard_requests(&mut shards, shard_failed, usize::MAX)?;
         if !requests.is_empty() {
             let stage = Stage::Shards {
                 at,
@@ -751,16 +754,17 @@ impl Opener {
         self.directory_ready(config, index.shards, held)
     }
 
-    /// Requests for what the `shards` still opening need (`fail` gives a shard's error);
-    /// none once every one is open.
+    /// Requests for what the `shards` still opening need, at most `at_once` of them (`fail`
+    /// gives a shard's error); none once every one is open.
     fn shard_requests(
         &mut self,
         shards: &mut [Shard],
         fail: fn(&FileOpen, CoreError) -> CoreError,
+        at_once: usize,
     ) -> Result<Vec<Request>> {
         let mut wants = Vec::new();
         for (i, shard) in shards.iter_mut().enumerate() {
-            if shard.part.is_some() {
+            if shard.part.is_some() || wants.len() == at_once {
                 continue;
             }
             match shard.open.next().map_err(|e| fail(&shard.open, e))? {
@@ -806,7 +810,7 @@ impl Opener {
     /// Ask for what the files of the set still opening need; once every one is open, the
     /// set as one file (checked as the local reader checks it).
     fn gguf_set_next(&mut self, mut set: Box<GgufSet>) -> Result<Step> {
-        let requests = self.shard_requests(&mut set.shards, |_, e| e)?;
+        let requests = self.shard_requests(&mut set.shards, |_, e| e, SPLIT_FILES_AT_ONCE)?;
         if !requests.is_empty() {
             return self.wait(Stage::GgufSet(set), requests);
         }

@@ -867,3 +867,32 @@ fn a_split_gguf_set_opens_by_url_as_one_file_as_it_does_locally() {
     assert_eq!(e.code(), "ERR_INVALID_GGUF");
     assert!(e.detail().contains("'set-00001-of-00004.gguf'"), "{e}");
 }
+
+#[test]
+fn a_split_gguf_header_claiming_65535_files_costs_a_few_requests() {
+    let specs = [GgufTensorSpec::new("a", vec![4], GgmlType::F32)];
+    let mut metadata = standard_metadata("test", "t", &specs);
+    metadata.push(("split.no".into(), GgufValue::U16(0)));
+    metadata.push(("split.count".into(), GgufValue::U16(u16::MAX)));
+    metadata.push(("split.tensors.count".into(), GgufValue::I32(1 << 20)));
+    let mut first = Vec::new();
+    let view = TensorView::from_f32("a", vec![4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    write_gguf(&mut first, &metadata, &specs, |_, _| Ok(view.clone())).unwrap();
+    let name = "x-00001-of-65535.gguf";
+    let mut traffic = Traffic::default();
+    let mut server = |r: &Request| {
+        if r.file.is_empty() {
+            serve(&first)(r)
+        } else {
+            Reply::NotFound
+        }
+    };
+    let opener = Opener::new(&format!("{BASE}{name}"), None);
+    let e = drive_opener(opener, &mut traffic, &mut server)
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_GGUF");
+    assert!(e.detail().contains("file 2 of the 65535"), "{e}");
+    assert_eq!(e.path(), Some(&*format!("{BASE}x-00002-of-65535.gguf")));
+    assert!(traffic.requests <= 1 + SPLIT_FILES_AT_ONCE, "{traffic:?}");
+}
