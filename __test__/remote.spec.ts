@@ -405,7 +405,7 @@ describe('openWeights(url)', () => {
     expect(set[0]).toBe(`m-00001-of-${n}.gguf`)
     const first = join(dir, set[0])
     const local = openWeightsSync(first)
-    expect(local.metadata['split.count']).toBe(set.length)
+    expect(local.metadata!['split.count']).toBe(set.length)
     const size = set.reduce((sum: number, f: string) => sum + statSync(join(dir, f)).size, 0)
     const url = `${base}/ok/split/${set[0]}`
     for (const open of [() => openWeights(url), () => GgufFile.openUrl(url)]) {
@@ -414,7 +414,7 @@ describe('openWeights(url)', () => {
       expect(remote.tensorNames).toEqual(local.tensorNames)
       expect(remote.tensorNames).toHaveLength(5)
       expect(remote.metadata).toEqual(local.metadata)
-      expect(remote.byteLength).toBe(size)
+      expect((remote as unknown as { byteLength: number }).byteLength).toBe(size)
       for (const n of local.tensorNames) {
         expect(remote.info(n), n).toEqual(local.info(n))
         expect((await remote.getTensor(n)).data, n).toEqual(local.getTensor(n).data)
