@@ -849,6 +849,11 @@ export interface RemoteRequest {
   /** Relative to the model directory ('' for the URL opened). */
   file: string
   url: string
+  /**
+   * `file` lies beside the URL opened, in its URL directory (a later file of a split
+   * GGUF set), not under a model directory.
+   */
+  beside: boolean
   start?: number
   end?: number
   cap?: number

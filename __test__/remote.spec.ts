@@ -391,6 +391,48 @@ describe('openWeights(url)', () => {
     expect(() => openWeightsSync(`${base}/ok/single/model.safetensors`)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT' }))
   })
 
+  it('a split GGUF set by the URL of its first file: every file as one, by ranges, the tensors of the local read', async () => {
+    const dir = join(root, 'split')
+    mkdirSync(dir, { recursive: true })
+    const tensors: Record<string, TensorInput> = {}
+    for (let i = 0; i < 4; i++) tensors[`blk.${i}.weight`] = { shape: [64, 64], data: Float32Array.from({ length: 4096 }, (_, j) => Math.sin(i + j * 0.01)) }
+    tensors['norm.f16'] = { dtype: 'F16', shape: [32], data: Float32Array.from({ length: 32 }, (_, j) => j / 8) }
+    saveFile(join(dir, 'src.safetensors'), tensors)
+    await convert(join(dir, 'src.safetensors'), join(dir, 'm.gguf'), { to: 'gguf', maxShardBytes: 20_000 })
+    const set = require('node:fs').readdirSync(dir).filter((f: string) => f.startsWith('m-')).sort()
+    expect(set.length).toBeGreaterThan(2)
+    const n = String(set.length).padStart(5, '0')
+    expect(set[0]).toBe(`m-00001-of-${n}.gguf`)
+    const first = join(dir, set[0])
+    const local = openWeightsSync(first)
+    expect(local.metadata!['split.count']).toBe(set.length)
+    const size = set.reduce((sum: number, f: string) => sum + statSync(join(dir, f)).size, 0)
+    const url = `${base}/ok/split/${set[0]}`
+    for (const open of [() => openWeights(url), () => GgufFile.openUrl(url)]) {
+      const remote = await open()
+      expect(remote.format).toBe('gguf')
+      expect(remote.tensorNames).toEqual(local.tensorNames)
+      expect(remote.tensorNames).toHaveLength(5)
+      expect(remote.metadata).toEqual(local.metadata)
+      expect((remote as unknown as { byteLength: number }).byteLength).toBe(size)
+      for (const n of local.tensorNames) {
+        expect(remote.info(n), n).toEqual(local.info(n))
+        expect((await remote.getTensor(n)).data, n).toEqual(local.getTensor(n).data)
+      }
+      remote.close()
+    }
+    // inspect of the URL: the local report of the set (the copy holds every file's header).
+    const report = await inspect(url)
+    const localReport = await inspect(first)
+    expect(JSON.parse(JSON.stringify(report).split(`${base}/ok/split`).join(dir))).toEqual(localReport)
+    // A missing later file: the local error, naming its URL.
+    const later = join(dir, set[2])
+    const held = readFileSync(later)
+    require('node:fs').rmSync(later)
+    await expect(openWeights(url)).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF', path: `${base}/ok/split/${set[2]}`, message: expect.stringContaining(`file 3 of the ${set.length} of this split GGUF is missing`) })
+    writeFileSync(later, held)
+  })
+
   it('PyTorch, NumPy and weights.mlx by URL: read whole (capped), the tensors of the local read', async () => {
     const fixtures = resolve(__dirname, '../../shared/fixtures/pytorch')
     const files: Array<[string, string, string]> = [

@@ -333,7 +333,7 @@ async function mapLimit(items, limit, fn) {
 // decides everything from them) and the one remote reader over what it opened
 // (binding.RemoteWeights, whose tensors are served from the bytes of their spans).
 
-/** The URLs of a model directory's files: the core's (under the base), checked again as fetch reads them. */
+/** The URLs of a model directory's files and of a split GGUF's later files: the core's (under the base, or beside the file), checked again as fetch reads them. */
 function checkUnder(url, request, root) {
   if (request.file === '') return
   const [at, under] = [new URL(request.url), new URL(root)]
@@ -567,13 +567,14 @@ async function copyTarget(url, root, data, opts, stats) {
   }
   const fileDest = path.join(root, plainName(url, 'file'))
   const dirRoot = path.join(root, 'dir', plainName(url.endsWith('/') ? url : `${url}/`, 'model'))
-  const destOf = (file) => (file === '' ? fileDest : path.join(dirRoot, ...file.split('/')))
-  const files = new Map() // file → { url, total, have: bytes copied }
+  // A split GGUF's later files lie beside its first, as the local reader looks for them.
+  const destOf = (file, beside) => (file === '' ? fileDest : beside ? path.join(root, path.basename(file)) : path.join(dirRoot, ...file.split('/')))
+  const files = new Map() // file → { url, total, have: bytes copied, beside }
   const record = (r, res) => {
-    const dest = destOf(r.file)
+    const dest = destOf(r.file, r.beside)
     writeAt(dest, res.bytes, r.cap != null || !res.ranged ? 0 : r.start)
     if (!files.has(r.file)) {
-      files.set(r.file, { url: r.url, total: res.total, have: 0 })
+      files.set(r.file, { url: r.url, total: res.total, have: 0, beside: r.beside })
       fs().truncateSync(dest, res.total)
     }
     files.get(r.file).have += res.bytes.length
@@ -586,11 +587,11 @@ async function copyTarget(url, root, data, opts, stats) {
     if (e?.[FROM_HTTP] || files.size === 0) throw e
     error = e
   }
-  const dir = [...files.keys()].some((f) => f !== '')
+  const dir = [...files].some(([f, { beside }]) => f !== '' && !beside)
   if (data && native !== null) {
     const seen = new Map()
-    for (const [file, { url: at, total, have }] of files) {
-      const dest = destOf(file)
+    for (const [file, { url: at, total, have, beside }] of files) {
+      const dest = destOf(file, beside)
       if (have >= total) continue
       for (let start = 0; start < total; start += COPY_CHUNK) {
         const res = await httpGet(at, opts, stats, { range: [start, Math.min(total, start + COPY_CHUNK) - 1], seen: seen.get(at) })

@@ -36,6 +36,9 @@ pub struct RemoteRequest {
     /// Relative to the model directory ('' for the URL opened).
     pub file: String,
     pub url: String,
+    /// `file` lies beside the URL opened, in its URL directory (a later file of a split
+    /// GGUF set), not under a model directory.
+    pub beside: bool,
     pub start: Option<f64>,
     pub end: Option<f64>,
     pub cap: Option<f64>,
@@ -142,6 +145,7 @@ impl RemoteOpener {
                                 id: r.id as f64,
                                 file: r.file,
                                 url: r.url,
+                                beside: r.beside,
                                 start,
                                 end,
                                 cap,

@@ -148,7 +148,26 @@ function blobSource(blob) {
   }
 }
 
+/**
+ * A URL and the files of its directory (a sharded model's) or beside it (a split GGUF's),
+ * each read by Range requests; `file(url)` is the source of one of them, which must be on
+ * the same origin (the core names them under the URL: the check is the driver's too).
+ */
 function urlSource(url, options) {
+  const files = new Map()
+  const source = urlFile(url, options)
+  source.file = (at) => {
+    if (at === null || at === undefined || at === url) return source
+    if (new URL(at).origin !== new URL(url).origin) {
+      throw coded('ERR_UNSAFE_PATH', `${at} resolves outside the model directory`, { path: url })
+    }
+    if (!files.has(at)) files.set(at, urlFile(at, options))
+    return files.get(at)
+  }
+  return source
+}
+
+function urlFile(url, options) {
   const fetchFn = options.fetch ?? globalThis.fetch
   let whole = null
   return {
@@ -191,6 +210,13 @@ const registry = new FinalizationRegistry(({ core, handle }) => {
   if (!core.broken) core.x.stw_close(handle)
 })
 
+/** The source of the file at `url` (null: `source` itself): another file of a URL's directory. */
+function fileOf(source, url) {
+  if (url === null) return source
+  if (!source.file) throw coded('ERR_INVALID_ARGUMENT', `${source.name}: a model directory or split GGUF is opened by its URL`, { path: source.name })
+  return source.file(url)
+}
+
 /** Drive the core's opener over `source`: the handle of the open file. */
 async function openWith(core, source, format) {
   const opener = core.call('stw_opener_new', ...core.str(source.name), ...core.str(format ?? '')).handle
@@ -198,7 +224,7 @@ async function openWith(core, source, format) {
     for (;;) {
       const step = core.call('stw_opener_step', opener)
       if (step.ready !== undefined) return step.ready
-      const answers = await Promise.all(step.fetch.map((r) => source.read(r.start ?? 0, r.end ?? r.whole + 1)))
+      const answers = await Promise.all(step.fetch.map((r) => fileOf(source, r.file === '' ? null : r.url).read(r.start ?? 0, r.end ?? r.whole + 1)))
       step.fetch.forEach((r, i) => {
         const a = answers[i]
         if (a.missing) core.call('stw_opener_fail', opener, r.id, 0, 0, 0)
@@ -244,7 +270,7 @@ class WasmWeightsFile {
     } else {
       this.metadata = described.metadata
     }
-    this.config = null
+    this.config = described.config ?? null
     this.#infos = new Map(described.tensors.map((t) => [t.name, t]))
     this.tensorNames = described.tensors.map((t) => t.name)
     this.numParameters = described.tensors.reduce((n, t) => n + t.numel, 0)
@@ -275,7 +301,7 @@ class WasmWeightsFile {
     const spans = core.call('stw_file_spans', this.#handle, ...core.str(String(name)))
     let stored = new Uint8Array(0)
     if (spans.length > 0) {
-      const parts = await Promise.all(spans.map(([start, len]) => this.#source.read(start, start + len)))
+      const parts = await Promise.all(spans.map(([start, len, url]) => fileOf(this.#source, url ?? null).read(start, start + len)))
       this.#live()
       stored = new Uint8Array(spans.reduce((n, [, len]) => n + len, 0))
       let at = 0

@@ -50,8 +50,9 @@
 //! [`layout::COMPANION_MAX_BYTES`].
 
 use crate::error::{CoreError, ErrorKind, Result};
+use crate::format::gguf::split::{self, SplitInfo};
 use crate::format::gguf::{GgufSource, Served};
-use crate::memory::TensorBytes;
+use crate::memory::{Memory, TensorBytes};
 use crate::pretrained::layout::{self, Layout, ShardIndex};
 use crate::pretrained::sharded::ShardedSource;
 use crate::slice::{SliceArg, SlicePlan};
@@ -66,6 +67,9 @@ use file::{FileOpen, Next, Part};
 pub const FIRST_RANGE_BYTES: u64 = 100 << 10;
 /// The most a GGUF header may take (a large vocabulary is tens of MiB).
 pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
+/// The most files of a split GGUF set asked for at once: a header claiming 65535 files that
+/// do not exist costs a few requests, not one per file.
+pub const SPLIT_FILES_AT_ONCE: usize = 16;
 /// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
 
@@ -80,6 +84,9 @@ pub struct Request {
     pub file: String,
     /// Where the file is: the origin, or [`layout::shard_url`] of `file` under the directory.
     pub url: String,
+    /// `file` lies beside the origin, in the origin's URL directory (a later file of a split
+    /// GGUF set), not under a model directory.
+    pub beside: bool,
     pub want: Want,
 }
 
@@ -160,11 +167,12 @@ enum Held {
         source: Box<dyn TensorSource>,
         reads: Vec<FileRead>,
     },
-    /// A GGUF file: its header (`read.data_start` is `Some(0)`: tensors at their file
-    /// offsets), or the whole file.
+    /// A GGUF file: its header (`data_start` is `Some(0)`: tensors at their file offsets),
+    /// or the whole file; or the files of a split set, their headers, in order
+    /// ([`GgufSource::file_index`]).
     Gguf {
         source: std::sync::Arc<GgufSource>,
-        read: FileRead,
+        reads: Vec<FileRead>,
     },
 }
 
@@ -224,16 +232,18 @@ impl RemoteFile {
     /// The length of the weight files together.
     pub fn byte_length(&self) -> u64 {
         match &self.held {
-            Held::Source { reads, .. } => reads.iter().map(|r| r.total).sum(),
-            Held::Gguf { read, .. } => read.total,
+            Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
+                reads.iter().map(|r| r.total).sum()
+            }
         }
     }
 
     /// Whether every file was read whole ([`RemoteFile::source`] serves every tensor).
     pub fn is_whole(&self) -> bool {
         match &self.held {
-            Held::Source { reads, .. } => reads.iter().all(|r| r.data_start.is_none()),
-            Held::Gguf { read, .. } => read.data_start.is_none(),
+            Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
+                reads.iter().all(|r| r.data_start.is_none())
+            }
         }
     }
 
@@ -248,7 +258,14 @@ impl RemoteFile {
         let source = self.source();
         source.info(name)?;
         match &self.held {
-            Held::Gguf { read, .. } => Ok(read),
+            Held::Gguf { source, reads } => source
+                .file_index(name)
+                .and_then(|i| reads.get(i))
+                .ok_or_else(|| {
+                    CoreError::invalid_model("no file of the split GGUF holds this tensor")
+                        .with_tensor(name)
+                        .with_path(&self.origin)
+                }),
             Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
             Held::Source { reads, .. } => source
                 .file_of(name)
@@ -377,12 +394,23 @@ enum Stage {
         index: ShardIndex,
         shards: Vec<Shard>,
     },
+    /// The later files of the split GGUF set whose first file is the origin.
+    GgufSet(Box<GgufSet>),
     Done,
 }
 
 struct Shard {
     open: FileOpen,
     part: Option<Part>,
+}
+
+/// A split GGUF set being opened: its first file's header, and the other files.
+struct GgufSet {
+    first: GgufSource,
+    read: FileRead,
+    split: SplitInfo,
+    /// Files 2.. of the set, in order.
+    shards: Vec<Shard>,
 }
 
 /// Opens a file or a model directory by byte ranges (see the module documentation).
@@ -513,6 +541,7 @@ impl Opener {
                 id: self.next_id,
                 file: open.file.clone(),
                 url: open.url.clone(),
+                beside: open.beside,
                 want,
             };
             self.next_id += 1;
@@ -540,6 +569,16 @@ impl Opener {
                     open.take(&request, reply)?;
                 }
                 match open.next()? {
+                    Next::Open(Part::Gguf(source, whole)) => {
+                        match split::split_info(&source.header().metadata)? {
+                            Some(split) => self.gguf_set(&open, *source, split),
+                            None => Ok(Step::Ready(Box::new(RemoteFile {
+                                origin: self.origin.clone(),
+                                dir: None,
+                                held: Part::Gguf(source, whole).into_held(&open),
+                            }))),
+                        }
+                    }
                     Next::Open(part) => Ok(Step::Ready(Box::new(RemoteFile {
                         origin: self.origin.clone(),
                         dir: None,
@@ -631,6 +670,21 @@ impl Opener {
                 }
                 self.shards(at, config, index, shards)
             }
+            Stage::GgufSet(mut set) => {
+                for (request, reply) in replies {
+                    let Some((i, shard)) = (set.shards.iter_mut().enumerate())
+                        .find(|(_, s)| s.open.file == request.file)
+                    else {
+                        continue;
+                    };
+                    if shard.open.is_missing(&reply) {
+                        let missing = split::file_missing(i + 1, set.split);
+                        return Err(missing.with_path(&shard.open.url));
+                    }
+                    shard.open.take(&request, reply)?;
+                }
+                self.gguf_set_next(set)
+            }
             Stage::Done => Err(CoreError::invalid_argument("this opener has finished")),
         }
     }
@@ -661,22 +715,8 @@ impl Opener {
         index: ShardIndex,
         mut shards: Vec<Shard>,
     ) -> Result<Step> {
-        let mut wants = Vec::new();
-        for (i, shard) in shards.iter_mut().enumerate() {
-            if shard.part.is_some() {
-                continue;
-            }
-            match shard
-                .open
-                .next()
-                .map_err(|e| shard_failed(&shard.open, e))?
-            {
-                Next::Open(part) => shard.part = Some(part),
-                next => wants.push((i, next.want())),
-            }
-        }
-        if !wants.is_empty() {
-            let requests = self.fetch(wants.iter().map(|&(i, want)| (&shards[i].open, want)));
+        let requests = self.shard_requests(&mut shards, shard_failed, usize::MAX)?;
+        if !requests.is_empty() {
             let stage = Stage::Shards {
                 at,
                 config,
@@ -714,6 +754,93 @@ impl Opener {
         self.directory_ready(config, index.shards, held)
     }
 
+    /// Requests for what the `shards` still opening need, at most `at_once` of them (`fail`
+    /// gives a shard's error); none once every one is open.
+    fn shard_requests(
+        &mut self,
+        shards: &mut [Shard],
+        fail: fn(&FileOpen, CoreError) -> CoreError,
+        at_once: usize,
+    ) -> Result<Vec<Request>> {
+        let mut wants = Vec::new();
+        for (i, shard) in shards.iter_mut().enumerate() {
+            if shard.part.is_some() || wants.len() == at_once {
+                continue;
+            }
+            match shard.open.next().map_err(|e| fail(&shard.open, e))? {
+                Next::Open(part) => shard.part = Some(part),
+                next => wants.push((i, next.want())),
+            }
+        }
+        Ok(self.fetch(wants.iter().map(|&(i, want)| (&shards[i].open, want))))
+    }
+
+    /// Start opening the split GGUF set whose first file, `open`, holds `first`: its other
+    /// files, named as llama.cpp names them, beside it (the same URL directory).
+    fn gguf_set(&mut self, open: &FileOpen, first: GgufSource, split: SplitInfo) -> Result<Step> {
+        let (dir, name) = beside(&open.url).ok_or_else(|| {
+            CoreError::invalid_gguf(
+                "a split GGUF is opened by the http(s) URL of its first file, whose later files \
+                 lie beside it",
+            )
+        })?;
+        let names = split::other_files(Path::new(&name), split)?;
+        let mut shards = Vec::with_capacity(names.len());
+        for name in names {
+            let name = name.to_string_lossy().into_owned();
+            let url = layout::shard_url(&dir, &name)?;
+            let mut shard = FileOpen::weights(&name, &url, Some(WeightsFormat::Gguf), true);
+            shard.beside = true;
+            shards.push(Shard {
+                open: shard,
+                part: None,
+            });
+        }
+        let first = GgufSource::from_header(first.into_header(), open.total())?;
+        let read = Part::read(open, Some(0));
+        let set = GgufSet {
+            first,
+            read,
+            split,
+            shards,
+        };
+        self.gguf_set_next(Box::new(set))
+    }
+
+    /// Ask for what the files of the set still opening need; once every one is open, the
+    /// set as one file (checked as the local reader checks it).
+    fn gguf_set_next(&mut self, mut set: Box<GgufSet>) -> Result<Step> {
+        let requests = self.shard_requests(&mut set.shards, |_, e| e, SPLIT_FILES_AT_ONCE)?;
+        if !requests.is_empty() {
+            return self.wait(Stage::GgufSet(set), requests);
+        }
+        let GgufSet {
+            mut first,
+            read,
+            split,
+            shards,
+        } = *set;
+        let mut reads = vec![read];
+        for (i, Shard { open, part }) in shards.into_iter().enumerate() {
+            let Some(Part::Gguf(source, _)) = part else {
+                return Err(CoreError::invalid_gguf("not a GGUF file").with_path(&open.url));
+            };
+            let empty = std::sync::Arc::new(Memory::Owned(Vec::new()));
+            let url = std::path::PathBuf::from(&open.url);
+            first.join_shard(split, i + 1, url, empty, open.total(), source.into_header())?;
+            reads.push(Part::read(&open, Some(0)));
+        }
+        first.joined(split)?;
+        Ok(Step::Ready(Box::new(RemoteFile {
+            origin: self.origin.clone(),
+            dir: None,
+            held: Held::Gguf {
+                source: std::sync::Arc::new(first),
+                reads,
+            },
+        })))
+    }
+
     /// The open directory, whose weights are `held` (from `files`).
     fn directory_ready(
         &mut self,
@@ -739,6 +866,33 @@ impl Opener {
         }
         Ok(Step::Ready(Box::new(file)))
     }
+}
+
+/// The URL directory of the file at `url` (ending in '/') and the file's name there
+/// (percent-decoded); `None` for a URL without either.
+fn beside(url: &str) -> Option<(String, String)> {
+    let path = url.split(['?', '#']).next()?;
+    let slash = path.rfind('/')?;
+    let name = percent_decoded(&path[slash + 1..])?;
+    (!name.is_empty()).then(|| (path[..=slash].to_string(), name))
+}
+
+/// `text` with its `%XX` escapes decoded; `None` when they are malformed or not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The error of a shard that failed to open, as a local directory gives it.

@@ -182,7 +182,8 @@ pub extern "C" fn stw_close(h: u32) {
 }
 
 /// An opener of `origin` (named in errors) with a format hint (`""`: recognised by its
-/// bytes); the result is `{"handle": n}`.
+/// bytes); the result is `{"handle": n}`. An http(s) URL is a file, else the model
+/// directory of that name ([`Opener::any`]); any other origin (a Blob, bytes) a file.
 ///
 /// # Safety
 /// Both strings as [`take`].
@@ -204,14 +205,21 @@ pub unsafe extern "C" fn stw_opener_new(
                     CoreError::invalid_argument(format!("unknown format '{name}'"))
                 })?),
             };
-        let opener = Box::new(Opener::new(&origin, hint));
+        let lower = origin.to_ascii_lowercase();
+        let opener = if lower.starts_with("http://") || lower.starts_with("https://") {
+            Opener::any(&origin, hint)
+        } else {
+            Opener::new(&origin, hint)
+        };
+        let opener = Box::new(opener);
         let h = state.insert(Slot::Opener(opener, origin));
         Ok(Output::json(&json!({ "handle": h })))
     })
 }
 
-/// The opener's next step: `{"fetch": [{"id", "start", "end"} | {"id", "whole": cap}]}`, or
-/// `{"ready": fileHandle}` (the opener's handle is then closed).
+/// The opener's next step: `{"fetch": [{"id", "file", "url", "start", "end"} | {"id", "file",
+/// "url", "whole": cap}]}` (`file` `""`: the origin; else a file of its directory, or beside
+/// it, at `url`), or `{"ready": fileHandle}` (the opener's handle is then closed).
 #[no_mangle]
 pub extern "C" fn stw_opener_step(h: u32) -> i32 {
     call(|state| {
@@ -227,11 +235,16 @@ pub extern "C" fn stw_opener_step(h: u32) -> i32 {
             Step::Fetch(requests) => {
                 let list: Vec<Value> = requests
                     .iter()
-                    .map(|r| match r.want {
-                        Want::Range { start, end } => {
-                            json!({ "id": r.id, "file": r.file, "start": start, "end": end })
+                    .map(|r| {
+                        let mut v = json!({ "id": r.id, "file": r.file, "url": r.url });
+                        match r.want {
+                            Want::Range { start, end } => {
+                                v["start"] = json!(start);
+                                v["end"] = json!(end);
+                            }
+                            Want::Whole { cap } => v["whole"] = json!(cap),
                         }
-                        Want::Whole { cap } => json!({ "id": r.id, "file": r.file, "whole": cap }),
+                        v
                     })
                     .collect();
                 json!({ "fetch": list })
@@ -327,12 +340,14 @@ pub extern "C" fn stw_file_describe(h: u32) -> i32 {
             "whole": file.is_whole(),
             "metadata": metadata.gguf_pairs().map_or_else(|| metadata.to_json(), gguf_json),
             "gguf": metadata.gguf_pairs().is_some(),
+            "config": file.config(),
             "tensors": tensors,
         })))
     })
 }
 
-/// Where a tensor's stored bytes lie: `[[start, len], …]` (empty for a file read whole).
+/// Where a tensor's stored bytes lie: `[[start, len, url], …]` (`url` null: the origin's;
+/// empty for a tensor whose file was read whole).
 ///
 /// # Safety
 /// `name` as [`take`].
@@ -344,14 +359,13 @@ pub unsafe extern "C" fn stw_file_spans(h: u32, name: *mut u8, name_len: usize) 
         let name = name?;
         let (file, origin) = state.file(h)?;
         let spans = || -> stcore::Result<Vec<Value>> {
-            if file.is_whole() {
-                file.source().info(&name)?;
+            if file.holds(&name)? {
                 return Ok(Vec::new());
             }
             Ok(file
                 .spans(&name)?
                 .iter()
-                .map(|s| json!([s.start, s.len]))
+                .map(|s| json!([s.start, s.len, (!s.file.is_empty()).then_some(&s.url)]))
                 .collect())
         };
         Ok(Output::json(&json!(
@@ -384,7 +398,7 @@ pub unsafe extern "C" fn stw_file_tensor(
         let source = file.source();
         let t = source.info(&name).map_err(|e| e.with_path(origin))?;
         let (dtype, numel) = (t.dtype, t.numel());
-        let served = if file.is_whole() {
+        let served = if file.holds(&name).map_err(|e| e.with_path(origin))? {
             match mode {
                 ReadAs::Raw => Served::Bytes(owned(source.fetch_raw(&name)?)),
                 ReadAs::Native | ReadAs::F32 => match source.f32_decoder(&name)? {

@@ -27,6 +27,8 @@ pub(super) struct FileOpen {
     /// Relative to the model directory (`""`: the origin).
     pub(super) file: String,
     pub(super) url: String,
+    /// Asked for as [`Request::beside`](super::Request::beside).
+    pub(super) beside: bool,
     mode: Mode,
     /// The file's first bytes, grown as the header needs.
     head: Vec<u8>,
@@ -64,7 +66,7 @@ pub(super) enum Part {
 
 impl Part {
     /// How the tensors of `open` are read.
-    fn read(open: &FileOpen, data_start: Option<u64>) -> FileRead {
+    pub(super) fn read(open: &FileOpen, data_start: Option<u64>) -> FileRead {
         FileRead {
             file: open.file.clone(),
             url: open.url.clone(),
@@ -77,7 +79,7 @@ impl Part {
         match self {
             Part::Gguf(source, whole) => Held::Gguf {
                 source: std::sync::Arc::from(source),
-                read: Part::read(open, (!whole).then_some(0)),
+                reads: vec![Part::read(open, (!whole).then_some(0))],
             },
             Part::Whole(source) => Held::Source {
                 source,
@@ -126,6 +128,7 @@ impl FileOpen {
         FileOpen {
             file: file.to_string(),
             url: url.to_string(),
+            beside: false,
             mode,
             head: Vec::new(),
             total: None,

@@ -743,3 +743,156 @@ fn a_json_file_past_its_cap_is_refused() {
         "{e}"
     );
 }
+
+/// A split GGUF set of four files, `set-0000N-of-00004.gguf` in `dir` (block and plain
+/// types, the first file holding tensors too).
+#[cfg(feature = "fs")]
+fn split_gguf(dir: &Path) -> Vec<PathBuf> {
+    use crate::format::gguf::{write_gguf_split, TensorData};
+    let values: Vec<f32> = (0..4096).map(|i| ((i % 61) as f32 - 30.0) / 7.0).collect();
+    let specs = [
+        GgufTensorSpec::new("a", vec![64, 64], GgmlType::Q8_0),
+        GgufTensorSpec::new("b", vec![64, 64], GgmlType::F32),
+        GgufTensorSpec::new("c", vec![32], GgmlType::F16),
+        GgufTensorSpec::new("d", vec![64, 64], GgmlType::F32),
+    ];
+    let metadata = standard_metadata("test", "t", &specs);
+    let durability = crate::fsutil::Durability::default();
+    let path = dir.join("set.gguf");
+    write_gguf_split(&path, &metadata, &specs, 16_400, durability, |_, s| {
+        let n = s.shape.iter().product();
+        Ok(TensorData::View(
+            TensorView::from_f32(s.name.clone(), s.shape.clone(), &values[..n]).unwrap(),
+        ))
+    })
+    .unwrap()
+}
+
+/// Drive an opener of the file `name` at `BASE`, served from `dir` (files beside it asked
+/// for by their names).
+#[cfg(feature = "fs")]
+fn drive_beside(dir: &Path, name: &str, traffic: &mut Traffic) -> Result<RemoteFile> {
+    let mut server = |r: &Request| {
+        let at = r.url.strip_prefix(BASE).expect("a file beside the origin");
+        if r.file.is_empty() {
+            assert_eq!(at, name);
+        } else {
+            assert!(r.beside, "{r:?}");
+            assert_eq!(r.file, at);
+        }
+        match std::fs::read(dir.join(at)) {
+            Ok(file) => serve(&file)(&Request {
+                file: String::new(),
+                ..r.clone()
+            }),
+            Err(_) => Reply::NotFound,
+        }
+    };
+    drive_opener(
+        Opener::new(&format!("{BASE}{name}"), None),
+        traffic,
+        &mut server,
+    )
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_split_gguf_set_opens_by_url_as_one_file_as_it_does_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = split_gguf(dir.path());
+    assert_eq!(paths.len(), 4, "{paths:?}");
+    let first = "set-00001-of-00004.gguf";
+    let options = &mut crate::source::OpenOptions::with_backend(Default::default());
+    let local = GgufSource::open(&dir.path().join(first), options).unwrap();
+    let mut traffic = Traffic::default();
+    let remote = drive_beside(dir.path(), first, &mut traffic).unwrap();
+    let names: Vec<_> = local.tensors().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["a", "b", "c", "d"]);
+    let listed = |s: &dyn TensorSource| format!("{:?}", s.tensors());
+    assert_eq!(listed(remote.source()), listed(&local));
+    assert_eq!(
+        remote.source().metadata().to_json(),
+        local.metadata().to_json()
+    );
+    let total: u64 = paths.iter().map(|p| p.metadata().unwrap().len()).sum();
+    assert_eq!(remote.byte_length(), total);
+    for name in &names {
+        let spans = remote.spans(name).unwrap();
+        let expected = local.file_of(name).unwrap();
+        assert_eq!(spans[0].url.rsplit('/').next(), Some(expected), "{name}");
+        let served = served_by(&remote, name, &|f| {
+            let f = if f.is_empty() { first } else { f };
+            std::fs::read(dir.path().join(f)).unwrap()
+        });
+        assert_eq!(served, served_locally(&local, name), "{name}");
+    }
+    // One first range per file: every file here is smaller than it.
+    assert_eq!(traffic.requests, 4, "{traffic:?}");
+
+    // A missing or foreign later file: the local errors, naming that file's URL.
+    let failures = |dir: &Path| {
+        let options = &mut crate::source::OpenOptions::with_backend(Default::default());
+        let local = GgufSource::open(&dir.join(first), options).err().unwrap();
+        let remote = drive_beside(dir, first, &mut Traffic::default())
+            .err()
+            .unwrap();
+        let local_path = local
+            .path()
+            .unwrap()
+            .replace(&format!("{}/", dir.display()), BASE);
+        assert_eq!(
+            (remote.code(), remote.detail(), remote.path()),
+            (local.code(), local.detail(), Some(local_path.as_str()))
+        );
+        remote
+    };
+    let third = dir.path().join("set-00004-of-00004.gguf");
+    let held = std::fs::read(&third).unwrap();
+    std::fs::remove_file(&third).unwrap();
+    let e = failures(dir.path());
+    assert_eq!(e.code(), "ERR_INVALID_GGUF");
+    assert!(e.detail().contains("file 4 of the 4"), "{e}");
+    std::fs::write(&third, &held).unwrap();
+    std::fs::copy(dir.path().join(first), &third).unwrap();
+    let e = failures(dir.path());
+    assert!(e.detail().contains("belongs to another split GGUF"), "{e}");
+    // A later file opened first names the first.
+    let e = drive_beside(
+        dir.path(),
+        "set-00002-of-00004.gguf",
+        &mut Traffic::default(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_GGUF");
+    assert!(e.detail().contains("'set-00001-of-00004.gguf'"), "{e}");
+}
+
+#[test]
+fn a_split_gguf_header_claiming_65535_files_costs_a_few_requests() {
+    let specs = [GgufTensorSpec::new("a", vec![4], GgmlType::F32)];
+    let mut metadata = standard_metadata("test", "t", &specs);
+    metadata.push(("split.no".into(), GgufValue::U16(0)));
+    metadata.push(("split.count".into(), GgufValue::U16(u16::MAX)));
+    metadata.push(("split.tensors.count".into(), GgufValue::I32(1 << 20)));
+    let mut first = Vec::new();
+    let view = TensorView::from_f32("a", vec![4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    write_gguf(&mut first, &metadata, &specs, |_, _| Ok(view.clone())).unwrap();
+    let name = "x-00001-of-65535.gguf";
+    let mut traffic = Traffic::default();
+    let mut server = |r: &Request| {
+        if r.file.is_empty() {
+            serve(&first)(r)
+        } else {
+            Reply::NotFound
+        }
+    };
+    let opener = Opener::new(&format!("{BASE}{name}"), None);
+    let e = drive_opener(opener, &mut traffic, &mut server)
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_GGUF");
+    assert!(e.detail().contains("file 2 of the 65535"), "{e}");
+    assert_eq!(e.path(), Some(&*format!("{BASE}x-00002-of-65535.gguf")));
+    assert!(traffic.requests <= 1 + SPLIT_FILES_AT_ONCE, "{traffic:?}");
+}

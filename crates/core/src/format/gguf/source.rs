@@ -57,8 +57,11 @@ pub struct GgufSource {
 
 /// A file of a split set after the first.
 struct ShardFile {
+    /// Empty for a file whose header alone is held.
     memory: Arc<Memory>,
     path: PathBuf,
+    /// The file's length.
+    len: u64,
     data_offset: usize,
 }
 
@@ -92,89 +95,107 @@ impl GgufSource {
 
     #[cfg(feature = "fs")]
     /// Open the other files of the split set whose first file `self` is, and serve their
-    /// tensors too. Every file must exist, say it is file `i` of the same `count`, hold
-    /// tensors of no other file, and all of them the set's `split.tensors.count`.
+    /// tensors too (see [`GgufSource::join_shard`]).
     fn join_shards(
         &mut self,
         path: &Path,
         split: super::split::SplitInfo,
         options: &mut OpenOptions<'_>,
     ) -> Result<()> {
-        use super::split::{shard_path, split_info, split_prefix};
-        let count = split.count as usize;
-        let fail = |msg: String| CoreError::invalid_gguf(msg).with_path(path);
-        if split.no != 0 {
-            let first = split_prefix(path, split.no as usize, count)
-                .map(|p| shard_path(&p, 0, count).display().to_string())
-                .unwrap_or_else(|| format!("PREFIX-00001-of-{count:05}.gguf"));
-            return Err(fail(format!(
-                "this is file {} of the {count} of a split GGUF; open its first file, \
-                 '{first}', which opens them all",
-                split.no + 1
-            )));
-        }
-        let prefix = split_prefix(path, 0, count).ok_or_else(|| {
-            fail(format!(
-                "the first file of a split GGUF of {count} files must be named \
-                 PREFIX-00001-of-{count:05}.gguf for the others to be found (as llama.cpp \
-                 finds them)"
-            ))
-        })?;
-        let mut shard_of = vec![0u16; self.header.tensors.len()];
-        for no in 1..count {
-            let file = shard_path(&prefix, no, count);
+        let files = super::split::other_files(path, split).map_err(|e| e.with_path(path))?;
+        for (i, file) in files.into_iter().enumerate() {
             let (memory, parts) = match open_file(&file, options) {
                 Ok((memory, source)) => (memory, source.header),
                 Err(e) if e.code() == "ERR_NOT_FOUND" => {
-                    return Err(CoreError::invalid_gguf(format!(
-                        "file {} of the {count} of this split GGUF is missing",
-                        no + 1
-                    ))
-                    .with_path(&file))
+                    return Err(super::split::file_missing(i + 1, split).with_path(&file))
                 }
                 Err(e) => return Err(e),
             };
-            let theirs = split_info(&parts.metadata).map_err(|e| e.with_path(&file))?;
-            let expected = super::split::SplitInfo {
-                no: no as u16,
-                ..split
-            };
-            if theirs != Some(expected) {
-                return Err(CoreError::invalid_gguf(format!(
-                    "its split keys say {}, but it is named as file {} of the {count} of a set \
-                     of {} tensors: it belongs to another split GGUF",
-                    theirs.map_or("it is no split file".to_string(), |t| format!(
-                        "file {} of {} of a set of {} tensors",
-                        t.no as usize + 1,
-                        t.count,
-                        t.tensors
-                    )),
-                    no + 1,
-                    split.tensors
-                ))
-                .with_path(&file));
-            }
-            shard_of.extend(std::iter::repeat_n(no as u16, parts.tensors.len()));
-            self.header.tensors.extend(parts.tensors);
-            self.more.push(ShardFile {
-                memory,
-                path: file,
-                data_offset: parts.data_offset,
-            });
+            let len = memory.len() as u64;
+            self.join_shard(split, i + 1, file, memory, len, parts)?;
         }
-        self.tensors = tensor_list(&self.header, |n| {
+        self.joined(split)
+    }
+
+    /// Add file `no` (from 1) of the split set whose first file `self` is (its `split`
+    /// keys): the file at `path` of `len` bytes, whose header is `parts` and bytes `memory`
+    /// (empty for a header read by ranges). It must say it is file `no` of the same set.
+    /// [`GgufSource::joined`] checks the set once every file is added.
+    pub fn join_shard(
+        &mut self,
+        split: super::split::SplitInfo,
+        no: usize,
+        path: PathBuf,
+        memory: Arc<Memory>,
+        len: u64,
+        parts: GgufParts,
+    ) -> Result<()> {
+        use super::split::split_info;
+        let count = split.count;
+        let theirs = split_info(&parts.metadata).map_err(|e| e.with_path(&path))?;
+        let expected = super::split::SplitInfo {
+            no: no as u16,
+            ..split
+        };
+        if theirs != Some(expected) {
+            return Err(CoreError::invalid_gguf(format!(
+                "its split keys say {}, but it is named as file {} of the {count} of a set \
+                 of {} tensors: it belongs to another split GGUF",
+                theirs.map_or("it is no split file".to_string(), |t| format!(
+                    "file {} of {} of a set of {} tensors",
+                    t.no as usize + 1,
+                    t.count,
+                    t.tensors
+                )),
+                no + 1,
+                split.tensors
+            ))
+            .with_path(&path));
+        }
+        if self.shard_of.len() < self.header.tensors.len() {
+            self.shard_of.resize(self.header.tensors.len(), 0);
+        }
+        self.shard_of
+            .extend(std::iter::repeat_n(no as u16, parts.tensors.len()));
+        self.header.tensors.extend(parts.tensors);
+        self.more.push(ShardFile {
+            memory,
+            path,
+            len,
+            data_offset: parts.data_offset,
+        });
+        Ok(())
+    }
+
+    /// Check the set joined by [`GgufSource::join_shard`]: no tensor in two files, and as
+    /// many tensors as `split.tensors`.
+    pub fn joined(&mut self, split: super::split::SplitInfo) -> Result<()> {
+        let fail = |msg: String| self.context(CoreError::invalid_gguf(msg));
+        let tensors = tensor_list(&self.header, |n| {
             fail("a tensor listed in two files of the split GGUF".to_string()).with_tensor(n)
         })?;
         if self.header.tensors.len() != split.tensors {
             return Err(fail(format!(
-                "'{}' is {}, but the {count} files of the split GGUF hold {} tensors",
+                "'{}' is {}, but the {} files of the split GGUF hold {} tensors",
                 super::split::SPLIT_TENSORS_COUNT,
                 split.tensors,
+                split.count,
                 self.header.tensors.len()
             )));
         }
-        self.shard_of = shard_of;
+        self.tensors = tensors;
         Ok(())
+    }
+
+    /// The header alone, the file's bytes (if held) let go.
+    pub fn into_header(self) -> GgufParts {
+        self.header
+    }
+
+    /// Which file of a split set holds `name`: 0 for the first (and for a single file).
+    pub fn file_index(&self, name: &str) -> Option<usize> {
+        let i = self.tensors.position(name)?;
+        Some(self.shard_of.get(i).map_or(0, |&s| s as usize))
     }
 
     /// Parse a whole file held in memory.
@@ -403,7 +424,7 @@ impl TensorSource for GgufSource {
     fn files(&self) -> Vec<SourceFile> {
         let mut files = source::single_file(self.path.as_deref(), self.file_len());
         for f in &self.more {
-            files.extend(source::single_file(Some(&f.path), f.memory.len() as u64));
+            files.extend(source::single_file(Some(&f.path), f.len));
         }
         files
     }

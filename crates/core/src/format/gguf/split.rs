@@ -86,6 +86,42 @@ pub fn split_prefix(path: &Path, no: usize, count: usize) -> Option<PathBuf> {
     (!prefix.is_empty()).then(|| PathBuf::from(prefix))
 }
 
+/// The other files of the split set (its `split` keys) whose first file is `path`, in
+/// order, named as llama.cpp finds them. ERR_INVALID_GGUF for a later file of a set (naming
+/// the first) or a first file not named `PREFIX-00001-of-0000N.gguf`.
+pub fn other_files(path: &Path, split: SplitInfo) -> Result<Vec<PathBuf>> {
+    let count = split.count as usize;
+    if split.no != 0 {
+        let first = split_prefix(path, split.no as usize, count)
+            .map(|p| shard_path(&p, 0, count).display().to_string())
+            .unwrap_or_else(|| format!("PREFIX-00001-of-{count:05}.gguf"));
+        return Err(CoreError::invalid_gguf(format!(
+            "this is file {} of the {count} of a split GGUF; open its first file, \
+             '{first}', which opens them all",
+            split.no + 1
+        )));
+    }
+    let prefix = split_prefix(path, 0, count).ok_or_else(|| {
+        CoreError::invalid_gguf(format!(
+            "the first file of a split GGUF of {count} files must be named \
+             PREFIX-00001-of-{count:05}.gguf for the others to be found (as llama.cpp \
+             finds them)"
+        ))
+    })?;
+    Ok((1..count)
+        .map(|no| shard_path(&prefix, no, count))
+        .collect())
+}
+
+/// File `no` (from 0) of the set is missing.
+pub fn file_missing(no: usize, split: SplitInfo) -> CoreError {
+    CoreError::invalid_gguf(format!(
+        "file {} of the {} of this split GGUF is missing",
+        no + 1,
+        split.count
+    ))
+}
+
 /// Which tensors (ranges of indices) go in which file when each file's tensor data (each
 /// tensor padded to `alignment`) must stay within `max_bytes`, as `llama-gguf-split
 /// --split-max-size` decides it: a new file starts when the next tensor would pass the
