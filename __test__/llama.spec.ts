@@ -220,6 +220,9 @@ const DECODERS = [
   { name: 'mixtral', arch: 'llama', tokenizer: 'tokenizer.model' },
   { name: 'qwen2_moe', arch: 'qwen2moe', tokenizer: 'tokenizer.json' },
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
+  { name: 'gemma3', arch: 'gemma3', tokenizer: 'tokenizer.model' },
+  { name: 'gemma2', arch: 'gemma2', tokenizer: 'tokenizer.model' },
+  { name: 'gemma', arch: 'gemma', tokenizer: 'tokenizer.model' },
 ] as const
 
 describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
