@@ -937,10 +937,11 @@ fn gemma_norms_add_one_in_the_converters_precision() {
     let (dtype, out) = add_one(&[f16(0.5), f16(2f32.powi(-11))].concat(), DType::F16).unwrap();
     assert_eq!(dtype, DType::F16);
     assert_eq!(out, [f16(1.5), f16(1.0)].concat());
-    let bf16 = (0.00390625f32.to_bits() >> 16) as u16;
+    // 2^-8 + 1 is an F32 but not a BF16: kept whole.
+    let bf16 = (2f32.powi(-8).to_bits() >> 16) as u16;
     let (dtype, out) = add_one(&bf16.to_le_bytes(), DType::BF16).unwrap();
     assert_eq!(dtype, DType::F32);
-    assert_eq!(out, 1.00390625f32.to_le_bytes());
+    assert_eq!(out, (1.0 + 2f32.powi(-8)).to_le_bytes());
 }
 
 fn gemma2_tensors() -> Vec<TensorListing> {
