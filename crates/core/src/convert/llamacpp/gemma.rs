@@ -162,6 +162,7 @@ fn plan_gemma2(input: &ModelInput) -> Result<LlamaExport> {
         "attention.sliding_window",
         GgufValue::U32(window as u32),
     );
+    warn_where_llama_cpp_differs(h, 2, 46, &mut export.warnings)?;
     Ok(export)
 }
 
@@ -216,8 +217,59 @@ fn plan_gemma3(input: &ModelInput) -> Result<LlamaExport> {
             "attention.sliding_window",
             GgufValue::U32(window as u32),
         );
+        warn_where_llama_cpp_differs(h, 6, 62, &mut export.warnings)?;
     }
     Ok(export)
+}
+
+/// What llama.cpp fixes by itself for Gemma 2 and 3 and the converter does not write: which
+/// layers slide (every `pattern`-th is global) and the attention scale (1/√head_dim, or
+/// 1/√(hidden/heads) for the 27B model, which it knows by its `layers_27b` layers). A config
+/// that says otherwise runs differently in llama.cpp than in transformers: a warning.
+fn warn_where_llama_cpp_differs(
+    h: &Hparams,
+    pattern: usize,
+    layers_27b: usize,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    if let Some(serde_json::Value::Array(types)) = h.get("layer_types") {
+        let differs = types.iter().enumerate().any(|(i, t)| {
+            let global = (i + 1).is_multiple_of(pattern);
+            t.as_str()
+                != Some(if global {
+                    "full_attention"
+                } else {
+                    "sliding_attention"
+                })
+        });
+        if differs {
+            warnings.push(format!(
+                "config.json: 'layer_types' is not llama.cpp's fixed pattern (every {pattern}th \
+                 layer global, the others sliding): llama.cpp runs its own pattern"
+            ));
+        }
+    }
+    let (Some(scalar), Some(layers), Some(embd), Some(heads)) = (
+        h.number(&["query_pre_attn_scalar"])?,
+        h.count(&["num_hidden_layers"])?,
+        h.count(&["hidden_size"])?,
+        h.count(&["num_attention_heads"])?,
+    ) else {
+        return Ok(());
+    };
+    let head_dim = h.count(&["head_dim"])?.unwrap_or(256);
+    let llama_cpp = if layers == layers_27b {
+        (embd / heads) as f64
+    } else {
+        head_dim as f64
+    };
+    if scalar != llama_cpp {
+        warnings.push(format!(
+            "config.json: 'query_pre_attn_scalar' is {scalar}, llama.cpp scales attention by \
+             1/sqrt({llama_cpp}) for this model: its outputs will differ from transformers'"
+        ));
+    }
+    Ok(())
 }
 
 /// The decoder plan with Gemma's norms shifted by one and its vocabulary's space prefix off.

@@ -1032,8 +1032,37 @@ fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
         Some(&GgufValue::U32(4))
     );
     assert_eq!(kv(&e, "gemma2.rope.freq_base"), None);
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     assert_eq!(
         kv(&e, "tokenizer.ggml.add_space_prefix"),
         Some(&GgufValue::Bool(false))
+    );
+}
+
+/// llama.cpp fixes Gemma 2's layer pattern and attention scale itself: a config that says
+/// otherwise converts, with a warning naming the field.
+#[test]
+fn a_gemma2_config_llama_cpp_would_run_differently_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    let config = json!({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+        "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 5,
+        "query_pre_attn_scalar": 256, "layer_types": ["full_attention"]});
+    let e = known(
+        recognize(
+            dir.path(),
+            &config,
+            &gemma2_tensors(),
+            QuantizationChoice::Keep,
+        )
+        .unwrap(),
+    );
+    assert_eq!(e.warnings.len(), 2, "{:?}", e.warnings);
+    assert!(e.warnings[0].contains("'layer_types'"), "{:?}", e.warnings);
+    assert!(
+        e.warnings[1].contains("'query_pre_attn_scalar' is 256"),
+        "{:?}",
+        e.warnings
     );
 }
