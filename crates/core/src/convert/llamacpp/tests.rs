@@ -973,15 +973,16 @@ fn gemma2_tensors() -> Vec<TensorListing> {
     t
 }
 
-#[test]
-fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
+/// The export of a one-layer Gemma 2 directory whose config.json has `extra` besides the sizes.
+fn gemma2_export(extra: Json) -> LlamaExport {
     let dir = tempfile::tempdir().unwrap();
     write_spm(dir.path());
-    let config = json!({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+    let mut config = json!({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
         "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 5,
-        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "final_logit_softcapping": null,
-        "sliding_window": 4});
+        "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 5});
+    if let (Some(c), Some(x)) = (config.as_object_mut(), extra.as_object()) {
+        c.extend(x.clone());
+    }
     let e = known(
         recognize(
             dir.path(),
@@ -991,6 +992,13 @@ fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
         )
         .unwrap(),
     );
+    e
+}
+
+#[test]
+fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
+    let e = gemma2_export(json!({"rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "final_logit_softcapping": null, "sliding_window": 4}));
     assert_eq!(e.architecture, "gemma2");
     let t = |n: &str| {
         e.tensors
@@ -1043,21 +1051,7 @@ fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
 /// otherwise converts, with a warning naming the field.
 #[test]
 fn a_gemma2_config_llama_cpp_would_run_differently_is_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    write_spm(dir.path());
-    let config = json!({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
-        "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 5,
-        "query_pre_attn_scalar": 256, "layer_types": ["full_attention"]});
-    let e = known(
-        recognize(
-            dir.path(),
-            &config,
-            &gemma2_tensors(),
-            QuantizationChoice::Keep,
-        )
-        .unwrap(),
-    );
+    let e = gemma2_export(json!({"query_pre_attn_scalar": 256, "layer_types": ["full_attention"]}));
     assert_eq!(e.warnings.len(), 2, "{:?}", e.warnings);
     assert!(e.warnings[0].contains("'layer_types'"), "{:?}", e.warnings);
     assert!(
