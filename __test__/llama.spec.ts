@@ -188,7 +188,7 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
 
 // ---------------------------------------------------------------------------------------
 // Decoders: small random-weight llama (SentencePiece and byte-level BPE vocabularies),
-// mistral, granite, olmo2, smollm3, starcoder2, qwen2 and qwen3 checkpoints and mixtures of experts (mixtral, qwen2_moe,
+// mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, gpt2, phi3 and gemma 1–3 checkpoints and mixtures of experts (mixtral, qwen2_moe,
 // qwen3_moe), regenerated here from a seeded RNG and llama.cpp's vocabulary GGUFs by
 // scripts/llama/decoder_fixtures.py, checked byte for byte against the files the committed
 // transformers references were computed from.
@@ -222,9 +222,12 @@ const DECODERS = [
   { name: 'qwen3_moe', arch: 'qwen3moe', tokenizer: 'tokenizer.json' },
   { name: 'gpt2', arch: 'gpt2', tokenizer: 'tokenizer.json' },
   { name: 'phi3', arch: 'phi3', tokenizer: 'tokenizer.model' },
+  { name: 'gemma3', arch: 'gemma3', tokenizer: 'tokenizer.model' },
+  { name: 'gemma2', arch: 'gemma2', tokenizer: 'tokenizer.model' },
+  { name: 'gemma', arch: 'gemma', tokenizer: 'tokenizer.model' },
 ] as const
 
-describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
+describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3 and the mixtures mixtral, qwen2_moe, qwen3_moe', () => {
   const root = tempDir('llama-decoders-')
   const models = join(root, 'models')
 

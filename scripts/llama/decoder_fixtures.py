@@ -356,6 +356,93 @@ MODELS = {
             'chat_template': "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
         },
     },
+    # Gemma 1-3 as transformers 4.57 writes them: a Gemma-style SentencePiece vocabulary
+    # (<pad> <eos> <bos> <unk> first, no dummy prefix) built from Llama 2's; norm weights
+    # centred on 0 (the models scale by 1 + w); query_pre_attn_scalar = head_dim, the scale
+    # llama.cpp uses for every size but 27B; a sliding window shorter than the logit prompt.
+    'gemma3': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'bfloat16', 'tied': True, 'seed': 101,
+        'template': 'google-gemma-2-2b-it.jinja',
+        'config': {
+            'architectures': ['Gemma3ForCausalLM'], 'model_type': 'gemma3_text', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 6, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'query_pre_attn_scalar': 16,
+            'max_position_embeddings': 32768, 'rms_norm_eps': 1e-06, 'rope_theta': 1000000.0,
+            'rope_local_base_freq': 10000.0, 'rope_scaling': {'factor': 8.0, 'rope_type': 'linear'},
+            'sliding_window': 4, 'layer_types': ['sliding_attention'] * 5 + ['full_attention'],
+            'attn_logit_softcapping': None, 'final_logit_softcapping': None,
+            'vocab_size': 32001, 'bos_token_id': 2, 'eos_token_id': [1, 106], 'pad_token_id': 0,
+            'hidden_activation': 'gelu_pytorch_tanh', 'attention_bias': False, 'attention_dropout': 0.0,
+            'initializer_range': 0.02, 'use_bidirectional_attention': False, 'use_cache': True,
+            'tie_word_embeddings': True, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
+            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
+            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
+            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+        },
+    },
+    'gemma2': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'float16', 'tied': True, 'seed': 102,
+        'template': 'google-gemma-2-2b-it.jinja',
+        'config': {
+            'architectures': ['Gemma2ForCausalLM'], 'model_type': 'gemma2', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 2, 'head_dim': 16, 'query_pre_attn_scalar': 16,
+            'max_position_embeddings': 8192, 'rms_norm_eps': 1e-06, 'rope_theta': 10000.0,
+            'sliding_window': 4, 'layer_types': ['sliding_attention', 'full_attention'],
+            'attn_logit_softcapping': 50.0, 'final_logit_softcapping': 30.0,
+            'vocab_size': 32001, 'bos_token_id': 2, 'eos_token_id': 1, 'pad_token_id': 0,
+            'hidden_act': 'gelu_pytorch_tanh', 'hidden_activation': 'gelu_pytorch_tanh',
+            'attention_bias': False, 'attention_dropout': 0.0, 'initializer_range': 0.02,
+            'use_cache': True, 'tie_word_embeddings': True, 'torch_dtype': 'float16',
+            'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
+            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
+            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
+            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+        },
+    },
+    'gemma': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'float32', 'tied': True, 'seed': 103,
+        'config': {
+            'architectures': ['GemmaForCausalLM'], 'model_type': 'gemma', 'hidden_size': 64,
+            'intermediate_size': 128, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+            'num_key_value_heads': 1, 'head_dim': 16, 'max_position_embeddings': 8192,
+            'rms_norm_eps': 1e-06, 'rope_theta': 10000.0, 'vocab_size': 32001,
+            'bos_token_id': 2, 'eos_token_id': 1, 'pad_token_id': 0,
+            'hidden_act': 'gelu_pytorch_tanh', 'hidden_activation': None, 'attention_bias': False,
+            'attention_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
+            'tie_word_embeddings': True, 'torch_dtype': 'float32', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {
+            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
+            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
+            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
+            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
+            'added_tokens_decoder': {
+                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+            },
+        },
+    },
 }
 
 # Split patterns of tokenizer.json, as llama.cpp's llama-vocab.cpp quotes them.
@@ -484,18 +571,34 @@ def pb_bytes(tag, b):
     return pb_field(tag, 2, pb_varint(len(b)) + b)
 
 
-def sentencepiece_model(vocab):
+def gemma_vocab(vocab):
+    """Llama 2's vocabulary with Gemma's special tokens in Gemma's places (<pad> <eos> <bos>
+    <unk>, then the pieces after Llama's three), every byte piece kept for byte fallback."""
+    return {
+        'tokens': ['<pad>', '<eos>', '<bos>', '<unk>'] + vocab['tokens'][3:],
+        'types': [3, 3, 3, 2] + vocab['types'][3:],
+        'scores': [0.0] * 4 + vocab['scores'][3:],
+    }
+
+
+def sentencepiece_model(vocab, gemma=False):
     """tokenizer.model (sentencepiece_model.proto ModelProto) for Llama 2's vocabulary:
-    BPE with byte fallback, identity normalization, a dummy prefix, escaped whitespace."""
+    BPE with byte fallback, identity normalization, a dummy prefix, escaped whitespace.
+    Gemma's: its special ids (unk 3, bos 2, eos 1, pad 0) and no dummy prefix."""
+    unk, bos, eos, pad, prefix = (3, 2, 1, 0, 0) if gemma else (0, 1, 2, -1, 1)
     out = bytearray()
     for tok, score, ty in zip(vocab['tokens'], vocab['scores'], vocab['types']):
         piece = pb_bytes(1, tok.encode('utf-8')) + pb_field(2, 5, struct.pack('<f', score)) + pb_field(3, 0, pb_varint(ty))
         out += pb_bytes(1, piece)
     trainer = (pb_field(3, 0, pb_varint(2)) + pb_field(4, 0, pb_varint(len(vocab['tokens'])))
                + pb_field(25, 0, pb_varint(1)) + pb_field(35, 0, pb_varint(1))
-               + pb_field(40, 0, pb_varint(0)) + pb_field(41, 0, pb_varint(1))
-               + pb_field(42, 0, pb_varint(2)) + pb_field(43, 0, pb_varint(-1)))
-    normalizer = (pb_bytes(1, b'identity') + pb_field(3, 0, pb_varint(1))
+               + pb_field(40, 0, pb_varint(unk)) + pb_field(41, 0, pb_varint(bos))
+               + pb_field(42, 0, pb_varint(eos)) + pb_field(43, 0, pb_varint(pad)))
+    if gemma:
+        # SentencePiece finds its special ids by these pieces (default <unk> <s> </s> <pad>).
+        trainer += b''.join(pb_bytes(tag, piece) for tag, piece in
+                            ((45, b'<unk>'), (46, b'<bos>'), (47, b'<eos>'), (48, b'<pad>')))
+    normalizer = (pb_bytes(1, b'identity') + pb_field(3, 0, pb_varint(prefix))
                   + pb_field(4, 0, pb_varint(0)) + pb_field(5, 0, pb_varint(1)))
     out += pb_bytes(2, trainer) + pb_bytes(3, normalizer)
     return bytes(out)
@@ -523,6 +626,11 @@ def weights(cfg, seed, tied):
 
     t = {'model.embed_tokens.weight': normal(cfg['vocab_size'], e, std=0.5)}
     olmo2 = cfg['model_type'] == 'olmo2'
+    # Gemma 2 and 3: norms after attention and after the feed-forward as well as before.
+    gemma2 = cfg['model_type'] in ('gemma2', 'gemma3_text')
+    if cfg['model_type'].startswith('gemma'):
+        # Gemma's RMSNorm scales by 1 + w: weights centred on 0, drawn as the others.
+        norm = lambda n: (rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
     starcoder2 = cfg['model_type'] == 'starcoder2'
     for l in range(L):
         p = f'model.layers.{l}.'
@@ -537,7 +645,7 @@ def weights(cfg, seed, tied):
             t[p + 'self_attn.q_proj.bias'] = normal(h * d, std=0.1)
             t[p + 'self_attn.k_proj.bias'] = normal(kv * d, std=0.1)
             t[p + 'self_attn.v_proj.bias'] = normal(kv * d, std=0.1)
-        if qwen3:
+        if qwen3 or cfg['model_type'] == 'gemma3_text':
             t[p + 'self_attn.q_norm.weight'] = norm(d)
             t[p + 'self_attn.k_norm.weight'] = norm(d)
         if olmo2:
@@ -550,6 +658,9 @@ def weights(cfg, seed, tied):
         if starcoder2:
             t[p + 'post_attention_layernorm.bias'] = normal(e, std=0.1)
         if olmo2:
+            t[p + 'post_feedforward_layernorm.weight'] = norm(e)
+        if gemma2:
+            t[p + 'pre_feedforward_layernorm.weight'] = norm(e)
             t[p + 'post_feedforward_layernorm.weight'] = norm(e)
         if cfg['model_type'] == 'mixtral':
             t[p + 'block_sparse_moe.gate.weight'] = normal(n_exp, e, std=0.3)
@@ -706,7 +817,8 @@ def make(src, out_dir, only=None):
                 str(i): {'content': tok, 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True}
                 for i, (tok, ty) in enumerate(zip(vocab['tokens'], vocab['types'])) if i < 3 or (i >= n and ty == 3)}
         elif spec['tokenizer'] == 'spm':
-            (d / 'tokenizer.model').write_bytes(sentencepiece_model(vocab))
+            gemma = spec.get('gemma', False)
+            (d / 'tokenizer.model').write_bytes(sentencepiece_model(gemma_vocab(vocab) if gemma else vocab, gemma))
         else:
             bos = tc.get('bos_token') if spec.get('pattern') == 'llama3' else None
             tok = gpt2_tokenizer_json(vocab) if spec['tokenizer'] == 'gpt2' else bpe_tokenizer_json(vocab, spec['pattern'], bos)

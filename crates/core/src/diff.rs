@@ -557,6 +557,17 @@ fn values_f32(
                 llamacpp::transpose(cast::element_bytes(&out), &t.shape, crate::DType::F32)?;
             Ok(cast::copy_elements::<f32>(&moved))
         }
+        Transform::AddOne => {
+            // In the export's precision: an F16 source adds in F16.
+            let precision = if t.dtype == crate::DType::F16 {
+                crate::DType::F16
+            } else {
+                crate::DType::F32
+            };
+            let (dtype, shifted) =
+                llamacpp::add_one(&cast::encode_f32(&out, precision)?, precision)?;
+            cast::to_f32_vec(dtype, &shifted)
+        }
     }
 }
 

@@ -8,8 +8,9 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture family, each a table: `bert`, `gpt2`, `granite`, `llama`, `mistral`
-//! (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! One module per architecture family, each a table: `bert`, `gemma` (Gemma 1–3), `gpt2`,
+//! `granite`, `llama`, `mistral` (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`,
+//! `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
@@ -20,6 +21,7 @@
 
 mod bert;
 mod decoder;
+mod gemma;
 mod gpt2;
 mod granite;
 mod hparams;
@@ -112,6 +114,9 @@ pub enum Transform {
     },
     /// A matrix transposed: the source is `[cols, rows]` of the output's `[rows, cols]`.
     Transpose,
+    /// Every value plus one (Gemma's norms scale by `1 + w`, llama.cpp's by the weight), in
+    /// the converter's precision: F16 in F16, every other type in F32 (the output's dtype).
+    AddOne,
 }
 
 impl LlamaExport {
@@ -157,21 +162,30 @@ impl LlamaExport {
                     ))
                     .with_tensor(name));
                 }
-                let data = match transform {
-                    Transform::Identity => view.data,
-                    Transform::RopeInterleave { heads } => Cow::Owned(rope_interleave(
-                        &view.data,
-                        &view.shape,
+                let (dtype, data) = match transform {
+                    Transform::Identity => (view.dtype, view.data),
+                    Transform::RopeInterleave { heads } => (
                         view.dtype,
-                        *heads,
-                    )?),
-                    Transform::Transpose => {
-                        Cow::Owned(transpose(&view.data, &view.shape, view.dtype)?)
+                        Cow::Owned(rope_interleave(
+                            &view.data,
+                            &view.shape,
+                            view.dtype,
+                            *heads,
+                        )?),
+                    ),
+                    Transform::Transpose => (
+                        view.dtype,
+                        Cow::Owned(transpose(&view.data, &view.shape, view.dtype)?),
+                    ),
+                    Transform::AddOne => {
+                        let (dtype, data) =
+                            add_one(&view.data, view.dtype).map_err(|e| e.with_tensor(name))?;
+                        (dtype, Cow::Owned(data))
                     }
                 };
                 Ok(TensorView {
                     name: tensor.name.clone(),
-                    dtype: view.dtype,
+                    dtype,
                     shape: tensor.shape.clone(),
                     data,
                 })
@@ -260,6 +274,21 @@ pub fn rope_interleave(
     Ok(out)
 }
 
+/// [`Transform::AddOne`]: the values plus one, and their dtype. The converter adds in torch
+/// after widening every type but F16 and F32 to F32; F16 adds in F32 and rounds back.
+pub fn add_one(data: &[u8], dtype: DType) -> Result<(DType, Vec<u8>)> {
+    let mut values = crate::cast::to_f32_vec(dtype, data)?;
+    for v in &mut values {
+        *v += 1.0;
+    }
+    let out = if dtype == DType::F16 {
+        DType::F16
+    } else {
+        DType::F32
+    };
+    Ok((out, crate::cast::encode_f32(&values, out)?))
+}
+
 /// [`Transform::Transpose`] of a row-major matrix of `shape` (any dtype: elements move whole).
 pub fn transpose(data: &[u8], shape: &[usize], dtype: DType) -> Result<Vec<u8>> {
     let elem = dtype.size().ok_or_else(|| {
@@ -309,6 +338,9 @@ pub(crate) struct Architecture {
 /// Every architecture we export, one line each.
 const ARCHITECTURES: &[&Architecture] = &[
     &bert::ARCH,
+    &gemma::GEMMA,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
     &gpt2::ARCH,
     &granite::ARCH,
     &llama::ARCH,

@@ -944,6 +944,7 @@ fn every_exported_name_is_one_ggml_reads_whole() {
         qwen_moe::QWEN2_MOE_SPEC.rules(),
         qwen_moe::QWEN3_MOE_SPEC.rules(),
         starcoder2::SPEC.rules(),
+        gemma::GEMMA3_SPEC.rules(),
     ] {
         for rule in rules {
             let name = rule.gguf.replace("{bid}", &usize::MAX.to_string()) + ".weight";
@@ -955,6 +956,139 @@ fn every_exported_name_is_one_ggml_reads_whole() {
     assert!(
         longest <= MAX_TENSOR_NAME_BYTES && longest > 40,
         "{longest}"
+    );
+}
+
+/// Gemma's norms scale by `1 + w`: the export adds one in the converter's precision (F16
+/// rounds back to F16, BF16 widens to F32 first).
+#[test]
+fn gemma_norms_add_one_in_the_converters_precision() {
+    let f16 = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
+    // 2^-11 + 1 is not an F16: it rounds to 1 (ties to even).
+    let (dtype, out) = add_one(&[f16(0.5), f16(2f32.powi(-11))].concat(), DType::F16).unwrap();
+    assert_eq!(dtype, DType::F16);
+    assert_eq!(out, [f16(1.5), f16(1.0)].concat());
+    // 2^-8 + 1 is an F32 but not a BF16: kept whole.
+    let bf16 = (2f32.powi(-8).to_bits() >> 16) as u16;
+    let (dtype, out) = add_one(&bf16.to_le_bytes(), DType::BF16).unwrap();
+    assert_eq!(dtype, DType::F32);
+    assert_eq!(out, (1.0 + 2f32.powi(-8)).to_le_bytes());
+}
+
+fn gemma2_tensors() -> Vec<TensorListing> {
+    let (v, e, f, d) = (5, 8, 16, 4);
+    let mut t = listing(&[
+        ("model.embed_tokens.weight", &[v, e]),
+        ("model.norm.weight", &[e]),
+        ("lm_head.weight", &[v, e]),
+    ]);
+    for (n, s) in [
+        ("input_layernorm", vec![e]),
+        ("self_attn.q_proj", vec![2 * d, e]),
+        ("self_attn.k_proj", vec![d, e]),
+        ("self_attn.v_proj", vec![d, e]),
+        ("self_attn.o_proj", vec![e, 2 * d]),
+        ("post_attention_layernorm", vec![e]),
+        ("pre_feedforward_layernorm", vec![e]),
+        ("post_feedforward_layernorm", vec![e]),
+        ("mlp.gate_proj", vec![f, e]),
+        ("mlp.up_proj", vec![f, e]),
+        ("mlp.down_proj", vec![e, f]),
+    ] {
+        t.push(TensorListing {
+            name: format!("model.layers.0.{n}.weight"),
+            dtype: DType::BF16,
+            shape: s,
+        });
+    }
+    t
+}
+
+/// The export of a one-layer Gemma 2 directory whose config.json has `extra` besides the sizes.
+fn gemma2_export(extra: Json) -> LlamaExport {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    let mut config = json!({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+        "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 4, "intermediate_size": 16, "vocab_size": 5});
+    if let (Some(c), Some(x)) = (config.as_object_mut(), extra.as_object()) {
+        c.extend(x.clone());
+    }
+    let e = known(
+        recognize(
+            dir.path(),
+            &config,
+            &gemma2_tensors(),
+            QuantizationChoice::Keep,
+        )
+        .unwrap(),
+    );
+    e
+}
+
+#[test]
+fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
+    let e = gemma2_export(json!({"rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "final_logit_softcapping": null, "sliding_window": 4}));
+    assert_eq!(e.architecture, "gemma2");
+    let t = |n: &str| {
+        e.tensors
+            .iter()
+            .find(|t| t.name == n)
+            .map(|t| t.origin.clone())
+    };
+    let shifted = |hf: &str| {
+        Some(Origin::Source {
+            name: hf.into(),
+            transform: Transform::AddOne,
+        })
+    };
+    assert_eq!(t("output_norm.weight"), shifted("model.norm.weight"));
+    assert_eq!(
+        t("blk.0.post_attention_norm.weight"),
+        shifted("model.layers.0.post_attention_layernorm.weight")
+    );
+    assert_eq!(
+        t("blk.0.ffn_norm.weight"),
+        shifted("model.layers.0.pre_feedforward_layernorm.weight")
+    );
+    // NeoX rope: Q and K as they are; lm_head dropped (the output is the embeddings).
+    assert_eq!(
+        t("blk.0.attn_q.weight"),
+        Some(Origin::Source {
+            name: "model.layers.0.self_attn.q_proj.weight".into(),
+            transform: Transform::Identity
+        })
+    );
+    assert_eq!(t("output.weight"), None);
+    assert_eq!(
+        kv(&e, "gemma2.attn_logit_softcapping"),
+        Some(&GgufValue::F32(50.0))
+    );
+    assert_eq!(kv(&e, "gemma2.final_logit_softcapping"), None);
+    assert_eq!(
+        kv(&e, "gemma2.attention.sliding_window"),
+        Some(&GgufValue::U32(4))
+    );
+    assert_eq!(kv(&e, "gemma2.rope.freq_base"), None);
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.add_space_prefix"),
+        Some(&GgufValue::Bool(false))
+    );
+}
+
+/// llama.cpp fixes Gemma 2's layer pattern and attention scale itself: a config that says
+/// otherwise converts, with a warning naming the field.
+#[test]
+fn a_gemma2_config_llama_cpp_would_run_differently_is_a_warning() {
+    let e = gemma2_export(json!({"query_pre_attn_scalar": 256, "layer_types": ["full_attention"]}));
+    assert_eq!(e.warnings.len(), 2, "{:?}", e.warnings);
+    assert!(e.warnings[0].contains("'layer_types'"), "{:?}", e.warnings);
+    assert!(
+        e.warnings[1].contains("'query_pre_attn_scalar' is 256"),
+        "{:?}",
+        e.warnings
     );
 }
 
