@@ -27,7 +27,7 @@ const require = createRequire(import.meta.url)
 // ---------------------------------------------------------------------------------------
 // Options
 
-const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff', 'wasm', 'large-gguf']
+const ROWS = ['upcast', 'load', 'save', 'predict', 'quant', 'dequant', 'preset', 'hf-gguf', 'checkpoint', 'pytorch', 'npz', 'download', 'verify', 'diff', 'wasm', 'large-gguf', 'arch-gguf']
 // Row 16 (an 8 GB model, ~30 min and ~20 GB of disk) runs only when named.
 const ON_REQUEST = ['large-gguf']
 const die = (msg) => {
@@ -52,7 +52,7 @@ for (let i = 0; i < argv.length; i++) {
     console.log('  --rounds R   child processes per implementation, interleaved across a row (default 2; 1 with --quick)')
     console.log('  --update-docs  rewrite the generated section of docs/benchmarks.md (the run and its goals)')
     console.log(`rows: ${ROWS.map((r, i) => `${i + 1}|${r}`).join(' ')}`)
-    console.log('  rows 8 (hf-gguf), 10 (pytorch) and 16 (large-gguf) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
+    console.log('  rows 8 (hf-gguf), 10 (pytorch), 16 (large-gguf) and 17 (arch-gguf) need torch: BENCH_TORCH_PYTHON=/path/to/python, or it installs CPU torch into bench-data/venv-torch')
     console.log(`  rows run only when named: ${ON_REQUEST.join(', ')}`)
     process.exit(0)
   } else die(`unknown option ${a} (try --help)`)
@@ -62,9 +62,9 @@ if (!Number.isInteger(reps) || reps < 1) die('--reps must be a positive integer'
 const rounds = opt.rounds ?? (opt.quick ? 1 : 2)
 if (!Number.isInteger(rounds) || rounds < 1) die('--rounds must be a positive integer')
 const only = opt.only
-  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-6])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
+  ? new Set(opt.only.split(',').map((r) => (/^([1-9]|1[0-7])$/.test(r.trim()) ? ROWS[Number(r) - 1] : r.trim())))
   : new Set(ROWS.filter((r) => !ON_REQUEST.includes(r)))
-for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-16)`)
+for (const r of only) if (!ROWS.includes(r)) die(`unknown row ${r}: one of ${ROWS.join(', ')} (or 1-17)`)
 
 // Sizes: the full run uses the sizes of the issue; --quick shrinks everything ~64×.
 const SIZE = opt.quick
@@ -341,6 +341,23 @@ async function startHub(dir) {
     child.on('exit', (code) => reject(new Error(`hub-server.mjs exited with ${code}`)))
   })
   return { ...ready, stop: () => child.kill() }
+}
+
+/** Row 17's directories, one per decoder architecture of the tests' fixtures (widened ×8),
+ * generated once by benches/lib/make-arch-dirs.py: name → directory. */
+function makeArchDirs() {
+  const dir = join(DATA, opt.quick ? 'quick' : 'full', 'arch-dirs')
+  const stampPath = join(dir, '.inputs')
+  const fixtures = readFileSync(join(ROOT, 'scripts', 'llama', 'decoder_fixtures.py'))
+  const want = JSON.stringify({ v: 1, quick: opt.quick, fixtures: createHash('sha256').update(fixtures).digest('hex') })
+  if (!(existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want)) {
+    if (!PY.python) return null
+    log(`generating ${dir} ...`)
+    rmSync(dir, { recursive: true, force: true })
+    execFileSync(PY.python, [join(ROOT, 'benches', 'lib', 'make-arch-dirs.py'), LLAMA_SRC, dir, ...(opt.quick ? ['--quick'] : [])], { stdio: 'inherit', env: pythonEnv() })
+    writeFileSync(stampPath, want)
+  }
+  return Object.fromEntries(readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => [e.name, join(dir, e.name)]).sort())
 }
 
 /** Row 14's two checkpoints (1 GiB of F32 each in a full run; B is A plus noise), written by numpy. */
@@ -623,6 +640,18 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
       { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0` (llama-cpp-python 0.3.36 sources)", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir: hfDir, out: join(DATA, 'out', 'hf-converter.gguf'), outtype: 'q8_0' } },
     ].map((i) => (hfDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
   }
+  // Row 17: each decoder architecture's conversion, as row 8 on the same checkpoint per row.
+  const archRows = Object.entries(ARCH_DIRS ?? {}).map(([name, dir]) => ({
+    row: 'arch-gguf',
+    id: `17-${name}`,
+    work: `${name}: the tests' fixture widened ×${opt.quick ? 2 : 8} (${(dirBytes(dir) / 1e6).toFixed(0)} MB) → Q8_0 GGUF for llama.cpp`,
+    warm: readdirSync(dir).filter((n) => n.endsWith('.safetensors')).map((n) => join(dir, n)),
+    compareGguf: true,
+    impls: [
+      { key: 'ours', label: "ours: `convert(dir, 'model.gguf', {to: 'gguf', quantization: 'Q8_0'})`", lang: 'node', case: 'llama-ours', reps: Math.min(reps, 3), params: { dir, out: join(DATA, 'out', `arch-ours-${name}.gguf`), q: 'Q8_0' } },
+      { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0`", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir, out: join(DATA, 'out', `arch-converter-${name}.gguf`), outtype: 'q8_0' } },
+    ],
+  }))
   // Row 16: a model too large to hold, converted in shards: time and peak RSS of one run each
   // (fresh processes, no warm-up), against llama.cpp's pipeline for the same output.
   const largeDir = LARGE_DIR
@@ -875,6 +904,7 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
     diffRow,
     ...wasmRows,
     ...(only.has('large-gguf') ? [large] : []),
+    ...archRows,
   ].filter((g) => only.has(g.row))
 }
 
@@ -1197,10 +1227,12 @@ let TORCH = { python: null, error: 'rows 8 and 16 not selected' }
 let LLAMA_SRC = null
 let HF_DIR = null
 let LARGE_DIR = null
-if (only.has('hf-gguf') || only.has('pytorch') || only.has('large-gguf')) TORCH = ensureTorchPython()
-if (only.has('hf-gguf') || only.has('large-gguf')) LLAMA_SRC = ensureLlamaCppSources()
+if (only.has('hf-gguf') || only.has('pytorch') || only.has('large-gguf') || only.has('arch-gguf')) TORCH = ensureTorchPython()
+if (only.has('hf-gguf') || only.has('large-gguf') || only.has('arch-gguf')) LLAMA_SRC = ensureLlamaCppSources()
 if (only.has('hf-gguf')) HF_DIR = makeHfLlamaDir()
 if (only.has('large-gguf')) LARGE_DIR = makeHfLlamaDir(true)
+const ARCH_DIRS = only.has('arch-gguf') ? makeArchDirs() : null
+for (const name of Object.keys(ARCH_DIRS ?? {})) GOALS.push({ id: `17-${name}`, label: `${name}: model dir → Q8_0 GGUF vs convert_hf_to_gguf.py`, ours: 'ours', peer: 'converter', target: 0.2 })
 const checkpoints = only.has('checkpoint') ? makeCheckpoints() : null
 const ptBin = only.has('pytorch') ? makePytorchBin() : null
 const npzFiles = only.has('npz') ? makeNpz(files) : null
