@@ -6,13 +6,14 @@ import { pathToFileURL } from 'node:url'
 import { openWeights as openNative } from '../index.js'
 import { tempDir } from './helpers'
 import { describe as describeFile } from './wasm-describe.mjs'
-import { RANGED, rangedOnly, serveFiles, wasmFiles, type Served } from './wasm-fixtures'
+import { RANGED, rangedOnly, serveFiles, shardedSets, wasmFiles, type Served } from './wasm-fixtures'
 
 /**
  * The package's browser entry (`exports['.'].browser`) in headless Chromium, from a page
  * served on 127.0.0.1: every file of wasm.spec.ts opened by bytes, by Blob and by URL, each
  * described (every tensor in every form, hashed) in the page and POSTed back, equal to the
  * native addon's description; by URL, SafeTensors and GGUF are read by Range requests only.
+ * A sharded directory and a split GGUF set are opened by URL alone (`url:` results).
  */
 
 const root = resolve(__dirname, '..')
@@ -20,11 +21,12 @@ const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const TYPES: Record<string, string> = { '.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' }
 const dir = tempDir('wasm-browser-')
 let files = new Map<string, string>()
+let sets: Awaited<ReturnType<typeof shardedSets>>
 let served: Served
 let results: Record<string, Record<string, unknown>> | { failed: string }
 
 /** The page: opens every file three ways with the browser entry and POSTs the descriptions. */
-function page(entry: string, names: string[]): string {
+function page(entry: string, names: string[], urls: string[]): string {
   return `<!doctype html><script type="module">
     const post = (body) => fetch('/__results', { method: 'POST', body: JSON.stringify(body) })
     try {
@@ -44,6 +46,15 @@ function page(entry: string, names: string[]): string {
           }
         }
       }
+      for (const path of ${JSON.stringify(urls)}) {
+        try {
+          const f = await openWeights(location.origin + '/' + path)
+          out['url:' + path] = { url: await describe(f) }
+          f.close()
+        } catch (e) {
+          out['url:' + path] = { url: { code: e.code, error: String(e.stack ?? e) } }
+        }
+      }
       await post(out)
     } catch (e) {
       await post({ failed: String(e.stack ?? e) })
@@ -56,9 +67,9 @@ async function runPage(entry: string): Promise<typeof results> {
   let chromium: ChildProcess | undefined
   let done!: (r: typeof results) => void
   const posted = new Promise<typeof results>((ok) => (done = ok))
-  served = await serveFiles(files, (req, res, path) => {
+  served = await serveFiles(new Map([...files, ...sets.files]), (req, res, path) => {
     const send = (body: Buffer | string, type: string) => void res.writeHead(200, { 'Content-Type': type }).end(body)
-    if (path === '__page') send(page(entry, [...files.keys()]), 'text/html')
+    if (path === '__page') send(page(entry, [...files.keys()], sets.urls.map(([url]) => url)), 'text/html')
     else if (path === '__test/wasm-describe.mjs') send(readFileSync(join(__dirname, 'wasm-describe.mjs')), 'text/javascript')
     else if (path.startsWith('__pkg/wasm/') && !path.includes('..')) send(readFileSync(join(root, path.slice('__pkg/'.length))), TYPES[extname(path)] ?? 'application/octet-stream')
     else if (path.startsWith('__whole/')) send(readFileSync(files.get(path.slice('__whole/'.length))!), 'application/octet-stream')
@@ -86,6 +97,7 @@ beforeAll(async () => {
   const { buildWasm } = await import(pathToFileURL(join(root, 'scripts/wasm/build.mjs')).href)
   buildWasm()
   files = wasmFiles(dir)
+  sets = await shardedSets(dir)
   const entry = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).exports['.'].browser.default.replace(/^\.\//, '')
   results = await runPage(entry)
 }, 600_000)
@@ -95,7 +107,7 @@ afterAll(() => served?.close())
 describe('the browser entry in headless Chromium against the native addon', () => {
   it('the page ran', () => {
     expect('failed' in results ? results.failed : '').toBe('')
-    expect(Object.keys(results).sort()).toEqual([...files.keys()].sort())
+    expect(Object.keys(results).sort()).toEqual([...files.keys(), ...sets.urls.map(([url]) => `url:${url}`)].sort())
   })
 
   it('every file: by bytes, by Blob and by URL, every tensor in every form to the bit', async () => {
@@ -107,6 +119,20 @@ describe('the browser entry in headless Chromium against the native addon', () =
       for (const how of ['bytes', 'blob', 'url']) expect(got[name]?.[how], `${name} by ${how}`).toEqual(expected)
     }
   }, 120_000)
+
+  it('a sharded directory and a split GGUF set by URL: every tensor as the native addon reads it, by Range requests only', async () => {
+    const got = results as Record<string, Record<string, unknown>>
+    for (const [url, local] of sets.urls) {
+      const native = await openNative(local)
+      const expected = await describeFile(native)
+      native.close()
+      expect(got[`url:${url}`]?.url, url).toEqual(expected)
+    }
+    // Every request for a file of the sets is a Range request (the directory's probe of the
+    // name without its '/' is a 404).
+    const whole = served.requests.filter((r) => /^(sharded|split)\//.test(r.path) && r.range === null)
+    expect(whole, JSON.stringify(whole)).toEqual([])
+  })
 
   it('by URL, SafeTensors and GGUF were read by Range requests only, never whole', () => {
     for (const name of RANGED) {

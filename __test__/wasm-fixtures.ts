@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
-import { saveFile } from '../index.js'
+import { convert, saveFile } from '../index.js'
 import { PYTHON, fixture, sendRange } from './helpers'
 
 /**
@@ -15,6 +15,37 @@ const root = resolve(__dirname, '..')
 
 /** Files read by ranges (SafeTensors and GGUF): a URL read of one must never take it whole. */
 export const RANGED = ['all_dtypes.safetensors', 'half_special.safetensors', 'tiny_checkpoint.safetensors', 'big.safetensors', 'all.gguf', 'bighead.gguf']
+
+/**
+ * Two sets of files opened by URL only: a sharded SafeTensors directory (three shards, an
+ * index, config.json; the second shard larger than a first range) and a split GGUF set of
+ * three files. `files`: every file by the name it is served under; `urls`: each set's URL path
+ * (the directory, the set's first file) with the local path the native addon opens.
+ */
+export async function shardedSets(dir: string): Promise<{ files: Map<string, string>; urls: [string, string][] }> {
+  const sharded = join(dir, 'sharded')
+  mkdirSync(sharded, { recursive: true })
+  const weightMap: Record<string, string> = {}
+  for (let s = 0; s < 3; s++) {
+    const file = `model-0000${s + 1}-of-00003.safetensors`
+    const n = s === 1 ? 40_000 : 12
+    saveFile(join(sharded, file), { [`layer.${s}`]: { dtype: 'F32', shape: [n], data: Float32Array.from({ length: n }, (_, i) => Math.sin(i + s)) } })
+    weightMap[`layer.${s}`] = file
+  }
+  writeFileSync(join(sharded, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }))
+  writeFileSync(join(sharded, 'config.json'), JSON.stringify({ model_type: 'tiny' }))
+  const split = join(dir, 'split')
+  mkdirSync(split, { recursive: true })
+  const tensors: Record<string, any> = {}
+  for (let i = 0; i < 3; i++) tensors[`blk.${i}.weight`] = { shape: [128, 128], data: Float32Array.from({ length: 128 * 128 }, (_, j) => Math.cos(i + j * 0.01)) }
+  saveFile(join(split, 'src.safetensors'), tensors)
+  await convert(join(split, 'src.safetensors'), join(split, 'm.gguf'), { to: 'gguf', maxShardBytes: 70_000 })
+  const files = new Map<string, string>()
+  for (const [sub, d] of [['sharded', sharded], ['split', split]]) {
+    for (const f of readdirSync(d)) files.set(`${sub}/${f}`, join(d, f))
+  }
+  return { files, urls: [['sharded', sharded], ['split/m-00001-of-00003.gguf', join(split, 'm-00001-of-00003.gguf')]] }
+}
 
 /** Every file, by the name it is served under (PyTorch and NumPy files under their fixture folders). */
 export function wasmFiles(dir: string): Map<string, string> {

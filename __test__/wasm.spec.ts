@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url'
 import { convert as convertNative, openWeights as openNative, saveFile as saveNative, serialize as serializeNative } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 import { describe as describeFile } from './wasm-describe.mjs'
-import { RANGED, rangedOnly, serveFiles, wasmFiles, type Served } from './wasm-fixtures'
+import { RANGED, rangedOnly, serveFiles, shardedSets, wasmFiles, type Served } from './wasm-fixtures'
 
 /**
  * The WebAssembly build (`safetensors-node/wasm`): every tensor of every file (SafeTensors,
@@ -79,31 +79,11 @@ describe('safetensors-node/wasm against the native addon', () => {
   })
 
   it('a sharded directory and a split GGUF set by URL: every file the core names, by ranges, as the native addon reads them', async () => {
-    const sharded = join(dir, 'sharded')
-    mkdirSync(sharded, { recursive: true })
-    const weightMap: Record<string, string> = {}
-    for (let s = 0; s < 3; s++) {
-      const file = `model-0000${s + 1}-of-00003.safetensors`
-      // The second shard is larger than the first range: its tensor is read by its own range.
-      const n = s === 1 ? 40_000 : 12
-      saveNative(join(sharded, file), { [`layer.${s}`]: { dtype: 'F32', shape: [n], data: Float32Array.from({ length: n }, (_, i) => Math.sin(i + s)) } })
-      weightMap[`layer.${s}`] = file
-    }
-    writeFileSync(join(sharded, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }))
-    writeFileSync(join(sharded, 'config.json'), JSON.stringify({ model_type: 'tiny' }))
-    const split = join(dir, 'split')
-    mkdirSync(split, { recursive: true })
-    const tensors: Record<string, any> = {}
-    for (let i = 0; i < 3; i++) tensors[`blk.${i}.weight`] = { shape: [128, 128], data: Float32Array.from({ length: 128 * 128 }, (_, j) => Math.cos(i + j * 0.01)) }
-    saveNative(join(split, 'src.safetensors'), tensors)
-    await convertNative(join(split, 'src.safetensors'), join(split, 'm.gguf'), { to: 'gguf', maxShardBytes: 70_000 })
-    const names = new Map<string, string>()
-    for (const [sub, d] of [['sharded', sharded], ['split', split]]) {
-      for (const f of readdirSync(d)) names.set(`${sub}/${f}`, join(d, f))
-    }
+    const { files: names, urls } = await shardedSets(dir)
     const own = await serveFiles(names)
     try {
-      for (const [url, local] of [[`${own.base}sharded`, sharded], [`${own.base}split/m-00001-of-00003.gguf`, join(split, 'm-00001-of-00003.gguf')]]) {
+      for (const [path, local] of urls) {
+        const url = own.base + path
         const native = await openNative(local)
         const expected = await describeFile(native)
         native.close()
@@ -122,7 +102,7 @@ describe('safetensors-node/wasm against the native addon', () => {
       await own.close()
     }
     // Bytes or a Blob have no directory: a split set's first file names the others it cannot read.
-    await expect(wasm.openWeights(readFileSync(join(split, 'm-00001-of-00003.gguf')))).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
+    await expect(wasm.openWeights(readFileSync(urls[1][1]))).rejects.toMatchObject({ code: 'ERR_INVALID_GGUF' })
   })
 
   it('errors carry the native codes', async () => {
