@@ -53,6 +53,20 @@ PROMPTS = [
 # The text whose logits are compared.
 LOGIT_PROMPT = 'The capital of France is Paris. 1234 café 🦙'
 
+# transformers 4.57's tokenizer_config.json for Gemma 1-3 (the same for the three).
+GEMMA_TOKENIZER_CONFIG = {
+    'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
+    'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
+    'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
+    'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
+    'added_tokens_decoder': {
+        '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+        '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+        '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+        '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
+    },
+}
+
 MODELS = {
     'llama-spm': {
         'vocab': 'llama-spm', 'tokenizer': 'spm', 'dtype': 'float32', 'tied': False,
@@ -376,18 +390,7 @@ MODELS = {
             'initializer_range': 0.02, 'use_bidirectional_attention': False, 'use_cache': True,
             'tie_word_embeddings': True, 'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
         },
-        'tokenizer_config': {
-            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
-            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
-            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
-            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
-            'added_tokens_decoder': {
-                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-            },
-        },
+        'tokenizer_config': GEMMA_TOKENIZER_CONFIG,
     },
     'gemma2': {
         'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'float16', 'tied': True, 'seed': 102,
@@ -405,18 +408,7 @@ MODELS = {
             'use_cache': True, 'tie_word_embeddings': True, 'torch_dtype': 'float16',
             'transformers_version': '4.57.6',
         },
-        'tokenizer_config': {
-            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
-            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
-            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
-            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
-            'added_tokens_decoder': {
-                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-            },
-        },
+        'tokenizer_config': GEMMA_TOKENIZER_CONFIG,
     },
     'gemma': {
         'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'float32', 'tied': True, 'seed': 103,
@@ -430,18 +422,7 @@ MODELS = {
             'attention_dropout': 0.0, 'initializer_range': 0.02, 'use_cache': True,
             'tie_word_embeddings': True, 'torch_dtype': 'float32', 'transformers_version': '4.57.6',
         },
-        'tokenizer_config': {
-            'tokenizer_class': 'GemmaTokenizer', 'bos_token': '<bos>', 'eos_token': '<eos>',
-            'unk_token': '<unk>', 'pad_token': '<pad>', 'add_bos_token': True, 'add_eos_token': False,
-            'model_max_length': 1000000000000000019884624838656, 'clean_up_tokenization_spaces': False,
-            'spaces_between_special_tokens': False, 'use_default_system_prompt': False,
-            'added_tokens_decoder': {
-                '0': {'content': '<pad>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '1': {'content': '<eos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '2': {'content': '<bos>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-                '3': {'content': '<unk>', 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True},
-            },
-        },
+        'tokenizer_config': GEMMA_TOKENIZER_CONFIG,
     },
 }
 
