@@ -60,6 +60,7 @@ use crate::source::{SourceFile, TensorSource, WeightsFormat};
 use std::path::Path;
 
 mod file;
+mod zip;
 use file::{FileOpen, Next, Part};
 
 /// The first range asked of a file: the recognisers' head and, for most files, the whole
@@ -72,6 +73,15 @@ pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
 pub const SPLIT_FILES_AT_ONCE: usize = 16;
 /// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
+
+/// The first range asked of a file: [`FIRST_RANGE_BYTES`] (a test's own, so that small
+/// files are read by ranges).
+fn first_range() -> u64 {
+    #[cfg(test)]
+    return tests::FIRST_RANGE.with(|c| c.get());
+    #[cfg(not(test))]
+    FIRST_RANGE_BYTES
+}
 
 /// Identifies a request in its reply.
 pub type RequestId = u64;
@@ -174,6 +184,11 @@ enum Held {
         source: std::sync::Arc<GgufSource>,
         reads: Vec<FileRead>,
     },
+    /// A zip checkpoint (`.npz`, PyTorch) read by its headers: tensors at their file ranges.
+    Zip {
+        source: Box<zip::Ranged>,
+        read: FileRead,
+    },
 }
 
 impl RemoteFile {
@@ -187,6 +202,7 @@ impl RemoteFile {
         match &self.held {
             Held::Source { source, .. } => source.as_ref(),
             Held::Gguf { source, .. } => source.as_ref(),
+            Held::Zip { source, .. } => source.source(),
         }
     }
 
@@ -194,7 +210,7 @@ impl RemoteFile {
     pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
         match &self.held {
             Held::Gguf { source, .. } => Some(source),
-            Held::Source { .. } => None,
+            Held::Source { .. } | Held::Zip { .. } => None,
         }
     }
 
@@ -235,6 +251,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().map(|r| r.total).sum()
             }
+            Held::Zip { read, .. } => read.total,
         }
     }
 
@@ -244,6 +261,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().all(|r| r.data_start.is_none())
             }
+            Held::Zip { .. } => false,
         }
     }
 
@@ -266,6 +284,7 @@ impl RemoteFile {
                         .with_tensor(name)
                         .with_path(&self.origin)
                 }),
+            Held::Zip { read, .. } => Ok(read),
             Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
             Held::Source { reads, .. } => source
                 .file_of(name)
@@ -293,6 +312,10 @@ impl RemoteFile {
                 let (a, b) = source.stored_range(name).unwrap_or_default();
                 (data + a, data + b)
             }
+            Held::Zip { source, .. } => {
+                let (range, _) = source.range(name)?;
+                (range.start, range.end)
+            }
         };
         Ok(vec![span(read, start, end - start)])
     }
@@ -313,6 +336,24 @@ impl RemoteFile {
                     .spans
                     .iter()
                     .map(|&(s, n)| span(read, at + s as u64, n as u64))
+                    .collect();
+                Ok((plan.shape, spans))
+            }
+            Held::Zip { source, .. } => {
+                let t = source.source().info(name)?;
+                let (range, as_is) = source.range(name)?;
+                if !as_is {
+                    return Err(CoreError::invalid_argument(
+                        "a strided, big-endian or Fortran-order tensor is read whole: fetch \
+                         its spans and serve them",
+                    )
+                    .with_tensor(name)
+                    .with_path(&read.url));
+                }
+                let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
+                    .map_err(|e| e.with_tensor(name).with_path(&read.url))?;
+                let spans = (plan.spans.iter())
+                    .map(|&(s, n)| span(read, range.start + s as u64, n as u64))
                     .collect();
                 Ok((plan.shape, spans))
             }
@@ -346,6 +387,22 @@ impl RemoteFile {
                     .with_path(&read.url));
                 }
                 Ok(Served::Bytes(TensorBytes::Owned(stored)))
+            }
+            Held::Zip { source, .. } => {
+                let (range, _) = source.range(name)?;
+                if stored.len() as u64 != range.end - range.start {
+                    return Err(CoreError::invalid_argument(format!(
+                        "{} bytes given for a tensor that reads {} stored bytes",
+                        stored.len(),
+                        range.end - range.start
+                    ))
+                    .with_tensor(name)
+                    .with_path(&read.url));
+                }
+                let bytes = source
+                    .serve(name, &stored)
+                    .map_err(|e| e.with_path(&read.url))?;
+                Ok(Served::Bytes(TensorBytes::Owned(bytes)))
             }
         }
     }
@@ -585,7 +642,8 @@ impl Opener {
                         held: part.into_held(&open),
                     }))),
                     next => {
-                        let requests = self.fetch([(&open, next.want())]);
+                        let wants = next.wants();
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::File { open, fallback }, requests)
                     }
                 }
@@ -607,7 +665,8 @@ impl Opener {
                         self.candidate(0, config)
                     }
                     next => {
-                        let requests = self.fetch([(&open, next.want())]);
+                        let wants = next.wants();
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::Config { open, missing }, requests)
                     }
                 }
@@ -624,8 +683,8 @@ impl Opener {
                     open.take(&request, reply)?;
                 }
                 match open.next()? {
-                    Next::Want(want) => {
-                        let requests = self.fetch([(&open, want)]);
+                    Next::Want(wants) => {
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::Candidate { at, config, open }, requests)
                     }
                     Next::Open(part) => {
@@ -763,13 +822,17 @@ impl Opener {
         at_once: usize,
     ) -> Result<Vec<Request>> {
         let mut wants = Vec::new();
+        let mut asked = 0;
         for (i, shard) in shards.iter_mut().enumerate() {
-            if shard.part.is_some() || wants.len() == at_once {
+            if shard.part.is_some() || asked == at_once {
                 continue;
             }
             match shard.open.next().map_err(|e| fail(&shard.open, e))? {
                 Next::Open(part) => shard.part = Some(part),
-                next => wants.push((i, next.want())),
+                next => {
+                    asked += 1;
+                    wants.extend(next.wants().into_iter().map(|w| (i, w)));
+                }
             }
         }
         Ok(self.fetch(wants.iter().map(|&(i, want)| (&shards[i].open, want))))
