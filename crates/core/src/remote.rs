@@ -25,16 +25,19 @@
 //! A single file is recognised by its first bytes exactly as a local file
 //! ([`detect::sniff`], or the format hint): SafeTensors and GGUF are read by their headers
 //! (a first range of [`FIRST_RANGE_BYTES`], then the rest of the header if it is longer);
-//! a file that the first range holds whole, and the formats read whole (NumPy, PyTorch,
-//! weights.mlx), are read whole up to [`WHOLE_FILE_MAX_BYTES`] and opened by
-//! [`format::open_bytes`], as a file held in memory.
+//! `.npz` and PyTorch zip checkpoints are read by their zip headers (`zip.rs`: the end
+//! records, the central directory, each member's local header, an `.npz` array's `.npy`
+//! header, a checkpoint's `byteorder` and `data.pkl`), their tensors by their file ranges;
+//! a file that the first range holds whole, an archive with a deflated member, and the
+//! formats read whole (`.npy`, legacy PyTorch, weights.mlx), are read whole up to
+//! [`WHOLE_FILE_MAX_BYTES`] and opened by [`format::open_bytes`], as a file held in memory.
 //!
 //! A model directory ([`Opener::directory`], or [`Opener::any`] of a file that does not
 //! exist) is opened as a local `pretrained::ModelDir` is: `config.json` (whole, at most
 //! [`layout::CONFIG_MAX_BYTES`]), then the first weight file of [`layout::DISCOVERY`] that
 //! exists (a [`Reply::NotFound`] moves on to the next), or a sharded index (whole, at most
 //! [`layout::INDEX_MAX_BYTES`]) with every shard it names opened as a single file (the
-//! shards' requests go together) and checked against the index by
+//! shards' requests go together, [`FILES_AT_ONCE`] at a time) and checked against the index by
 //! [`ShardedSource::assemble`]: the same errors, codes and messages. Files of a directory are
 //! named relative to it and located by [`layout::shard_url`] (percent-encoded, so they stay
 //! under its URL).
@@ -68,9 +71,9 @@ use file::{FileOpen, Next, Part};
 pub const FIRST_RANGE_BYTES: u64 = 100 << 10;
 /// The most a GGUF header may take (a large vocabulary is tens of MiB).
 pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
-/// The most files of a split GGUF set asked for at once: a header claiming 65535 files that
-/// do not exist costs a few requests, not one per file.
-pub const SPLIT_FILES_AT_ONCE: usize = 16;
+/// The most files of a split GGUF set or a sharded index asked for at once: a header or an
+/// index naming thousands of files that do not exist costs a few requests, not one per file.
+pub const FILES_AT_ONCE: usize = 16;
 /// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
 
@@ -774,7 +777,7 @@ impl Opener {
         index: ShardIndex,
         mut shards: Vec<Shard>,
     ) -> Result<Step> {
-        let requests = self.shard_requests(&mut shards, shard_failed, usize::MAX)?;
+        let requests = self.shard_requests(&mut shards, shard_failed, FILES_AT_ONCE)?;
         if !requests.is_empty() {
             let stage = Stage::Shards {
                 at,
@@ -873,7 +876,7 @@ impl Opener {
     /// Ask for what the files of the set still opening need; once every one is open, the
     /// set as one file (checked as the local reader checks it).
     fn gguf_set_next(&mut self, mut set: Box<GgufSet>) -> Result<Step> {
-        let requests = self.shard_requests(&mut set.shards, |_, e| e, SPLIT_FILES_AT_ONCE)?;
+        let requests = self.shard_requests(&mut set.shards, |_, e| e, FILES_AT_ONCE)?;
         if !requests.is_empty() {
             return self.wait(Stage::GgufSet(set), requests);
         }

@@ -898,7 +898,7 @@ fn a_split_gguf_header_claiming_65535_files_costs_a_few_requests() {
     assert_eq!(e.code(), "ERR_INVALID_GGUF");
     assert!(e.detail().contains("file 2 of the 65535"), "{e}");
     assert_eq!(e.path(), Some(&*format!("{BASE}x-00002-of-65535.gguf")));
-    assert!(traffic.requests <= 1 + SPLIT_FILES_AT_ONCE, "{traffic:?}");
+    assert!(traffic.requests <= 1 + FILES_AT_ONCE, "{traffic:?}");
 }
 
 thread_local! {
@@ -1123,4 +1123,53 @@ fn hostile_zip_directories_fail_by_ranges_with_coded_errors() {
     assert_eq!(e.code(), "ERR_INVALID_HEADER", "{e}");
     assert!(e.to_string().contains("before the file's end"), "{e}");
     assert!(traffic.bytes < 100_000, "{traffic:?}");
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_sharded_index_naming_thousands_of_shards_asks_for_16_at_a_time() {
+    // Thousands that do not exist: the first missing one ends the open, a few requests in.
+    let dir = model_dir();
+    let names: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("w.{i}"), format!("s{i}.safetensors")))
+        .collect();
+    let map: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(t, s)| (t.as_str(), s.as_str()))
+        .collect();
+    sharded_index(dir.path(), &map);
+    let (remote, traffic) = same_dir_as_local(dir.path(), "3000 missing shards");
+    assert_eq!(remote.err().unwrap().code(), "ERR_INVALID_MODEL");
+    assert!(traffic.requests <= 8 + FILES_AT_ONCE, "{traffic:?}");
+    // Forty that exist: every step asks for at most 16, and all open.
+    let dir = model_dir();
+    let names: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("w.{i}"), format!("s{i}.safetensors")))
+        .collect();
+    for (t, s) in &names {
+        let view = TensorView::from_f32(t, vec![2], &[1.0, 2.0]).unwrap();
+        write(dir.path(), s, &serialize(&[view], None).unwrap());
+    }
+    let map: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(t, s)| (t.as_str(), s.as_str()))
+        .collect();
+    sharded_index(dir.path(), &map);
+    same_dir_as_local(dir.path(), "40 shards").0.unwrap();
+    let mut opener = Opener::directory(BASE);
+    let mut server = serve_dir(dir.path());
+    let mut widest = 0;
+    let file = loop {
+        match opener.step().unwrap() {
+            Step::Fetch(requests) => {
+                widest = widest.max(requests.len());
+                for r in requests {
+                    opener.reply(r.id, server(&r)).unwrap();
+                }
+            }
+            Step::Ready(file) => break file,
+        }
+    };
+    assert_eq!(file.source().tensors().len(), 40);
+    assert_eq!(widest, FILES_AT_ONCE);
 }
