@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
 import { GgufFile, Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
-import { tempDir } from './helpers'
+import { PYTHON, tempDir } from './helpers'
 
 /**
  * A real HTTP server on 127.0.0.1 serving `root` with `Range` support, counting the body
@@ -456,6 +456,25 @@ describe('openWeights(url)', () => {
       }
       // Read whole once: the tensors come from memory.
       expect(bytesSent).toBe(statSync(join(root, name)).size)
+    }
+  })
+
+  it('an .npz by URL is read by its zip headers: inspect reads a fraction of the file, getTensor is the local read', async () => {
+    const path = join(root, 'large.npz')
+    const script = "import numpy as np, sys; a = (np.arange(512 * 512, dtype='<f4') % 997).reshape(512, 512) / 7; np.savez(sys.argv[1], a=a, b=np.asfortranarray(a.T.astype('>f4')), small=np.arange(3, dtype='<i2'))"
+    await promisify(execFile)(PYTHON, ['-c', script, path])
+    const size = statSync(path).size
+    bytesSent = 0
+    const report = await inspect(`${base}/ok/large.npz`)
+    expect(JSON.stringify(report)).toContain('"small"')
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const local = openWeightsSync(path)
+    const remote = await openWeights(`${base}/ok/large.npz`)
+    expect(remote.tensorNames).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), n).toEqual(local.info(n))
+      expect((await remote.getTensor(n)).data, n).toEqual(local.getTensor(n).data)
     }
   })
 

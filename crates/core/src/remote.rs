@@ -25,16 +25,19 @@
 //! A single file is recognised by its first bytes exactly as a local file
 //! ([`detect::sniff`], or the format hint): SafeTensors and GGUF are read by their headers
 //! (a first range of [`FIRST_RANGE_BYTES`], then the rest of the header if it is longer);
-//! a file that the first range holds whole, and the formats read whole (NumPy, PyTorch,
-//! weights.mlx), are read whole up to [`WHOLE_FILE_MAX_BYTES`] and opened by
-//! [`format::open_bytes`], as a file held in memory.
+//! `.npz` and PyTorch zip checkpoints are read by their zip headers (`zip.rs`: the end
+//! records, the central directory, each member's local header, an `.npz` array's `.npy`
+//! header, a checkpoint's `byteorder` and `data.pkl`), their tensors by their file ranges;
+//! a file that the first range holds whole, an archive with a deflated member, and the
+//! formats read whole (`.npy`, legacy PyTorch, weights.mlx), are read whole up to
+//! [`WHOLE_FILE_MAX_BYTES`] and opened by [`format::open_bytes`], as a file held in memory.
 //!
 //! A model directory ([`Opener::directory`], or [`Opener::any`] of a file that does not
 //! exist) is opened as a local `pretrained::ModelDir` is: `config.json` (whole, at most
 //! [`layout::CONFIG_MAX_BYTES`]), then the first weight file of [`layout::DISCOVERY`] that
 //! exists (a [`Reply::NotFound`] moves on to the next), or a sharded index (whole, at most
 //! [`layout::INDEX_MAX_BYTES`]) with every shard it names opened as a single file (the
-//! shards' requests go together) and checked against the index by
+//! shards' requests go together, [`FILES_AT_ONCE`] at a time) and checked against the index by
 //! [`ShardedSource::assemble`]: the same errors, codes and messages. Files of a directory are
 //! named relative to it and located by [`layout::shard_url`] (percent-encoded, so they stay
 //! under its URL).
@@ -60,6 +63,7 @@ use crate::source::{SourceFile, TensorSource, WeightsFormat};
 use std::path::Path;
 
 mod file;
+mod zip;
 use file::{FileOpen, Next, Part};
 
 /// The first range asked of a file: the recognisers' head and, for most files, the whole
@@ -67,11 +71,20 @@ use file::{FileOpen, Next, Part};
 pub const FIRST_RANGE_BYTES: u64 = 100 << 10;
 /// The most a GGUF header may take (a large vocabulary is tens of MiB).
 pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
-/// The most files of a split GGUF set asked for at once: a header claiming 65535 files that
-/// do not exist costs a few requests, not one per file.
-pub const SPLIT_FILES_AT_ONCE: usize = 16;
+/// The most files of a split GGUF set or a sharded index asked for at once: a header or an
+/// index naming thousands of files that do not exist costs a few requests, not one per file.
+pub const FILES_AT_ONCE: usize = 16;
 /// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
+
+/// The first range asked of a file: [`FIRST_RANGE_BYTES`] (a test's own, so that small
+/// files are read by ranges).
+fn first_range() -> u64 {
+    #[cfg(test)]
+    return tests::FIRST_RANGE.with(|c| c.get());
+    #[cfg(not(test))]
+    FIRST_RANGE_BYTES
+}
 
 /// Identifies a request in its reply.
 pub type RequestId = u64;
@@ -174,6 +187,11 @@ enum Held {
         source: std::sync::Arc<GgufSource>,
         reads: Vec<FileRead>,
     },
+    /// A zip checkpoint (`.npz`, PyTorch) read by its headers: tensors at their file ranges.
+    Zip {
+        source: Box<zip::Ranged>,
+        read: FileRead,
+    },
 }
 
 impl RemoteFile {
@@ -187,6 +205,7 @@ impl RemoteFile {
         match &self.held {
             Held::Source { source, .. } => source.as_ref(),
             Held::Gguf { source, .. } => source.as_ref(),
+            Held::Zip { source, .. } => source.source(),
         }
     }
 
@@ -194,7 +213,7 @@ impl RemoteFile {
     pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
         match &self.held {
             Held::Gguf { source, .. } => Some(source),
-            Held::Source { .. } => None,
+            Held::Source { .. } | Held::Zip { .. } => None,
         }
     }
 
@@ -235,6 +254,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().map(|r| r.total).sum()
             }
+            Held::Zip { read, .. } => read.total,
         }
     }
 
@@ -244,6 +264,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().all(|r| r.data_start.is_none())
             }
+            Held::Zip { .. } => false,
         }
     }
 
@@ -266,6 +287,7 @@ impl RemoteFile {
                         .with_tensor(name)
                         .with_path(&self.origin)
                 }),
+            Held::Zip { read, .. } => Ok(read),
             Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
             Held::Source { reads, .. } => source
                 .file_of(name)
@@ -293,6 +315,10 @@ impl RemoteFile {
                 let (a, b) = source.stored_range(name).unwrap_or_default();
                 (data + a, data + b)
             }
+            Held::Zip { source, .. } => {
+                let (range, _) = source.range(name)?;
+                (range.start, range.end)
+            }
         };
         Ok(vec![span(read, start, end - start)])
     }
@@ -313,6 +339,24 @@ impl RemoteFile {
                     .spans
                     .iter()
                     .map(|&(s, n)| span(read, at + s as u64, n as u64))
+                    .collect();
+                Ok((plan.shape, spans))
+            }
+            Held::Zip { source, .. } => {
+                let t = source.source().info(name)?;
+                let (range, as_is) = source.range(name)?;
+                if !as_is {
+                    return Err(CoreError::invalid_argument(
+                        "a strided, big-endian or Fortran-order tensor is read whole: fetch \
+                         its spans and serve them",
+                    )
+                    .with_tensor(name)
+                    .with_path(&read.url));
+                }
+                let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
+                    .map_err(|e| e.with_tensor(name).with_path(&read.url))?;
+                let spans = (plan.spans.iter())
+                    .map(|&(s, n)| span(read, range.start + s as u64, n as u64))
                     .collect();
                 Ok((plan.shape, spans))
             }
@@ -346,6 +390,22 @@ impl RemoteFile {
                     .with_path(&read.url));
                 }
                 Ok(Served::Bytes(TensorBytes::Owned(stored)))
+            }
+            Held::Zip { source, .. } => {
+                let (range, _) = source.range(name)?;
+                if stored.len() as u64 != range.end - range.start {
+                    return Err(CoreError::invalid_argument(format!(
+                        "{} bytes given for a tensor that reads {} stored bytes",
+                        stored.len(),
+                        range.end - range.start
+                    ))
+                    .with_tensor(name)
+                    .with_path(&read.url));
+                }
+                let bytes = source
+                    .serve(name, &stored)
+                    .map_err(|e| e.with_path(&read.url))?;
+                Ok(Served::Bytes(TensorBytes::Owned(bytes)))
             }
         }
     }
@@ -585,7 +645,8 @@ impl Opener {
                         held: part.into_held(&open),
                     }))),
                     next => {
-                        let requests = self.fetch([(&open, next.want())]);
+                        let wants = next.wants();
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::File { open, fallback }, requests)
                     }
                 }
@@ -607,7 +668,8 @@ impl Opener {
                         self.candidate(0, config)
                     }
                     next => {
-                        let requests = self.fetch([(&open, next.want())]);
+                        let wants = next.wants();
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::Config { open, missing }, requests)
                     }
                 }
@@ -624,8 +686,8 @@ impl Opener {
                     open.take(&request, reply)?;
                 }
                 match open.next()? {
-                    Next::Want(want) => {
-                        let requests = self.fetch([(&open, want)]);
+                    Next::Want(wants) => {
+                        let requests = self.fetch(wants.into_iter().map(|w| (&open, w)));
                         self.wait(Stage::Candidate { at, config, open }, requests)
                     }
                     Next::Open(part) => {
@@ -715,7 +777,7 @@ impl Opener {
         index: ShardIndex,
         mut shards: Vec<Shard>,
     ) -> Result<Step> {
-        let requests = self.shard_requests(&mut shards, shard_failed, usize::MAX)?;
+        let requests = self.shard_requests(&mut shards, shard_failed, FILES_AT_ONCE)?;
         if !requests.is_empty() {
             let stage = Stage::Shards {
                 at,
@@ -763,13 +825,17 @@ impl Opener {
         at_once: usize,
     ) -> Result<Vec<Request>> {
         let mut wants = Vec::new();
+        let mut asked = 0;
         for (i, shard) in shards.iter_mut().enumerate() {
-            if shard.part.is_some() || wants.len() == at_once {
+            if shard.part.is_some() || asked == at_once {
                 continue;
             }
             match shard.open.next().map_err(|e| fail(&shard.open, e))? {
                 Next::Open(part) => shard.part = Some(part),
-                next => wants.push((i, next.want())),
+                next => {
+                    asked += 1;
+                    wants.extend(next.wants().into_iter().map(|w| (i, w)));
+                }
             }
         }
         Ok(self.fetch(wants.iter().map(|&(i, want)| (&shards[i].open, want))))
@@ -810,7 +876,7 @@ impl Opener {
     /// Ask for what the files of the set still opening need; once every one is open, the
     /// set as one file (checked as the local reader checks it).
     fn gguf_set_next(&mut self, mut set: Box<GgufSet>) -> Result<Step> {
-        let requests = self.shard_requests(&mut set.shards, |_, e| e, SPLIT_FILES_AT_ONCE)?;
+        let requests = self.shard_requests(&mut set.shards, |_, e| e, FILES_AT_ONCE)?;
         if !requests.is_empty() {
             return self.wait(Stage::GgufSet(set), requests);
         }

@@ -123,13 +123,19 @@ impl<'a> Reader<'a> {
 }
 
 /// Where the central directory is, from the end records.
-struct Directory {
+#[derive(Debug, Clone)]
+pub struct Directory {
     entries: u64,
     offset: u64,
     size: u64,
     /// Where the end records start: nothing of a member may reach past it.
     end_records: u64,
 }
+
+/// The most bytes from a file's end that can hold its end records: the end record with the
+/// longest comment, the ZIP64 locator and the ZIP64 end record before it.
+pub const END_RECORDS_MAX_BYTES: u64 =
+    (EOCD_LEN + u16::MAX as usize + EOCD64_LOCATOR_LEN + EOCD64_LEN) as u64;
 
 fn find_eocd(bytes: &[u8]) -> Result<usize> {
     if bytes.len() < EOCD_LEN {
@@ -153,7 +159,38 @@ fn find_eocd(bytes: &[u8]) -> Result<usize> {
     }
 }
 
-fn read_directory(bytes: &[u8]) -> Result<Directory> {
+impl Directory {
+    /// The end records of a file whose last bytes are `tail`, which starts at byte `base` of
+    /// the file (`0`: the whole file). A ZIP64 end record that lies before `tail` is refused.
+    pub fn read(tail: &[u8], base: u64) -> Result<Directory> {
+        let mut dir = read_directory(tail, base)?;
+        dir.end_records += base;
+        Ok(dir)
+    }
+
+    /// Where the central directory lies in the file, checked to end before the end records,
+    /// and to be large enough for the members it claims (each takes at least 46 bytes: the
+    /// count cannot size an allocation beyond that).
+    pub fn range(&self) -> Result<Range<u64>> {
+        let end = self
+            .offset
+            .checked_add(self.size)
+            .filter(|&e| e <= self.end_records)
+            .ok_or_else(|| {
+                CoreError::invalid_offsets("zip: the central directory runs past its end record")
+            })?;
+        if self.entries > self.size / CENTRAL_LEN as u64 {
+            return Err(CoreError::size_mismatch(format!(
+                "zip: {} members cannot fit a {}-byte central directory",
+                self.entries, self.size
+            )));
+        }
+        Ok(self.offset..end)
+    }
+}
+
+/// The end records in `bytes`, the file from `base` on; `end_records` relative to `bytes`.
+fn read_directory(bytes: &[u8], base: u64) -> Result<Directory> {
     let eocd = find_eocd(bytes)?;
     let mut r = Reader::at(bytes, eocd + 4);
     let disk = r.u16()?;
@@ -187,10 +224,16 @@ fn read_directory(bytes: &[u8]) -> Result<Directory> {
     if eocd64_disk != 0 || disks > 1 {
         return Err(bad("multi-disk archives are not supported"));
     }
-    let eocd64 = usize::try_from(eocd64)
-        .ok()
+    let eocd64 = eocd64
+        .checked_sub(base)
+        .and_then(|p| usize::try_from(p).ok())
         .filter(|&p| p.checked_add(EOCD64_LEN).is_some_and(|e| e <= locator))
-        .ok_or_else(|| bad("ZIP64 end record outside the file"))?;
+        .ok_or_else(|| match eocd64.checked_add(EOCD64_LEN as u64) {
+            Some(e) if eocd64 < base && e <= base + locator as u64 => bad(format!(
+                "ZIP64 end record more than {END_RECORDS_MAX_BYTES} bytes before the file's end"
+            )),
+            _ => bad("ZIP64 end record outside the file"),
+        })?;
     let mut r = Reader::at(bytes, eocd64);
     if r.u32()? != EOCD64_SIG {
         return Err(bad("ZIP64 end record signature missing"));
@@ -285,139 +328,45 @@ fn zip64_extra(
     Ok((None, None, None))
 }
 
-impl ZipArchive {
-    /// Read and validate the directory of a zip file held whole in `bytes`.
-    pub fn parse(bytes: &[u8]) -> Result<ZipArchive> {
-        let dir = read_directory(bytes)?;
-        let cd_end = dir
-            .offset
-            .checked_add(dir.size)
-            .filter(|&e| e <= dir.end_records)
-            .ok_or_else(|| {
-                CoreError::invalid_offsets("zip: the central directory runs past its end record")
-            })?;
-        // Each record takes at least 46 bytes: the count cannot size an allocation beyond that.
-        if dir.entries > dir.size / CENTRAL_LEN as u64 {
-            return Err(CoreError::size_mismatch(format!(
-                "zip: {} members cannot fit a {}-byte central directory",
-                dir.entries, dir.size
-            )));
-        }
-        let mut entries = Vec::with_capacity(dir.entries as usize);
-        let mut by_name = HashMap::with_capacity(dir.entries as usize);
-        let mut r = Reader::at(&bytes[..cd_end as usize], dir.offset as usize);
-        for _ in 0..dir.entries {
-            let entry = Self::central_record(bytes, &mut r, dir.offset)?;
-            if by_name.insert(entry.name.clone(), entries.len()).is_some() {
-                return Err(bad(format!(
-                    "two members named {:?} (refusing to guess which one is meant)",
-                    entry.name
-                )));
-            }
-            entries.push(entry);
-        }
-        if r.at as u64 != cd_end {
-            return Err(CoreError::size_mismatch(format!(
-                "zip: the central directory holds more than its {} members",
-                dir.entries
-            )));
-        }
-        // No two members may share bytes: sort by header and compare neighbours.
-        let mut spans: Vec<(u64, u64, usize)> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.header_start, e.data_start + e.compressed_len, i))
-            .collect();
-        spans.sort_unstable();
-        for pair in spans.windows(2) {
-            if pair[1].0 < pair[0].1 {
-                return Err(CoreError::invalid_offsets(format!(
-                    "zip: members {:?} and {:?} overlap",
-                    entries[pair[0].2].name, entries[pair[1].2].name
-                )));
-            }
-        }
-        Ok(ZipArchive { entries, by_name })
+/// A member as the central directory describes it, its local header not yet read.
+#[derive(Debug, Clone)]
+pub struct Central {
+    entry: ZipEntry,
+    name_len: usize,
+    extra_len: usize,
+}
+
+impl Central {
+    /// Where its local header starts.
+    pub fn header_start(&self) -> u64 {
+        self.entry.header_start
     }
 
-    fn central_record(bytes: &[u8], r: &mut Reader<'_>, cd_offset: u64) -> Result<ZipEntry> {
-        if r.u32()? != CENTRAL_SIG {
-            return Err(bad("central directory record signature missing"));
-        }
-        let _made_by = r.u16()?;
-        let _needed = r.u16()?;
-        let flags = r.u16()?;
-        let method = r.u16()?;
-        let _time = r.u16()?;
-        let _date = r.u16()?;
-        let crc32 = r.u32()?;
-        let csize32 = r.u32()?;
-        let usize32 = r.u32()?;
-        let name_len = r.u16()? as usize;
-        let extra_len = r.u16()? as usize;
-        let comment_len = r.u16()? as usize;
-        let disk = r.u16()?;
-        let _internal = r.u16()?;
-        let _external = r.u32()?;
-        let offset32 = r.u32()?;
-        let name_bytes = r.take(name_len)?;
-        let extra = r.take(extra_len)?;
-        r.take(comment_len)?;
-        let name = std::str::from_utf8(name_bytes)
-            .map_err(|_| bad("a member name is not UTF-8"))?
-            .to_string();
-        check_name(&name)?;
-        let named = |e: CoreError| e.with_tensor(&name);
-        if flags & 0x0001 != 0 || flags & 0x0040 != 0 {
-            return Err(bad(format!("member {name:?} is encrypted")));
-        }
-        let method = match method {
-            0 => Method::Stored,
-            8 => Method::Deflate,
-            m => {
-                return Err(bad(format!(
-                    "member {name:?} uses compression method {m} (only stored and deflate are read)"
-                )))
-            }
+    /// The member as the central directory describes it (`data_start` not yet known).
+    pub fn entry(&self) -> &ZipEntry {
+        &self.entry
+    }
+
+    /// How many bytes from its local header on hold the header, as far as `local` (bytes
+    /// from there) tells: the central directory's lengths until the fixed part is there.
+    pub fn local_len(&self, local: &[u8]) -> u64 {
+        let field = |at: usize| {
+            local
+                .get(at..at + 2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
         };
-        let (u64v, c64v, o64v) = zip64_extra(
-            extra,
-            usize32 == u32::MAX,
-            csize32 == u32::MAX,
-            offset32 == u32::MAX,
-        )
-        .map_err(named)?;
-        if disk != 0 && disk != u16::MAX {
-            return Err(bad("multi-disk archives are not supported"));
+        match (field(26), field(28)) {
+            (Some(name), Some(extra)) => (LOCAL_LEN + name as usize + extra as usize) as u64,
+            _ => (LOCAL_LEN + self.name_len + self.extra_len) as u64,
         }
-        let uncompressed_len = u64v.unwrap_or(usize32 as u64);
-        let compressed_len = c64v.unwrap_or(csize32 as u64);
-        let header_start = o64v.unwrap_or(offset32 as u64);
-        if method == Method::Stored && compressed_len != uncompressed_len {
-            return Err(CoreError::size_mismatch(format!(
-                "zip: stored member {name:?} declares {compressed_len} bytes stored but {uncompressed_len} bytes long"
-            )));
-        }
-        if method == Method::Deflate
-            && uncompressed_len
-                > compressed_len
-                    .saturating_mul(DEFLATE_MAX_RATIO)
-                    .saturating_add(DEFLATE_SLACK)
-        {
-            return Err(CoreError::size_mismatch(format!(
-                "zip: member {name:?} declares {uncompressed_len} bytes from {compressed_len} compressed bytes, more than deflate can produce (a zip bomb?)"
-            )));
-        }
-        // The local header: same name, same method, sizes that agree, data before the directory.
-        let local = usize::try_from(header_start)
-            .ok()
-            .filter(|&h| (h as u64).saturating_add(LOCAL_LEN as u64) <= cd_offset)
-            .ok_or_else(|| {
-                CoreError::invalid_offsets(format!(
-                    "zip: member {name:?} starts outside the member area"
-                ))
-            })?;
-        let mut l = Reader::at(bytes, local);
+    }
+
+    /// The member, checked against its local header (`local`: the file's bytes from the
+    /// header on; the member's data must end by `cd_offset`, where the directory starts).
+    pub fn with_local(self, local: &[u8], cd_offset: u64) -> Result<ZipEntry> {
+        let Central { mut entry, .. } = self;
+        let name = &entry.name;
+        let mut l = Reader::at(local, 0);
         if l.u32()? != LOCAL_SIG {
             return Err(bad(format!(
                 "member {name:?}: local header signature missing"
@@ -435,43 +384,198 @@ impl ZipArchive {
         let lextra_len = l.u16()? as usize;
         let lname = l.take(lname_len)?;
         l.take(lextra_len)?;
-        if lname != name_bytes {
+        if lname != name.as_bytes() {
             return Err(bad(format!(
                 "member {name:?}: its local header names {:?}",
                 String::from_utf8_lossy(lname)
             )));
         }
-        if lmethod != if method == Method::Stored { 0 } else { 8 } {
+        if lmethod != if entry.method == Method::Stored { 0 } else { 8 } {
             return Err(bad(format!(
                 "member {name:?}: local and central headers disagree on the compression method"
             )));
         }
+        let (compressed_len, uncompressed_len) = (entry.compressed_len, entry.uncompressed_len);
         // With a data descriptor (flag bit 3) the local sizes may be zero; otherwise they must
         // match (0xFFFFFFFF defers to the local ZIP64 field, which the central one governs).
         if lflags & 0x0008 == 0 {
             let same = |local: u32, central: u64| local == u32::MAX || local as u64 == central;
-            if lcrc != crc32 || !same(lcsize, compressed_len) || !same(lusize, uncompressed_len) {
+            if lcrc != entry.crc32
+                || !same(lcsize, compressed_len)
+                || !same(lusize, uncompressed_len)
+            {
                 return Err(CoreError::size_mismatch(format!(
                     "zip: member {name:?}: local and central headers disagree on its size or checksum"
                 )));
             }
         }
-        let data_start = l.at as u64;
+        let data_start = entry.header_start + l.at as u64;
         let data_end = data_start.checked_add(compressed_len);
         if data_end.is_none_or(|e| e > cd_offset) {
             return Err(CoreError::invalid_offsets(format!(
                 "zip: member {name:?} ({compressed_len} bytes at {data_start}) runs into the central directory or past the file"
             )));
         }
-        Ok(ZipEntry {
+        entry.data_start = data_start;
+        Ok(entry)
+    }
+}
+
+/// The members the central directory `cd` (at `dir`'s offset) describes, each name once,
+/// each local header inside the member area.
+pub fn central_records(cd: &[u8], dir: &Directory) -> Result<Vec<Central>> {
+    let mut records = Vec::with_capacity(dir.entries as usize);
+    let mut names = std::collections::HashSet::with_capacity(dir.entries as usize);
+    let mut r = Reader::at(cd, 0);
+    for _ in 0..dir.entries {
+        let record = central_record(&mut r, dir.offset)?;
+        if !names.insert(record.entry.name.clone()) {
+            return Err(bad(format!(
+                "two members named {:?} (refusing to guess which one is meant)",
+                record.entry.name
+            )));
+        }
+        records.push(record);
+    }
+    if r.at != cd.len() {
+        return Err(CoreError::size_mismatch(format!(
+            "zip: the central directory holds more than its {} members",
+            dir.entries
+        )));
+    }
+    Ok(records)
+}
+
+fn central_record(r: &mut Reader<'_>, cd_offset: u64) -> Result<Central> {
+    if r.u32()? != CENTRAL_SIG {
+        return Err(bad("central directory record signature missing"));
+    }
+    let _made_by = r.u16()?;
+    let _needed = r.u16()?;
+    let flags = r.u16()?;
+    let method = r.u16()?;
+    let _time = r.u16()?;
+    let _date = r.u16()?;
+    let crc32 = r.u32()?;
+    let csize32 = r.u32()?;
+    let usize32 = r.u32()?;
+    let name_len = r.u16()? as usize;
+    let extra_len = r.u16()? as usize;
+    let comment_len = r.u16()? as usize;
+    let disk = r.u16()?;
+    let _internal = r.u16()?;
+    let _external = r.u32()?;
+    let offset32 = r.u32()?;
+    let name_bytes = r.take(name_len)?;
+    let extra = r.take(extra_len)?;
+    r.take(comment_len)?;
+    let name = std::str::from_utf8(name_bytes)
+        .map_err(|_| bad("a member name is not UTF-8"))?
+        .to_string();
+    check_name(&name)?;
+    let named = |e: CoreError| e.with_tensor(&name);
+    if flags & 0x0001 != 0 || flags & 0x0040 != 0 {
+        return Err(bad(format!("member {name:?} is encrypted")));
+    }
+    let method = match method {
+        0 => Method::Stored,
+        8 => Method::Deflate,
+        m => {
+            return Err(bad(format!(
+                "member {name:?} uses compression method {m} (only stored and deflate are read)"
+            )))
+        }
+    };
+    let (u64v, c64v, o64v) = zip64_extra(
+        extra,
+        usize32 == u32::MAX,
+        csize32 == u32::MAX,
+        offset32 == u32::MAX,
+    )
+    .map_err(named)?;
+    if disk != 0 && disk != u16::MAX {
+        return Err(bad("multi-disk archives are not supported"));
+    }
+    let uncompressed_len = u64v.unwrap_or(usize32 as u64);
+    let compressed_len = c64v.unwrap_or(csize32 as u64);
+    let header_start = o64v.unwrap_or(offset32 as u64);
+    if method == Method::Stored && compressed_len != uncompressed_len {
+        return Err(CoreError::size_mismatch(format!(
+            "zip: stored member {name:?} declares {compressed_len} bytes stored but {uncompressed_len} bytes long"
+        )));
+    }
+    if method == Method::Deflate
+        && uncompressed_len
+            > compressed_len
+                .saturating_mul(DEFLATE_MAX_RATIO)
+                .saturating_add(DEFLATE_SLACK)
+    {
+        return Err(CoreError::size_mismatch(format!(
+            "zip: member {name:?} declares {uncompressed_len} bytes from {compressed_len} compressed bytes, more than deflate can produce (a zip bomb?)"
+        )));
+    }
+    // The local header (read next) must lie before the directory.
+    if header_start.saturating_add(LOCAL_LEN as u64) > cd_offset
+        || usize::try_from(header_start).is_err()
+    {
+        return Err(CoreError::invalid_offsets(format!(
+            "zip: member {name:?} starts outside the member area"
+        )));
+    }
+    Ok(Central {
+        entry: ZipEntry {
             name,
             method,
-            data_start,
+            data_start: 0,
             compressed_len,
             uncompressed_len,
             crc32,
             header_start,
-        })
+        },
+        name_len,
+        extra_len,
+    })
+}
+
+impl ZipArchive {
+    /// Read and validate the directory of a zip file held whole in `bytes`.
+    pub fn parse(bytes: &[u8]) -> Result<ZipArchive> {
+        let dir = Directory::read(bytes, 0)?;
+        let cd = dir.range()?;
+        let centrals = central_records(&bytes[cd.start as usize..cd.end as usize], &dir)?;
+        let entries = centrals
+            .into_iter()
+            .map(|c| {
+                // Inside the file: `central_record` checked it is before the directory.
+                let local = &bytes[c.header_start() as usize..];
+                c.with_local(local, dir.offset)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        ZipArchive::from_entries(entries)
+    }
+
+    /// The archive of `entries` (each name once, from [`central_records`]), refused when two
+    /// members share bytes.
+    pub fn from_entries(entries: Vec<ZipEntry>) -> Result<ZipArchive> {
+        // No two members may share bytes: sort by header and compare neighbours.
+        let mut spans: Vec<(u64, u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.header_start, e.data_start + e.compressed_len, i))
+            .collect();
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            if pair[1].0 < pair[0].1 {
+                return Err(CoreError::invalid_offsets(format!(
+                    "zip: members {:?} and {:?} overlap",
+                    entries[pair[0].2].name, entries[pair[1].2].name
+                )));
+            }
+        }
+        let by_name = (entries.iter().enumerate())
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
+        Ok(ZipArchive { entries, by_name })
     }
 
     pub fn entries(&self) -> &[ZipEntry] {
@@ -488,6 +592,11 @@ impl ZipEntry {
     /// deflated. Refused when its length exceeds `limit`, and (always) when its checksum is
     /// wrong or it inflates to anything but its declared length.
     pub fn read<'a>(&self, bytes: &'a [u8], limit: u64) -> Result<Cow<'a, [u8]>> {
+        self.read_at(bytes, 0, limit)
+    }
+
+    /// [`ZipEntry::read`] of `bytes` that are the file's from byte `base` on.
+    pub fn read_at<'a>(&self, bytes: &'a [u8], base: u64, limit: u64) -> Result<Cow<'a, [u8]>> {
         let entry = self;
         if entry.uncompressed_len > limit {
             return Err(CoreError::size_mismatch(format!(
@@ -495,8 +604,10 @@ impl ZipEntry {
                 entry.name, entry.uncompressed_len
             )));
         }
-        let raw = bytes
-            .get(entry.data_range())
+        let range = entry.data_range();
+        let raw = usize::try_from(base)
+            .ok()
+            .and_then(|base| bytes.get(range.start.checked_sub(base)?..range.end - base))
             .ok_or_else(|| CoreError::incomplete_file("zip: member past the end of the file"))?;
         let data = match entry.method {
             Method::Stored => Cow::Borrowed(raw),

@@ -1,8 +1,9 @@
 //! One file read by ranges: its replies checked and gathered, until its header (or the whole
 //! file) is held and opened.
 
+use super::zip::{Ranged, ZipNext, ZipRead};
 use super::WHOLE_FILE_MAX_BYTES;
-use super::{FileRead, Held, Reply, Request, Want, FIRST_RANGE_BYTES, GGUF_HEADER_MAX_BYTES};
+use super::{FileRead, Held, Reply, Request, Want, GGUF_HEADER_MAX_BYTES};
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::format::detect::{self, Detected, Head};
 use crate::format::gguf::{self, GgufHeader, GgufSource};
@@ -33,11 +34,15 @@ pub(super) struct FileOpen {
     /// The file's first bytes, grown as the header needs.
     head: Vec<u8>,
     total: Option<u64>,
+    /// A zip checkpoint read by ranges.
+    zip: Option<ZipRead>,
+    /// A zip checkpoint read whole (it has a deflated member).
+    zip_whole: bool,
 }
 
 /// What a file needs next, or what it is.
 pub(super) enum Next {
-    Want(Want),
+    Want(Vec<Want>),
     /// A weights file, open.
     Open(Part),
     /// A JSON file's bytes.
@@ -45,11 +50,11 @@ pub(super) enum Next {
 }
 
 impl Next {
-    /// The bytes wanted (a step that is not [`Next::Want`] wants none: never asked for).
-    pub(super) fn want(&self) -> Want {
+    /// The bytes wanted (a step that is not [`Next::Want`] wants none).
+    pub(super) fn wants(self) -> Vec<Want> {
         match self {
-            Next::Want(w) => *w,
-            _ => Want::Range { start: 0, end: 0 },
+            Next::Want(w) => w,
+            _ => Vec::new(),
         }
     }
 }
@@ -62,6 +67,8 @@ pub(super) enum Part {
     SafeTensors(Box<SafeTensors>),
     /// A GGUF file: its header only (`false`), or the whole file (`true`).
     Gguf(Box<GgufSource>, bool),
+    /// A zip checkpoint's headers: tensors by their file ranges.
+    Zip(Box<Ranged>),
 }
 
 impl Part {
@@ -92,6 +99,10 @@ impl Part {
                     reads: vec![Part::read(open, Some(start))],
                 }
             }
+            Part::Zip(source) => Held::Zip {
+                source,
+                read: Part::read(open, Some(0)),
+            },
         }
     }
 
@@ -103,8 +114,8 @@ impl Part {
                 Some(read) => Ok((source, read)),
                 None => Err(CoreError::invalid_argument("a file without a read")),
             },
-            Held::Gguf { .. } => Err(CoreError::invalid_argument(
-                "a GGUF header is served by its own source",
+            Held::Gguf { .. } | Held::Zip { .. } => Err(CoreError::invalid_argument(
+                "a file read by its headers is served by its own source",
             )),
         }
     }
@@ -132,6 +143,8 @@ impl FileOpen {
             mode,
             head: Vec::new(),
             total: None,
+            zip: None,
+            zip_whole: false,
         }
     }
 
@@ -151,7 +164,10 @@ impl FileOpen {
         let bytes = self
             .checked(request, reply)
             .map_err(|e| e.with_path(&self.url))?;
-        self.head.extend_from_slice(&bytes);
+        match (&mut self.zip, request.want) {
+            (Some(zip), Want::Range { start, .. }) => zip.take(start, bytes),
+            _ => self.head.extend_from_slice(&bytes),
+        }
         Ok(())
     }
 
@@ -164,17 +180,17 @@ impl FileOpen {
         let (hint, gguf_ranges) = match self.mode {
             Mode::Json { cap, .. } => {
                 return Ok(match self.total {
-                    None => Next::Want(Want::Whole { cap }),
+                    None => Next::Want(vec![Want::Whole { cap }]),
                     Some(_) => Next::Bytes(std::mem::take(&mut self.head)),
                 })
             }
             Mode::Weights { hint, gguf_ranges } => (hint, gguf_ranges),
         };
         let Some(total) = self.total else {
-            return Ok(Next::Want(Want::Range {
+            return Ok(Next::Want(vec![Want::Range {
                 start: 0,
-                end: FIRST_RANGE_BYTES,
-            }));
+                end: super::first_range(),
+            }]));
         };
         let have = self.head.len() as u64;
         let mut head = Head::of(&self.head);
@@ -192,10 +208,31 @@ impl FileOpen {
         if have == total {
             return self.whole(detected, hint, gguf_ranges);
         }
+        let zip_format = match detected {
+            Detected::Format(f @ (WeightsFormat::NumPy | WeightsFormat::PyTorch)) => Some(f),
+            _ => None,
+        };
+        if let Some(f) = zip_format.filter(|_| gguf_ranges && !self.zip_whole) {
+            if self.zip.is_none() && format::zip::looks_like_zip(&self.head) {
+                self.zip = Some(ZipRead::new(f, total, self.head.clone()));
+            }
+            if let Some(zip) = &mut self.zip {
+                match zip.next()? {
+                    ZipNext::Want(wants) => return Ok(Next::Want(wants)),
+                    ZipNext::Open(file) => return Ok(Next::Open(Part::Zip(Box::new(file)))),
+                    ZipNext::Whole => {
+                        self.zip = None;
+                        self.zip_whole = true;
+                    }
+                }
+            }
+        }
         match detected {
             Detected::Format(WeightsFormat::SafeTensors) => {
                 match SafeTensors::header_end(&self.head, total) {
-                    Some(end) if end > have => Ok(Next::Want(Want::Range { start: have, end })),
+                    Some(end) if end > have => {
+                        Ok(Next::Want(vec![Want::Range { start: have, end }]))
+                    }
                     _ => Ok(Next::Open(Part::SafeTensors(Box::new(
                         SafeTensors::from_header(&self.head, total, &self.url)?,
                     )))),
@@ -218,7 +255,7 @@ impl FileOpen {
                                 GGUF_HEADER_MAX_BYTES >> 20
                             )));
                         }
-                        Ok(Next::Want(Want::Range { start: have, end }))
+                        Ok(Next::Want(vec![Want::Range { start: have, end }]))
                     }
                 }
             }
@@ -236,10 +273,10 @@ impl FileOpen {
                         _ => CoreError::invalid_argument(message),
                     });
                 }
-                Ok(Next::Want(Want::Range {
+                Ok(Next::Want(vec![Want::Range {
                     start: have,
                     end: total,
-                }))
+                }]))
             }
             _ => self.whole(detected, hint, gguf_ranges),
         }

@@ -79,6 +79,10 @@ fn served_by(
         Served::Bytes(b) => b.as_slice().to_vec(),
         Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
     };
+    // A NumPy array's or torch tensor's bytes "as stored" are its elements in order.
+    if matches!(remote.held, Held::Zip { .. }) {
+        return (served.clone(), served);
+    }
     (served, raw)
 }
 
@@ -894,5 +898,278 @@ fn a_split_gguf_header_claiming_65535_files_costs_a_few_requests() {
     assert_eq!(e.code(), "ERR_INVALID_GGUF");
     assert!(e.detail().contains("file 2 of the 65535"), "{e}");
     assert_eq!(e.path(), Some(&*format!("{BASE}x-00002-of-65535.gguf")));
-    assert!(traffic.requests <= 1 + SPLIT_FILES_AT_ONCE, "{traffic:?}");
+    assert!(traffic.requests <= 1 + FILES_AT_ONCE, "{traffic:?}");
+}
+
+thread_local! {
+    /// The first range the openers of this test thread ask for.
+    pub(super) static FIRST_RANGE: std::cell::Cell<u64> =
+        const { std::cell::Cell::new(FIRST_RANGE_BYTES) };
+}
+
+/// `f`, its openers asking for `first` bytes first (a small file read by ranges).
+fn with_first_range<T>(first: u64, f: impl FnOnce() -> T) -> T {
+    FIRST_RANGE.with(|c| c.set(first));
+    let out = f();
+    FIRST_RANGE.with(|c| c.set(FIRST_RANGE_BYTES));
+    out
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn zip_fixtures_read_by_ranges_open_as_they_do_locally() {
+    use crate::format::zip::{Method, ZipArchive};
+    let mut ranged = 0;
+    for path in fixtures() {
+        let bytes = std::fs::read(&path).unwrap();
+        if !format::zip::looks_like_zip(&bytes) {
+            continue;
+        }
+        let what = path.display().to_string();
+        let traffic = with_first_range(512, || same_as_local(&bytes, &what));
+        let (remote, _) = with_first_range(512, || drive(&bytes, None));
+        let Ok(remote) = remote else {
+            continue; // A damaged fixture: it failed as it does locally.
+        };
+        let zip = ZipArchive::parse(&bytes).unwrap();
+        let deflated = zip.entries().iter().any(|e| e.method == Method::Deflate);
+        assert_eq!(remote.is_whole(), deflated, "{what}");
+        assert!(traffic.requests <= 6, "{what}: {traffic:?}");
+        ranged += usize::from(!deflated);
+    }
+    assert!(ranged >= 10, "{ranged} zip fixtures read by ranges");
+}
+
+/// Little-endian f32 bytes of `n` values from `seed`.
+fn floats(n: u32, seed: u32) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| ((i.wrapping_mul(seed) % 1009) as f32 / 3.0).to_le_bytes())
+        .collect()
+}
+
+/// An `.npz` of two 1 MiB arrays (one big-endian in Fortran order) and a small one.
+fn large_npz() -> Vec<u8> {
+    use crate::format::numpy::tests::{npy, npz};
+    let header = |descr: &str, fortran: &str, shape: &str| {
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}")
+    };
+    let big_endian: Vec<u8> = floats(256 * 1024, 7)
+        .chunks_exact(4)
+        .flat_map(|b| [b[3], b[2], b[1], b[0]])
+        .collect();
+    npz(&[
+        (
+            "a",
+            npy(
+                1,
+                &header("<f4", "False", "(512, 512)"),
+                &floats(256 * 1024, 3),
+            ),
+        ),
+        (
+            "b",
+            npy(1, &header(">f4", "True", "(256, 1024)"), &big_endian),
+        ),
+        (
+            "small",
+            npy(1, &header("<i2", "False", "(3,)"), &[1, 0, 2, 0, 3, 0]),
+        ),
+    ])
+}
+
+/// A torch zip checkpoint: a 1 MiB weight, its transposed view, and a small bias.
+fn large_torch() -> Vec<u8> {
+    use crate::format::pytorch::tests::{tensor_pickle, torch_zip};
+    let mut p = b"\x80\x02}(X\x01\x00\x00\x00w".to_vec();
+    p.extend(tensor_pickle("0", 256 * 1024, 0, &[512, 512], &[512, 1]));
+    p.extend_from_slice(b"X\x02\x00\x00\x00wt");
+    p.extend(tensor_pickle("0", 256 * 1024, 0, &[512, 512], &[1, 512]));
+    p.extend_from_slice(b"X\x01\x00\x00\x00b");
+    p.extend(tensor_pickle("1", 8, 2, &[4], &[1]));
+    p.extend_from_slice(b"u.");
+    torch_zip(&p, &[("0", &floats(256 * 1024, 5)), ("1", &floats(8, 11))])
+}
+
+#[test]
+fn a_large_zip_checkpoint_is_read_by_its_headers() {
+    let headers = FIRST_RANGE_BYTES + crate::format::zip::END_RECORDS_MAX_BYTES + (16 << 10);
+    for (what, file, plain, strided) in [
+        ("npz", large_npz(), "a", "b"),
+        ("torch zip", large_torch(), "w", "wt"),
+    ] {
+        let traffic = same_as_local(&file, what);
+        assert!(traffic.bytes <= headers, "{what}: {traffic:?}");
+        assert!(traffic.bytes * 4 < file.len() as u64, "{what}: {traffic:?}");
+        assert!(traffic.requests <= 4, "{what}: {traffic:?}");
+        let (remote, _) = drive(&file, None);
+        let remote = remote.unwrap();
+        assert!(!remote.is_whole(), "{what}");
+        // What is asked for a tensor is its bytes: 1 MiB, in one span.
+        let spans = remote.spans(plain).unwrap();
+        assert_eq!((spans.len(), spans[0].len), (1, 1 << 20), "{what}");
+        // A slice of a row-major tensor is its rows; a strided one is read whole.
+        let local = format::open_bytes(file.clone(), None).unwrap();
+        let ranges = [SliceArg::Range(3, 7)];
+        let (shape, spans) = remote.slice_spans(plain, &ranges).unwrap();
+        let want = local.select(plain, &ranges).unwrap();
+        assert_eq!(shape, want.shape, "{what}");
+        let got: Vec<u8> = (spans.iter())
+            .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
+            .collect();
+        assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice(), "{what}");
+        let e = remote.slice_spans(strided, &ranges).unwrap_err();
+        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{what}: {e}");
+        // The source opened from the headers refuses (never panics on) a tensor it lacks.
+        let e = remote.source().fetch(plain).err().unwrap();
+        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{what}: {e}");
+        // Bytes of the wrong length are refused.
+        let e = remote.serve(plain, vec![0; 8]).err().unwrap();
+        assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
+    }
+}
+
+/// Drive an opener of `file` with its first range `first`, every request checked to lie
+/// inside the file.
+fn drive_inside(file: &[u8], first: u64) -> (Result<RemoteFile>, Traffic) {
+    let mut traffic = Traffic::default();
+    let mut honest = serve(file);
+    let mut server = |r: &Request| {
+        if let Want::Range { end, .. } = r.want {
+            assert!(
+                end <= file.len() as u64,
+                "{r:?} past a {}-byte file",
+                file.len()
+            );
+        }
+        honest(r)
+    };
+    let result = with_first_range(first, || drive_with(None, &mut traffic, &mut server));
+    (result, traffic)
+}
+
+#[test]
+fn hostile_zip_directories_fail_by_ranges_with_coded_errors() {
+    use crate::format::zip::tests::{build, stored};
+    let put = |bytes: &mut Vec<u8>, at: usize, v: &[u8]| bytes[at..at + v.len()].copy_from_slice(v);
+    let find = |bytes: &[u8], sig: &[u8]| bytes.windows(4).rposition(|w| w == sig).unwrap();
+    let npz = |zip64: bool| {
+        let a = crate::format::numpy::tests::npy(
+            1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (64,), }",
+            &floats(64, 3),
+        );
+        build(&[stored("a.npy", &a), stored("b.npy", &a)], None, zip64)
+    };
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
+    // A ZIP64 directory claiming 2^32 members.
+    let mut f = npz(true);
+    let eocd64 = find(&f, b"PK\x06\x06");
+    put(&mut f, eocd64 + 24, &(1u64 << 32).to_le_bytes());
+    put(&mut f, eocd64 + 32, &(1u64 << 32).to_le_bytes());
+    let eocd = find(&f, b"PK\x05\x06");
+    put(&mut f, eocd + 8, &[0xff; 4]);
+    cases.push(("2^32 members", f, "ERR_SIZE_MISMATCH"));
+    // A directory larger than the file.
+    let mut f = npz(false);
+    let eocd = find(&f, b"PK\x05\x06");
+    put(&mut f, eocd + 12, &0x7fff_0000u32.to_le_bytes());
+    cases.push(("directory past the end", f, "ERR_INVALID_OFFSETS"));
+    // A member whose local header is past the end.
+    let mut f = npz(false);
+    let central = find(&f, b"PK\x01\x02");
+    put(&mut f, central + 42, &0x7fff_0000u32.to_le_bytes());
+    cases.push(("member past the end", f, "ERR_INVALID_OFFSETS"));
+    // A torch data.pkl claiming more bytes than the file has, in both its headers.
+    let mut f = large_torch();
+    let central = f.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+    for at in [central + 20, central + 24, 18, 22] {
+        put(&mut f, at, &0x3fff_0000u32.to_le_bytes());
+    }
+    cases.push(("data.pkl past the end", f, "ERR_INVALID_OFFSETS"));
+    // A ZIP64 locator pointing outside the file.
+    let mut f = npz(true);
+    let locator = find(&f, b"PK\x06\x07");
+    put(&mut f, locator + 8, &(u64::MAX / 2).to_le_bytes());
+    cases.push(("ZIP64 record outside", f, "ERR_INVALID_HEADER"));
+    for (what, file, code) in cases {
+        let local = format::open_bytes(file.clone(), None).err().unwrap();
+        assert_eq!(local.code(), code, "{what} locally: {local}");
+        let (remote, traffic) = drive_inside(&file, 64);
+        let remote = remote.err().unwrap();
+        assert_eq!(
+            (remote.code(), remote.detail()),
+            (local.code(), local.detail()),
+            "{what}"
+        );
+        assert!(traffic.requests <= 4, "{what}: {traffic:?}");
+        assert!(
+            traffic.bytes <= file.len() as u64 + 64,
+            "{what}: {traffic:?}"
+        );
+    }
+    // A ZIP64 record inside the file but before the end records' bytes: refused, not read.
+    let mut f = large_npz();
+    let n = f.len();
+    let end: Vec<u8> = f.split_off(find(&f, b"PK\x05\x06"));
+    let cd = u32::from_le_bytes(end[16..20].try_into().unwrap()) as u64;
+    let size = u32::from_le_bytes(end[12..16].try_into().unwrap()) as u64;
+    f.extend_from_slice(b"PK\x06\x07\0\0\0\0");
+    f.extend_from_slice(&16u64.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&end);
+    assert!(n > 200_000 && cd + size < n as u64);
+    let (remote, traffic) = drive_inside(&f, 64);
+    let e = remote.err().unwrap();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER", "{e}");
+    assert!(e.to_string().contains("before the file's end"), "{e}");
+    assert!(traffic.bytes < 100_000, "{traffic:?}");
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_sharded_index_naming_thousands_of_shards_asks_for_16_at_a_time() {
+    // Thousands that do not exist: the first missing one ends the open, a few requests in.
+    let dir = model_dir();
+    let names: Vec<(String, String)> = (0..3000)
+        .map(|i| (format!("w.{i}"), format!("s{i}.safetensors")))
+        .collect();
+    let map: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(t, s)| (t.as_str(), s.as_str()))
+        .collect();
+    sharded_index(dir.path(), &map);
+    let (remote, traffic) = same_dir_as_local(dir.path(), "3000 missing shards");
+    assert_eq!(remote.err().unwrap().code(), "ERR_INVALID_MODEL");
+    assert!(traffic.requests <= 8 + FILES_AT_ONCE, "{traffic:?}");
+    // Forty that exist: every step asks for at most 16, and all open.
+    let dir = model_dir();
+    let names: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("w.{i}"), format!("s{i}.safetensors")))
+        .collect();
+    for (t, s) in &names {
+        let view = TensorView::from_f32(t, vec![2], &[1.0, 2.0]).unwrap();
+        write(dir.path(), s, &serialize(&[view], None).unwrap());
+    }
+    let map: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(t, s)| (t.as_str(), s.as_str()))
+        .collect();
+    sharded_index(dir.path(), &map);
+    same_dir_as_local(dir.path(), "40 shards").0.unwrap();
+    let mut opener = Opener::directory(BASE);
+    let mut server = serve_dir(dir.path());
+    let mut widest = 0;
+    let file = loop {
+        match opener.step().unwrap() {
+            Step::Fetch(requests) => {
+                widest = widest.max(requests.len());
+                for r in requests {
+                    opener.reply(r.id, server(&r)).unwrap();
+                }
+            }
+            Step::Ready(file) => break file,
+        }
+    };
+    assert_eq!(file.source().tensors().len(), 40);
+    assert_eq!(widest, FILES_AT_ONCE);
 }

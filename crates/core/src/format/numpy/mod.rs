@@ -58,19 +58,29 @@ fn bad(message: impl Into<String>) -> CoreError {
     CoreError::invalid_header(format!("npy: {}", message.into()))
 }
 
-/// Parse the header at the start of `bytes` (which may hold only a prefix of the file).
-pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
-    if !bytes.starts_with(MAGIC) {
+/// The bytes before a `.npy`'s data (magic, version, length and header), from its first
+/// bytes: `None` until they say (at most 12 are needed), an error for a bad magic, version
+/// or a header over [`MAX_HEADER_LEN`].
+pub fn header_span(bytes: &[u8]) -> Result<Option<usize>> {
+    Ok(header_fields(bytes)?.map(|(_, start, len)| start + len))
+}
+
+/// The version, where the header text starts and its length (`None` until the bytes say).
+fn header_fields(bytes: &[u8]) -> Result<Option<(u8, usize, usize)>> {
+    if !MAGIC.starts_with(&bytes[..bytes.len().min(MAGIC.len())]) {
         return Err(bad("no \\x93NUMPY magic"));
     }
-    let short = || CoreError::incomplete_file("npy: the header runs past the end of the file");
-    let major = *bytes.get(6).ok_or_else(short)?;
+    let Some(&major) = bytes.get(6) else {
+        return Ok(None);
+    };
     let (len_at, len_size) = match major {
         1 => (8, 2),
         2 | 3 => (8, 4),
         v => return Err(bad(format!("format version {v} (1, 2 and 3 are read)"))),
     };
-    let len_bytes = bytes.get(len_at..len_at + len_size).ok_or_else(short)?;
+    let Some(len_bytes) = bytes.get(len_at..len_at + len_size) else {
+        return Ok(None);
+    };
     let header_len = len_bytes
         .iter()
         .rev()
@@ -80,7 +90,16 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
             "npy: header of {header_len} bytes (numpy's limit is {MAX_HEADER_LEN})"
         )));
     }
-    let start = len_at + len_size;
+    Ok(Some((major, len_at + len_size, header_len)))
+}
+
+/// Parse the header at the start of `bytes` (which may hold only a prefix of the file).
+pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader> {
+    if !bytes.starts_with(MAGIC) {
+        return Err(bad("no \\x93NUMPY magic"));
+    }
+    let short = || CoreError::incomplete_file("npy: the header runs past the end of the file");
+    let (major, start, header_len) = header_fields(bytes)?.ok_or_else(short)?;
     let raw = bytes.get(start..start + header_len).ok_or_else(short)?;
     // Versions 1 and 2 are latin-1, 3 is UTF-8; a valid header is ASCII either way.
     let text = std::str::from_utf8(raw)
@@ -418,6 +437,36 @@ impl NumpyFile {
     /// printable text ([`crate::names::unprintable`]) is refused: it becomes a tensor name,
     /// which reaches terminals, logs and other formats' files.
     pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<NumpyFile> {
+        let head = |entry: &ZipEntry| -> Result<Vec<u8>> {
+            match entry.method {
+                Method::Stored => {
+                    let at = entry.data_range();
+                    Ok(memory[at.start..at.end.min(at.start + 12 + MAX_HEADER_LEN)].to_vec())
+                }
+                Method::Deflate => entry.read_prefix(&memory, 12 + MAX_HEADER_LEN),
+            }
+        };
+        let (listed, arrays) = Self::zip_arrays(zip, &head)?;
+        NumpyFile::new(memory, true, listed, arrays)
+    }
+
+    /// An `.npz` known by its directory and its members' first bytes (`head`: at least the
+    /// `.npy` header of each), its bytes read elsewhere: a file read by ranges. Only stored
+    /// members: a deflated one is read whole.
+    pub fn from_zip_heads(
+        zip: &ZipArchive,
+        head: &dyn Fn(&ZipEntry) -> Result<Vec<u8>>,
+    ) -> Result<NumpyFile> {
+        let (listed, arrays) = Self::zip_arrays(zip, head)?;
+        let empty = Arc::new(Memory::Owned(Vec::new()));
+        NumpyFile::new(empty, true, listed, arrays)
+    }
+
+    /// The arrays of an `.npz`, from each member's first bytes.
+    fn zip_arrays(
+        zip: &ZipArchive,
+        head: &dyn Fn(&ZipEntry) -> Result<Vec<u8>>,
+    ) -> Result<(Vec<TensorListing>, Vec<Array>)> {
         let mut listed = Vec::new();
         let mut arrays = Vec::new();
         for entry in zip.entries() {
@@ -431,14 +480,7 @@ impl NumpyFile {
                 )));
             }
             let named = |e: CoreError| e.with_tensor(name);
-            let h = match entry.method {
-                Method::Stored => parse_header(&memory[entry.data_range()]),
-                Method::Deflate => {
-                    let prefix = entry.read_prefix(&memory, 12 + MAX_HEADER_LEN)?;
-                    parse_header(&prefix)
-                }
-            }
-            .map_err(named)?;
+            let h = parse_header(&head(entry)?).map_err(named)?;
             if (h.data_offset as u64).checked_add(h.data_len as u64) != Some(entry.uncompressed_len)
             {
                 return Err(named(CoreError::incomplete_file(format!(
@@ -458,7 +500,7 @@ impl NumpyFile {
         if listed.is_empty() {
             return Err(bad("an .npz without .npy members"));
         }
-        NumpyFile::new(memory, true, listed, arrays)
+        Ok((listed, arrays))
     }
 
     fn new(
@@ -502,45 +544,77 @@ impl NumpyFile {
     }
 
     fn fetch_index(&self, i: usize) -> Result<TensorBytes<'_>> {
-        let (t, a) = (&self.tensors.as_slice()[i], &self.arrays[i]);
-        let es = t.dtype.size().unwrap_or(1);
-        let fortran = a.fortran_order && t.shape.iter().filter(|&&d| d != 1).count() > 1;
-        let mut bytes = match &a.data {
+        match &self.arrays[i].data {
             Data::Mapped(range) => {
-                if !fortran && !a.big_endian {
+                let stored = self.memory.get(range.clone()).ok_or_else(not_held)?;
+                if !self.arranges(i) {
                     return Ok(TensorBytes::Shared {
                         memory: &self.memory,
                         start: range.start,
                         len: range.len(),
                     });
                 }
-                if fortran {
-                    gather_fortran(&self.memory[range.clone()], es, &t.shape)?
-                } else {
-                    self.memory[range.clone()].to_vec()
-                }
+                Ok(TensorBytes::Owned(self.arrange(i, stored)?))
             }
             Data::Deflated(entry, h) => {
-                let mut all = entry
-                    .read(&self.memory, entry.uncompressed_len)?
-                    .into_owned();
-                if fortran {
-                    let data = all.get(h.data_offset..).ok_or_else(|| {
-                        CoreError::incomplete_file("npz: member shorter than its header")
-                    })?;
-                    gather_fortran(data, es, &t.shape)?
-                } else {
-                    all.drain(..h.data_offset.min(all.len()));
-                    all
-                }
+                let all = entry.read(&self.memory, entry.uncompressed_len)?;
+                let data = all.get(h.data_offset..).ok_or_else(|| {
+                    CoreError::incomplete_file("npz: member shorter than its header")
+                })?;
+                Ok(TensorBytes::Owned(self.arrange(i, data)?))
             }
+        }
+    }
+
+    /// Whether array `i` is stored otherwise than row-major and little-endian.
+    fn arranges(&self, i: usize) -> bool {
+        let (t, a) = (&self.tensors.as_slice()[i], &self.arrays[i]);
+        let fortran = a.fortran_order && t.shape.iter().filter(|&&d| d != 1).count() > 1;
+        fortran || a.big_endian
+    }
+
+    /// Array `i`'s bytes row-major and little-endian, from its stored data.
+    fn arrange(&self, i: usize, stored: &[u8]) -> Result<Vec<u8>> {
+        let (t, a) = (&self.tensors.as_slice()[i], &self.arrays[i]);
+        let es = t.dtype.size().unwrap_or(1);
+        let fortran = a.fortran_order && t.shape.iter().filter(|&&d| d != 1).count() > 1;
+        let mut bytes = if fortran {
+            gather_fortran(stored, es, &t.shape)?
+        } else {
+            stored.to_vec()
         };
         if a.big_endian {
             let unit = if t.dtype == DType::C64 { 4 } else { es };
             strided::swap_bytes(&mut bytes, unit);
         }
-        Ok(TensorBytes::Owned(bytes))
+        Ok(bytes)
     }
+
+    /// Where the stored data of `name` lies in the file (a stored member's array; `None` for
+    /// a deflated one), and whether it is what [`NumpyFile::fetch`] gives as it is.
+    pub fn data_range(&self, name: &str) -> Option<(Range<usize>, bool)> {
+        let i = self.tensors.position(name)?;
+        match &self.arrays[i].data {
+            Data::Mapped(range) => Some((range.clone(), !self.arranges(i))),
+            Data::Deflated(..) => None,
+        }
+    }
+
+    /// What [`NumpyFile::fetch`] gives, from the bytes of [`NumpyFile::data_range`].
+    pub fn from_data(&self, name: &str, stored: &[u8]) -> Result<Vec<u8>> {
+        let i = self
+            .tensors
+            .position(name)
+            .ok_or_else(|| CoreError::not_found("no such tensor in the file").with_tensor(name))?;
+        self.arrange(i, stored).map_err(|e| e.with_tensor(name))
+    }
+}
+
+/// A tensor of a file opened from its headers alone (by ranges) is fetched by its driver.
+pub(crate) fn not_held() -> CoreError {
+    CoreError::invalid_argument(
+        "the tensor's bytes were not read: the file was opened from its headers (fetch its spans)",
+    )
 }
 
 fn push(
@@ -619,4 +693,4 @@ fn gather_fortran(src: &[u8], es: usize, shape: &[usize]) -> Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,7 +1,7 @@
 use super::*;
 
 /// A `.npy` with the given header text (padded as numpy pads it) and data.
-fn npy(version: u8, header: &str, data: &[u8]) -> Vec<u8> {
+pub(crate) fn npy(version: u8, header: &str, data: &[u8]) -> Vec<u8> {
     let len_size = if version == 1 { 2 } else { 4 };
     let mut h = header.as_bytes().to_vec();
     while !(8 + len_size + h.len() + 1).is_multiple_of(64) {
@@ -215,7 +215,7 @@ fn fortran_order_and_big_endian_come_out_row_major_little_endian() {
 
 /// An `.npz` of stored (uncompressed) members `NAME.npy`, laid out as `np.savez` writes it:
 /// local headers and data, the central directory, the end record.
-fn npz(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn npz(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let (mut out, mut central) = (Vec::new(), Vec::new());
     for (name, data) in members {
         let name = format!("{name}.npy");

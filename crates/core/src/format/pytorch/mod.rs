@@ -22,6 +22,7 @@ use crate::source::{
     self, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat, WholeFile,
 };
 use pickle::{Limits, Object, PersistentIds, Unpickled, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,11 @@ const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 
 const LEGACY_PROTOCOL_VERSION: i64 = 1001;
 /// Longest `data.pkl` read.
 const MAX_PICKLE_BYTES: u64 = 1 << 30;
+/// A zip member's bytes, at most the limit given ([`ZipEntry::read`]'s), from wherever the
+/// file is held.
+pub type MemberReader<'m> = dyn Fn(&ZipEntry, u64) -> Result<Cow<'m, [u8]>> + 'm;
+/// The most bytes of a `byteorder` record read (`little` or `big`).
+const BYTEORDER_MAX_BYTES: u64 = 16;
 /// A deflated `data.pkl` (torch stores it; another zip tool may deflate it) inflates to at
 /// most [`DEFLATED_PICKLE_BASE`] + [`DEFLATED_PICKLE_RATIO`] × its compressed bytes, and
 /// never past this: the pickle's structures take up to ~100 bytes of memory per pickle byte,
@@ -205,11 +211,41 @@ impl PyTorchFile {
 
     /// Read a checkpoint whose zip directory the caller has parsed already.
     pub fn from_zip(memory: Arc<Memory>, zip: &ZipArchive) -> Result<PyTorchFile> {
+        let read = |e: &ZipEntry, limit: u64| e.read(&memory, limit);
+        Self::zip_checkpoint(memory.clone(), zip, &read)
+    }
+
+    /// A checkpoint known by its directory and the members [`PyTorchFile::zip_members`] names
+    /// (`read`: a member's bytes, at most `limit`), its storages read elsewhere: a file read
+    /// by ranges. Only stored storages: a file with deflated ones is read whole.
+    pub fn from_zip_members<'m>(zip: &ZipArchive, read: &MemberReader<'m>) -> Result<PyTorchFile> {
+        Self::zip_checkpoint(Arc::new(Memory::Owned(Vec::new())), zip, read)
+    }
+
+    /// The members a zip checkpoint's listing reads whole (its `byteorder` and `data.pkl`),
+    /// with the most bytes read of each.
+    pub fn zip_members(zip: &ZipArchive) -> Result<Vec<(&ZipEntry, u64)>> {
+        let top = zip_top(zip)?;
+        let members = [
+            ("byteorder", BYTEORDER_MAX_BYTES),
+            ("data.pkl", MAX_PICKLE_BYTES),
+        ];
+        Ok(members
+            .into_iter()
+            .filter_map(|(name, limit)| Some((zip.find(&format!("{top}/{name}"))?, limit)))
+            .collect())
+    }
+
+    fn zip_checkpoint<'m>(
+        memory: Arc<Memory>,
+        zip: &ZipArchive,
+        read: &MemberReader<'m>,
+    ) -> Result<PyTorchFile> {
         let top = zip_top(zip)?;
         let record = |name: &str| zip.find(&format!("{top}/{name}"));
         let big_endian = match record("byteorder") {
             None => false,
-            Some(e) => match &*e.read(&memory, 16)? {
+            Some(e) => match &*read(e, BYTEORDER_MAX_BYTES)? {
                 b"little" => false,
                 b"big" => true,
                 other => {
@@ -237,7 +273,7 @@ impl PyTorchFile {
                 )));
             }
         }
-        let pkl = pkl_entry.read(&memory, MAX_PICKLE_BYTES)?;
+        let pkl = read(pkl_entry, MAX_PICKLE_BYTES)?;
         let un = pickle::unpickle(&pkl, 0, PersistentIds::Zip, Limits::default())?;
         if un.end != pkl.len() {
             return Err(CoreError::invalid_header(format!(
@@ -565,6 +601,9 @@ impl PyTorchFile {
             if strided::is_row_major(&t.shape, &l.strides) {
                 let start = range.start + window + l.offset * es;
                 let len = t.stored_len as usize;
+                if range.end > self.memory.len() {
+                    return Err(crate::format::numpy::not_held());
+                }
                 // Bounds were checked at open; check again rather than trust arithmetic.
                 if start + len <= range.end {
                     return Ok(TensorBytes::Shared {
@@ -578,7 +617,9 @@ impl PyTorchFile {
         }
         let inflated;
         let storage: &[u8] = match &s.bytes {
-            StoredBytes::Mapped(range) => &self.memory[range.clone()],
+            StoredBytes::Mapped(range) => {
+                (self.memory.get(range.clone())).ok_or_else(crate::format::numpy::not_held)?
+            }
             StoredBytes::Deflated(entry) => {
                 inflated = self.inflate(l.storage, entry)?;
                 &inflated
@@ -587,7 +628,19 @@ impl PyTorchFile {
         let window_bytes = storage
             .get(window..)
             .ok_or_else(|| CoreError::size_mismatch("storage window past its storage"))?;
-        let mut out = strided::gather(window_bytes, es, l.offset, &t.shape, &l.strides)?;
+        Ok(TensorBytes::Owned(self.arrange(
+            i,
+            window_bytes,
+            l.offset,
+        )?))
+    }
+
+    /// Tensor `i`'s bytes row-major and little-endian, from `window` (its storage from its
+    /// window on, or from its element `offset`'s byte on where `offset` is 0).
+    fn arrange(&self, i: usize, window: &[u8], offset: usize) -> Result<Vec<u8>> {
+        let (t, l) = (&self.tensors.as_slice()[i], &self.layouts[i]);
+        let es = t.dtype.size().unwrap_or(1);
+        let mut out = strided::gather(window, es, offset, &t.shape, &l.strides)?;
         if self.big_endian {
             let unit = if t.dtype == DType::C64 { 4 } else { es };
             strided::swap_bytes(&mut out, unit);
@@ -600,7 +653,35 @@ impl PyTorchFile {
         if l.neg {
             negate(&mut out, t.dtype)?;
         }
-        Ok(TensorBytes::Owned(out))
+        Ok(out)
+    }
+
+    /// Where the stored bytes `name` reads lie in the file (its [`PyTorchFile::storage_span`]
+    /// in a stored record; `None` for a deflated one), and whether they are what
+    /// [`PyTorchFile::fetch`] gives as they are (row-major, little-endian, no conj/neg view).
+    pub fn file_range(&self, name: &str) -> Option<(Range<u64>, bool)> {
+        let i = self.tensors.position(name)?;
+        let (t, l) = (&self.tensors.as_slice()[i], &self.layouts[i]);
+        let StoredBytes::Mapped(record) = &self.storages[l.storage].bytes else {
+            return None;
+        };
+        let span = self.storage_span(name)?;
+        let start = record.start as u64 + span.start;
+        let plain = !self.big_endian && !l.conj && !l.neg;
+        let as_is = plain && strided::is_row_major(&t.shape, &l.strides);
+        Some((start..start + (span.end - span.start), as_is))
+    }
+
+    /// What [`PyTorchFile::fetch`] gives, from the bytes of [`PyTorchFile::file_range`].
+    pub fn from_range(&self, name: &str, stored: &[u8]) -> Result<Vec<u8>> {
+        let i = self
+            .tensors
+            .position(name)
+            .ok_or_else(|| CoreError::not_found("no such tensor in the file").with_tensor(name))?;
+        if self.tensors.as_slice()[i].stored_len == 0 {
+            return Ok(Vec::new());
+        }
+        self.arrange(i, stored, 0).map_err(|e| e.with_tensor(name))
     }
 
     /// A deflated storage's bytes: inflated once and kept when several tensors view it,
@@ -1003,4 +1084,4 @@ fn tensor_holders(un: &Unpickled, root: usize) -> Result<Vec<bool>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -326,7 +326,7 @@ fn only_allowed_globals_and_calls_pass() {
 }
 
 /// A torch zip checkpoint built here from a pickle and storages (as torch lays it out).
-fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])]) -> Vec<u8> {
+pub(crate) fn torch_zip(pkl: &[u8], storages: &[(&str, &[u8])]) -> Vec<u8> {
     torch_zip_of(
         zip_tests::stored("t/data.pkl", pkl),
         storages,
@@ -354,7 +354,13 @@ fn open_bytes(bytes: Vec<u8>) -> Result<PyTorchFile> {
 }
 
 /// `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), offset, size, stride, False, OrderedDict())`.
-fn tensor_pickle(key: &str, numel: u32, offset: u32, size: &[u32], stride: &[u32]) -> Vec<u8> {
+pub(crate) fn tensor_pickle(
+    key: &str,
+    numel: u32,
+    offset: u32,
+    size: &[u32],
+    stride: &[u32],
+) -> Vec<u8> {
     let mut p =
         b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX"
             .to_vec();
