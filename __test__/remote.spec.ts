@@ -476,6 +476,23 @@ describe('openWeights(url)', () => {
       expect(remote.info(n), n).toEqual(local.info(n))
       expect((await remote.getTensor(n)).data, n).toEqual(local.getTensor(n).data)
     }
+    // Slices: of the row-major array, its rows' bytes alone; of the big-endian Fortran-order
+    // one, cut from its whole range as locally.
+    const rows = (n: string, r0: number, r1: number, c0 = 0, c1 = 512) => {
+      const all = local.getTensor(n).data as Float32Array
+      return Float32Array.from({ length: (r1 - r0) * (c1 - c0) }, (_, i) => all[(r0 + Math.floor(i / (c1 - c0))) * 512 + c0 + (i % (c1 - c0))])
+    }
+    for (const [n, ranges, shape, want] of [
+      ['a', [[100, 103]], [3, 512], rows('a', 100, 103)],
+      ['b', [[5, 7], [10, 20]], [2, 10], rows('b', 5, 7, 10, 20)],
+      ['b', [300], [512], rows('b', 300, 301)],
+    ] as const) {
+      bytesSent = 0
+      const got = await remote.getSlice(n, ranges as any)
+      expect(got.shape, n).toEqual(shape)
+      expect(got.data, n).toEqual(want)
+      if (n === 'a') expect(bytesSent).toBe(3 * 512 * 4)
+    }
   })
 
   it('info() of every remote reader is the TensorInfo the local reader gives, keys and values', async () => {

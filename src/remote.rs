@@ -18,7 +18,6 @@ use napi_derive::napi;
 use stcore::format::gguf::Served;
 use stcore::memory::TensorBytes;
 use stcore::remote::{Opener, RemoteFile, Reply, Span, Step, Want};
-use stcore::tensor::checked_numel;
 use stcore::TensorSource;
 use std::sync::Arc;
 
@@ -466,15 +465,7 @@ impl RemoteWeights {
                     return read_source_slice(file.source(), &name, &args, mode);
                 };
                 let t = file.source().info(&name)?.clone();
-                let (shape, _) = file.slice_spans(&name, &args)?;
-                let expected = checked_numel(&shape).and_then(|n| t.dtype.byte_len(n));
-                if expected != Some(stored.len()) {
-                    return Err(invalid_argument(format!(
-                        "{} bytes given for a slice of shape {shape:?}",
-                        stored.len()
-                    ))
-                    .with_tensor(&name));
-                }
+                let (shape, stored) = file.serve_slice(&name, &args, stored)?;
                 let data = to_typed_array(t.dtype, TensorBytes::Owned(stored), mode)
                     .map_err(|e| e.with_tensor(&name))?;
                 Ok(Tensor {

@@ -345,16 +345,14 @@ impl RemoteFile {
             Held::Zip { source, .. } => {
                 let t = source.source().info(name)?;
                 let (range, as_is) = source.range(name)?;
-                if !as_is {
-                    return Err(CoreError::invalid_argument(
-                        "a strided, big-endian or Fortran-order tensor is read whole: fetch \
-                         its spans and serve them",
-                    )
-                    .with_tensor(name)
-                    .with_path(&read.url));
-                }
                 let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
                     .map_err(|e| e.with_tensor(name).with_path(&read.url))?;
+                if !as_is {
+                    // Not its elements in row-major little-endian order (strided, big-endian,
+                    // Fortran order): its whole range, which `serve_slice` arranges and cuts.
+                    let whole = span(read, range.start, range.end - range.start);
+                    return Ok((plan.shape, vec![whole]));
+                }
                 let spans = (plan.spans.iter())
                     .map(|&(s, n)| span(read, range.start + s as u64, n as u64))
                     .collect();
@@ -366,6 +364,46 @@ impl RemoteFile {
             .with_tensor(name)
             .with_path(&read.url)),
         }
+    }
+
+    /// A slice's shape and its elements (row-major, little-endian), from the bytes of
+    /// [`RemoteFile::slice_spans`] concatenated: checked to be exactly what they cover.
+    pub fn serve_slice(
+        &self,
+        name: &str,
+        ranges: &[SliceArg],
+        stored: Vec<u8>,
+    ) -> Result<(Vec<usize>, Vec<u8>)> {
+        let (shape, spans) = self.slice_spans(name, ranges)?;
+        let asked: u64 = spans.iter().map(|s| s.len).sum();
+        if stored.len() as u64 != asked {
+            return Err(CoreError::invalid_argument(format!(
+                "{} bytes given for a slice of shape {shape:?} that reads {asked}",
+                stored.len()
+            ))
+            .with_tensor(name));
+        }
+        let whole = match &self.held {
+            Held::Zip { source, .. } => !source.range(name)?.1,
+            _ => false,
+        };
+        if !whole {
+            return Ok((shape, stored));
+        }
+        // The tensor's whole range: its elements as `fetch` gives them, then the slice's runs.
+        let Served::Bytes(dense) = self.serve(name, stored)? else {
+            return Err(CoreError::invalid_argument("a zip member serves bytes").with_tensor(name));
+        };
+        let t = self.source().info(name)?;
+        let plan = SlicePlan::new(t.dtype, &t.shape, ranges).map_err(|e| e.with_tensor(name))?;
+        let dense = dense.as_slice();
+        let len: usize = plan.spans.iter().map(|&(_, n)| n).sum();
+        let mut out =
+            crate::memory::reserve(len as u64, "a slice").map_err(|e| e.with_tensor(name))?;
+        for &(start, n) in &plan.spans {
+            out.extend_from_slice(&dense[start..start + n]);
+        }
+        Ok((plan.shape, out))
     }
 
     /// What `fetch` (plain types) or `f32_decoder` (GGUF block types) give locally, from the

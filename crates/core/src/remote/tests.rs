@@ -1007,18 +1007,30 @@ fn a_large_zip_checkpoint_is_read_by_its_headers() {
         // What is asked for a tensor is its bytes: 1 MiB, in one span.
         let spans = remote.spans(plain).unwrap();
         assert_eq!((spans.len(), spans[0].len), (1, 1 << 20), "{what}");
-        // A slice of a row-major tensor is its rows; a strided one is read whole.
+        // A slice of a row-major tensor is its rows; a strided one reads its whole range and
+        // is cut from it: both equal the local `select`.
         let local = format::open_bytes(file.clone(), None).unwrap();
         let ranges = [SliceArg::Range(3, 7)];
-        let (shape, spans) = remote.slice_spans(plain, &ranges).unwrap();
-        let want = local.select(plain, &ranges).unwrap();
-        assert_eq!(shape, want.shape, "{what}");
-        let got: Vec<u8> = (spans.iter())
-            .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
-            .collect();
-        assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice(), "{what}");
-        let e = remote.slice_spans(strided, &ranges).unwrap_err();
-        assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{what}: {e}");
+        for (name, whole) in [(plain, false), (strided, true)] {
+            let (shape, spans) = remote.slice_spans(name, &ranges).unwrap();
+            let want = local.select(name, &ranges).unwrap();
+            assert_eq!(shape, want.shape, "{what} {name}");
+            let stored: Vec<u8> = (spans.iter())
+                .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
+                .collect();
+            let asked: u64 = spans.iter().map(|s| s.len).sum();
+            let tensor_bytes = local.info(name).unwrap().stored_len;
+            assert_eq!(asked == tensor_bytes, whole, "{what} {name}: {asked} bytes");
+            let (shape, got) = remote.serve_slice(name, &ranges, stored).unwrap();
+            assert_eq!(shape, want.shape, "{what} {name}");
+            assert_eq!(
+                got,
+                want.bytes.into_bytes().unwrap().as_slice(),
+                "{what} {name}"
+            );
+            let e = remote.serve_slice(name, &ranges, vec![0; 8]).unwrap_err();
+            assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
+        }
         // The source opened from the headers refuses (never panics on) a tensor it lacks.
         let e = remote.source().fetch(plain).err().unwrap();
         assert_eq!(e.code(), "ERR_INVALID_ARGUMENT", "{what}: {e}");
