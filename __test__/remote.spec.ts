@@ -470,7 +470,7 @@ describe('openWeights(url)', () => {
     expect(bytesSent).toBeGreaterThan(0)
     expect(bytesSent).toBeLessThan(size / 4)
     const local = openWeightsSync(path)
-    const remote = await openWeights(`${base}/ok/large.npz`)
+    const remote = await openWeights(`${base}/ok/large.npz` as `http://${string}`)
     expect(remote.tensorNames).toEqual(local.tensorNames)
     for (const n of local.tensorNames) {
       expect(remote.info(n), n).toEqual(local.info(n))

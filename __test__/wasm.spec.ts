@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { spawnSync } from 'node:child_process'
-import { cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { convert as convertNative, openWeights as openNative, saveFile as saveNative, serialize as serializeNative } from '../index.js'
@@ -76,6 +76,26 @@ describe('safetensors-node/wasm against the native addon', () => {
     }
     // bighead.gguf's header (~700 KB) took more than the first range: the rest was asked for.
     expect(served.requests.length).toBeGreaterThan(2)
+  })
+
+  it('an .npz by URL: its zip headers, then each tensor by its range, as the native addon reads it', async () => {
+    const npz = join(dir, 'large.npz')
+    const npzScript = "import numpy as np, sys; a = (np.arange(512 * 512, dtype='<f4') % 997).reshape(512, 512) / 7; np.savez(sys.argv[1], a=a, b=np.asfortranarray(a.T.astype('>f4')))"
+    expect(spawnSync(PYTHON, ['-c', npzScript, npz], { encoding: 'utf8' }).status).toBe(0)
+    const own = await serveFiles(new Map([['large.npz', npz]]))
+    try {
+      const native = await openNative(npz)
+      const expected = await describeFile(native)
+      native.close()
+      const opened = await wasm.openWeights(`${own.base}large.npz`)
+      const openBytes = own.requests.map((r) => /^bytes=(\d+)-(\d+)$/.exec(r.range ?? '')).reduce((n, m) => n + (m ? Number(m[2]) - Number(m[1]) + 1 : Infinity), 0)
+      expect(openBytes, JSON.stringify(own.requests)).toBeLessThan(statSync(npz).size / 4)
+      expect(await describeFile(opened)).toEqual(expected)
+      opened.close()
+      expect(rangedOnly(own.requests, 'large.npz', statSync(npz).size), JSON.stringify(own.requests)).toBe(true)
+    } finally {
+      await own.close()
+    }
   })
 
   it('a sharded directory and a split GGUF set by URL: every file the core names, by ranges, as the native addon reads them', async () => {
