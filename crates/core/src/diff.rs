@@ -557,6 +557,12 @@ fn values_f32(
                 llamacpp::transpose(cast::element_bytes(&out), &t.shape, crate::DType::F32)?;
             Ok(cast::copy_elements::<f32>(&moved))
         }
+        Transform::SkipRows(n) => {
+            let rows = t.shape.first().copied().unwrap_or(0);
+            let skipped = (out.len().checked_div(rows).unwrap_or(0) * n).min(out.len());
+            out.drain(..skipped);
+            Ok(out)
+        }
     }
 }
 

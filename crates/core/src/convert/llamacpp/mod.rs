@@ -8,7 +8,7 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture family, each a table: `bert`, `gpt2`, `granite`, `llama`, `mistral`
+//! One module per architecture family, each a table: `bert` (and XLM-RoBERTa), `gpt2`, `granite`, `llama`, `mistral`
 //! (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
@@ -112,6 +112,9 @@ pub enum Transform {
     },
     /// A matrix transposed: the source is `[cols, rows]` of the output's `[rows, cols]`.
     Transpose,
+    /// The source's first rows left out: the source has this many rows more than the output
+    /// (RoBERTa's position embeddings, whose rows below `pad_token_id + 1` no position uses).
+    SkipRows(usize),
 }
 
 impl LlamaExport {
@@ -148,6 +151,7 @@ impl LlamaExport {
                 let view = fetch(name)?;
                 let source_shape: Vec<usize> = match transform {
                     Transform::Transpose => tensor.shape.iter().rev().copied().collect(),
+                    Transform::SkipRows(n) => skip_rows_source_shape(&tensor.shape, *n),
                     _ => tensor.shape.clone(),
                 };
                 if view.shape != source_shape {
@@ -167,6 +171,26 @@ impl LlamaExport {
                     )?),
                     Transform::Transpose => {
                         Cow::Owned(transpose(&view.data, &view.shape, view.dtype)?)
+                    }
+                    Transform::SkipRows(n) => {
+                        // The source has `n` rows more than the output (its shape was checked).
+                        let rows = view.shape.first().copied().unwrap_or(0);
+                        let skipped = view.data.len().checked_div(rows).unwrap_or(0) * n;
+                        if skipped > view.data.len() {
+                            return Err(CoreError::size_mismatch(format!(
+                                "{} bytes for shape {:?}",
+                                view.data.len(),
+                                view.shape
+                            ))
+                            .with_tensor(name));
+                        }
+                        match view.data {
+                            Cow::Borrowed(b) => Cow::Borrowed(&b[skipped..]),
+                            Cow::Owned(mut v) => {
+                                v.drain(..skipped);
+                                Cow::Owned(v)
+                            }
+                        }
                     }
                 };
                 Ok(TensorView {
@@ -224,6 +248,15 @@ fn stack<'a>(
         shape: tensor.shape.clone(),
         data: Cow::Owned(data),
     })
+}
+
+/// The shape of the source of a [`Transform::SkipRows`] output of `shape`.
+pub(crate) fn skip_rows_source_shape(shape: &[usize], n: usize) -> Vec<usize> {
+    let mut source = shape.to_vec();
+    if let Some(rows) = source.first_mut() {
+        *rows += n;
+    }
+    source
 }
 
 /// Apply [`Transform::RopeInterleave`] to row-major bytes (any dtype: rows move whole).
@@ -322,6 +355,7 @@ const ARCHITECTURES: &[&Architecture] = &[
     &qwen_moe::QWEN3_MOE,
     &smollm3::ARCH,
     &starcoder2::ARCH,
+    &bert::XLM_ROBERTA,
 ];
 
 /// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its

@@ -1126,3 +1126,126 @@ fn gpt2_conv1d_weights_are_transposed_and_checked_in_their_own_layout() {
         }
     ));
 }
+
+/// `sentencepiece.bpe.model` of `pieces` (SentencePiece's <unk> <s> </s> first), of trainer
+/// model type `kind`, with a precompiled character map and whitespace flags.
+fn write_unigram(dir: &Path, pieces: &[&str], kind: i32) {
+    use super::vocab::spm::{ModelProto, NormalizerSpec, SentencePiece, TrainerSpec};
+    use prost::Message;
+    let model = ModelProto {
+        pieces: pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SentencePiece {
+                piece: Some(p.to_string()),
+                score: Some(-(i as f32)),
+                r#type: Some([2, 3, 3].get(i).copied().unwrap_or(1)),
+            })
+            .collect(),
+        trainer_spec: Some(TrainerSpec {
+            model_type: Some(kind),
+        }),
+        normalizer_spec: Some(NormalizerSpec {
+            precompiled_charsmap: Some(b"charsmap".to_vec()),
+            add_dummy_prefix: Some(true),
+            remove_extra_whitespaces: Some(false),
+        }),
+    };
+    fs::write(dir.join("sentencepiece.bpe.model"), model.encode_to_vec()).unwrap();
+}
+
+fn xlm_roberta_config() -> Json {
+    let mut c = bert_config();
+    c["architectures"] = json!(["XLMRobertaModel"]);
+    c["model_type"] = json!("xlm-roberta");
+    c["pad_token_id"] = json!(1);
+    c
+}
+
+#[test]
+fn an_xlm_roberta_directory_skips_the_position_rows_before_pad_and_reads_the_unigram_model() {
+    let dir = bert_dir();
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a", "▁b"], 1);
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let e = known(recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q).unwrap());
+    assert_eq!(e.architecture, "bert");
+    // max_position_embeddings 4, positions from pad_token_id + 1 = 2.
+    assert_eq!(kv(&e, "bert.context_length"), Some(&GgufValue::U32(2)));
+    let pos = e
+        .tensors
+        .iter()
+        .find(|t| t.name == "position_embd.weight")
+        .unwrap();
+    assert_eq!(pos.shape, [2, 8]);
+    let rows: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let view = e
+        .load(pos, |_| {
+            TensorView::from_f32("embeddings.position_embeddings.weight", vec![4, 8], &rows)
+        })
+        .unwrap();
+    let expected: Vec<u8> = rows[16..].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!((view.shape, view.data.into_owned()), (vec![2, 8], expected));
+    // Fairseq's ids: <s> <pad> </s> <unk>, the pieces after SentencePiece's three shifted by
+    // one, the last slot (vocab_size 6 > 5 pieces) a placeholder.
+    let strings = |k: &str| match kv(&e, k) {
+        Some(GgufValue::Array(GgufArray::String(v))) => v.clone(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(
+        strings("tokenizer.ggml.tokens"),
+        ["<s>", "<pad>", "</s>", "<unk>", "▁a", "▁b"]
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type"),
+        Some(&GgufValue::Array(GgufArray::I32(vec![3, 3, 3, 2, 1, 1])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.scores"),
+        Some(&GgufValue::Array(GgufArray::F32(vec![
+            0.0, 0.0, 0.0, 0.0, -3.0, -4.0
+        ])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.model"),
+        Some(&GgufValue::String("t5".into()))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.precompiled_charsmap"),
+        Some(&GgufValue::Array(GgufArray::U8(b"charsmap".to_vec())))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.remove_extra_whitespaces"),
+        Some(&GgufValue::Bool(false))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type_count"),
+        Some(&GgufValue::U32(2))
+    );
+}
+
+#[test]
+fn bad_xlm_roberta_input_names_the_field_or_file() {
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let dir = bert_dir();
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "has no sentencepiece.bpe.model",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a"], 2);
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "not Unigram",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>"], 1);
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "has 3 pieces",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a"], 1);
+    let mut c = xlm_roberta_config();
+    c["pad_token_id"] = json!(4);
+    expect_invalid(
+        recognize(dir.path(), &c, &bert_tensors(), q),
+        "'pad_token_id' (4) leaves no position below max_position_embeddings (4)",
+    );
+}
