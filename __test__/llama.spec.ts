@@ -305,12 +305,19 @@ describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starco
 })
 
 // ---------------------------------------------------------------------------------------
-// Encoders: small random-weight xlm-roberta (SentencePiece Unigram) checkpoints, regenerated
+// Encoders: small random-weight xlm-roberta (SentencePiece Unigram) and modernbert (local and
+// global attention layers, byte-level BPE) checkpoints, regenerated
 // by scripts/llama/encoder_fixtures.py from a seeded RNG and the committed tokenizer files,
 // checked byte for byte against the files the committed transformers references (token ids,
 // pooled embeddings) were computed from.
 
-const ENCODERS = [{ name: 'xlm-roberta', tensors: 37 }] as const
+// Q8_0's bound: the Q8_0 bytes equal the converter's (the last test of each model), so this is
+// what the converter's file achieves too; ModernBERT's gated feed-forward on random weights
+// moves one sentence's embedding to a cosine of 0.9987.
+const ENCODERS = [
+  { name: 'xlm-roberta', arch: 'bert', tensors: 37, q8Cos: 0.999 },
+  { name: 'modernbert', arch: 'modern-bert', tensors: 26, q8Cos: 0.995 },
+] as const
 
 /** SHA-256 of every file under `dir`, by its relative path. */
 function treeHashes(dir: string, prefix = ''): Record<string, string> {
@@ -323,7 +330,7 @@ function treeHashes(dir: string, prefix = ''): Record<string, string> {
   return out
 }
 
-describe('encoders in llama.cpp: xlm-roberta', () => {
+describe('encoders in llama.cpp: xlm-roberta, modernbert', () => {
   const root = tempDir('llama-encoders-')
   const models = join(root, 'models')
   beforeAll(() => {
@@ -331,7 +338,7 @@ describe('encoders in llama.cpp: xlm-roberta', () => {
   }, 300_000)
   afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-  for (const { name, tensors } of ENCODERS) {
+  for (const { name, arch, tensors, q8Cos } of ENCODERS) {
     describe(name, () => {
       const ref = JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8'))
       const converter = JSON.parse(readFileSync(join(FIXTURES, `${name}.converter.json`), 'utf8'))
@@ -344,10 +351,10 @@ describe('encoders in llama.cpp: xlm-roberta', () => {
         expect(hashes).toEqual(ref.files_sha256)
       })
 
-      for (const [q, minCos] of [['F32', 0.9999], ['F16', 0.9999], ['Q8_0', 0.999]] as const) {
+      for (const [q, minCos] of [['F32', 0.9999], ['F16', 0.9999], ['Q8_0', q8Cos]] as const) {
         it(`${q}: llama.cpp's pooled embeddings of ${ref.sentences.length} sentences match transformers' (cosine ≥ ${minCos})`, async () => {
           const report = await convert(dir, gguf(q), { to: 'gguf', quantization: q })
-          expect(report).toMatchObject({ architecture: 'bert', quantization: q, tensors })
+          expect(report).toMatchObject({ architecture: arch, quantization: q, tensors })
           expect(report.warnings).toBeUndefined()
           const embeddings = llamaEmbed(gguf(q), ref.sentences)
           expect(embeddings).toHaveLength(ref.sentences.length)

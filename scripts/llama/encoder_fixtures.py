@@ -34,7 +34,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from decoder_fixtures import file_hashes, gpt2_tokenizer_json, read_vocab, save_weights  # noqa: E402
+from decoder_fixtures import file_hashes, read_vocab, save_weights  # noqa: E402
 
 # The tokenizer is trained on these; SENTENCES adds text with characters it has not seen.
 TRAINED = [
@@ -123,7 +123,115 @@ MODELS = {
             'torch_dtype': 'float32', 'transformers_version': '4.57.6',
         },
     },
+    # ModernBERT-base's layout, shrunk: fused Wqkv, a gated feed-forward (Wi holds both
+    # halves), no biases, no norm before the first layer's attention, a global-attention layer
+    # every third and local attention (a window small enough to matter for the sentences)
+    # between, two rope bases, and (as ModernBERT-base's config.json has it, beside norm_eps) a
+    # layer_norm_eps, which the converter writes as the epsilon llama.cpp requires; its tokenizer (GPT-NeoX's BPE, rebuilt from llama.cpp's
+    # ggml-vocab-gpt-neox.gguf, with ModernBERT's special tokens and [CLS] … [SEP]), mean pooling.
+    'modernbert': {
+        'seed': 202, 'dtype': 'float32', 'pooling': 'mean',
+        'config': {
+            'architectures': ['ModernBertModel'], 'model_type': 'modernbert', 'attention_bias': False,
+            'attention_dropout': 0.0, 'bos_token_id': 50281, 'classifier_activation': 'gelu',
+            'classifier_bias': False, 'classifier_dropout': 0.0, 'classifier_pooling': 'mean',
+            'cls_token_id': 50281, 'decoder_bias': True, 'deterministic_flash_attn': False,
+            'embedding_dropout': 0.0, 'eos_token_id': 50282, 'global_attn_every_n_layers': 3,
+            'global_rope_theta': 160000.0, 'hidden_activation': 'gelu', 'hidden_size': 64,
+            'initializer_cutoff_factor': 2.0, 'initializer_range': 0.02, 'intermediate_size': 96,
+            'layer_norm_eps': 1e-05, 'local_attention': 8, 'local_rope_theta': 10000.0,
+            'max_position_embeddings': 8192,
+            'mlp_bias': False, 'mlp_dropout': 0.0, 'norm_bias': False, 'norm_eps': 1e-05,
+            'num_attention_heads': 4, 'num_hidden_layers': 4, 'pad_token_id': 50283,
+            'repad_logits_with_grad': False, 'sep_token_id': 50282, 'sparse_pred_ignore_index': -100,
+            'sparse_prediction': False, 'vocab_size': 50368, 'torch_dtype': 'float32',
+            'transformers_version': '4.57.6',
+        },
+    },
 }
+
+MODERNBERT_SPECIALS = [('|||IP_ADDRESS|||', False), ('|||EMAIL_ADDRESS|||', False), ('|||PHONE_NUMBER|||', False),
+                       ('[UNK]', True), ('[CLS]', True), ('[SEP]', True), ('[PAD]', True), ('[MASK]', True)]
+
+
+def modernbert_files(d, src):
+    """ModernBERT's tokenizer.json and tokenizer_config.json, from GPT-NeoX's vocabulary."""
+    v = read_vocab(src, 'gpt-neox')
+    model_vocab, added = {}, []
+
+    def add(i, content, special):
+        added.append({'id': i, 'content': content, 'single_word': False, 'lstrip': content == '[MASK]',
+                      'rstrip': False, 'normalized': not special, 'special': special})
+    for i, (tok, ty) in enumerate(zip(v['tokens'], v['types'])):
+        if ty == 1:
+            model_vocab[tok] = i
+        elif ty == 3:
+            # In the BPE model's vocabulary too, as GPT-NeoX's tokenizer.json has them.
+            model_vocab[tok] = i
+            add(i, tok, True)
+        elif ty == 4 and not tok.startswith('[PAD'):
+            add(i, tok, False)
+    for i, (content, special) in enumerate(MODERNBERT_SPECIALS, start=50277):
+        add(i, content, special)
+    byte_level = {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': True}
+    cls, sep = ({'SpecialToken': {'id': t, 'type_id': k}} for t, k in (('[CLS]', 0), ('[SEP]', 0)))
+    tok = {
+        'version': '1.0', 'truncation': None, 'padding': None, 'added_tokens': added,
+        'normalizer': {'type': 'NFC'}, 'pre_tokenizer': byte_level,
+        'post_processor': {
+            'type': 'TemplateProcessing',
+            'single': [cls, {'Sequence': {'id': 'A', 'type_id': 0}}, sep],
+            'pair': [cls, {'Sequence': {'id': 'A', 'type_id': 0}}, sep, {'Sequence': {'id': 'B', 'type_id': 1}},
+                     {'SpecialToken': {'id': '[SEP]', 'type_id': 1}}],
+            'special_tokens': {'[CLS]': {'id': '[CLS]', 'ids': [50281], 'tokens': ['[CLS]']},
+                               '[SEP]': {'id': '[SEP]', 'ids': [50282], 'tokens': ['[SEP]']}},
+        },
+        'decoder': byte_level,
+        'model': {'type': 'BPE', 'dropout': None, 'unk_token': None, 'continuing_subword_prefix': None,
+                  'end_of_word_suffix': None, 'fuse_unk': False, 'byte_fallback': False, 'ignore_merges': False,
+                  'vocab': model_vocab, 'merges': [m.split(' ') for m in v['merges']]},
+    }
+    (d / 'tokenizer.json').write_text(json.dumps(tok, ensure_ascii=False, separators=(',', ':')))
+    tc = {
+        'added_tokens_decoder': {str(a['id']): {k: a[k] for k in ('content', 'lstrip', 'normalized', 'rstrip', 'single_word', 'special')}
+                                 for a in added},
+        'clean_up_tokenization_spaces': True, 'cls_token': '[CLS]', 'extra_special_tokens': {},
+        'mask_token': '[MASK]', 'model_input_names': ['input_ids', 'attention_mask'],
+        'model_max_length': 8192, 'pad_token': '[PAD]', 'sep_token': '[SEP]',
+        'tokenizer_class': 'PreTrainedTokenizerFast', 'unk_token': '[UNK]',
+    }
+    (d / 'tokenizer_config.json').write_text(json.dumps(tc, indent=2, sort_keys=True, ensure_ascii=False) + '\n')
+
+
+def draws(seed):
+    """normal(*shape, std) and norm(n) (LayerNorm weights near 1) from RandomState(seed)."""
+    rng = np.random.RandomState(seed)
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+    return normal, norm
+
+
+def modernbert_weights(cfg, seed):
+    """ModernBertModel's tensors: no biases, no attn_norm in layer 0."""
+    normal, norm = draws(seed)
+    e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
+
+    t = {'embeddings.tok_embeddings.weight': normal(cfg['vocab_size'], e, std=0.5), 'embeddings.norm.weight': norm(e)}
+    for l in range(L):
+        p = f'layers.{l}.'
+        if l:
+            t[p + 'attn_norm.weight'] = norm(e)
+        t[p + 'attn.Wqkv.weight'] = normal(3 * e, e, std=0.2)
+        t[p + 'attn.Wo.weight'] = normal(e, e, std=0.1)
+        t[p + 'mlp_norm.weight'] = norm(e)
+        t[p + 'mlp.Wi.weight'] = normal(2 * f, e, std=0.2)
+        t[p + 'mlp.Wo.weight'] = normal(e, f, std=0.1)
+    t['final_norm.weight'] = norm(e)
+    return t
 
 
 def xlmr_files(d, spec):
@@ -151,14 +259,8 @@ def xlmr_files(d, spec):
 
 def xlmr_weights(cfg, seed):
     """XLMRobertaModel's tensors (with its pooler, which the converter drops)."""
-    rng = np.random.RandomState(seed)
+    normal, norm = draws(seed)
     e, f, L = cfg['hidden_size'], cfg['intermediate_size'], cfg['num_hidden_layers']
-
-    def normal(*shape, std=0.05):
-        return (rng.standard_normal(shape) * std).astype(np.float32)
-
-    def norm(n):
-        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
 
     t = {
         'embeddings.word_embeddings.weight': normal(cfg['vocab_size'], e, std=0.5),
@@ -203,6 +305,9 @@ def make(src, out_dir, only=None):
         if name == 'xlm-roberta':
             cfg['vocab_size'] = xlmr_files(d, spec)
             tensors = xlmr_weights(cfg, spec['seed'])
+        else:
+            modernbert_files(d, src)
+            tensors = modernbert_weights(cfg, spec['seed'])
         (d / 'config.json').write_text(json.dumps(cfg, indent=2, sort_keys=True) + '\n')
         pooling_files(d, spec['pooling'])
         save_weights(d / 'model.safetensors', tensors, spec['dtype'])

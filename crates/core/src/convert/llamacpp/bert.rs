@@ -165,30 +165,36 @@ fn plan(input: &ModelInput, tokenizer: Tokenizer) -> Result<LlamaExport> {
         k("attention.layer_norm_epsilon"),
         GgufValue::F32(eps as f32),
     );
-    md.set(
-        "general.file_type",
-        // Set by `recognize` once the tensors' final types are known.
-        GgufValue::U32(0),
-    );
-    md.set(k("attention.causal"), GgufValue::Bool(false));
-    if let Some(p) = pooling {
-        md.set(k("pooling_type"), GgufValue::U32(p));
-    }
+    encoder_keys(&mut md, "bert", pooling);
     md.set("general.quantization_version", GgufValue::U32(2));
     let mut warnings = vocab.warnings();
     vocab.write(&mut md);
     if let Some(n) = normalizer {
         n.write(&mut md);
     }
-    if pooling.is_none() {
-        warnings.push(
-            "no sentence-transformers pooling (modules.json): llama.cpp will use its default pooling for embeddings".into(),
-        );
-    }
+    warnings.extend(pooling_warning(pooling));
     Ok(LlamaExport {
         architecture: "bert",
         metadata: md.into_vec(),
         tensors,
         warnings,
+    })
+}
+
+/// The keys an encoder writes after its epsilon, in the converter's order: the file type (set
+/// by `recognize` once the tensors' final types are known), non-causal attention, and the
+/// sentence-transformers pooling where the directory has one.
+pub(crate) fn encoder_keys(md: &mut Metadata, arch: &str, pooling: Option<u32>) {
+    md.set("general.file_type", GgufValue::U32(0));
+    md.set(format!("{arch}.attention.causal"), GgufValue::Bool(false));
+    if let Some(p) = pooling {
+        md.set(format!("{arch}.pooling_type"), GgufValue::U32(p));
+    }
+}
+
+/// What an encoder without a sentence-transformers pooling tells the user.
+pub(crate) fn pooling_warning(pooling: Option<u32>) -> Option<String> {
+    pooling.is_none().then(|| {
+        "no sentence-transformers pooling (modules.json): llama.cpp will use its default pooling for embeddings".into()
     })
 }

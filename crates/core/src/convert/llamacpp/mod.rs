@@ -9,7 +9,7 @@
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
 //! One module per architecture family, each a table: `bert` (and XLM-RoBERTa), `gpt2`, `granite`, `llama`, `mistral`
-//! (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! (Mistral and Mixtral), `modernbert`, `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
@@ -26,6 +26,7 @@ mod hparams;
 mod llama;
 pub mod lora;
 mod mistral;
+mod modernbert;
 mod names;
 mod olmo2;
 mod phi3;
@@ -356,6 +357,7 @@ const ARCHITECTURES: &[&Architecture] = &[
     &smollm3::ARCH,
     &starcoder2::ARCH,
     &bert::XLM_ROBERTA,
+    &modernbert::ARCH,
 ];
 
 /// Recognise the model in `dir` (its parsed `config.json` and tensor listing) and plan its
