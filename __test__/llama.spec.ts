@@ -308,6 +308,78 @@ describe('decoders in llama.cpp: llama, mistral, granite, olmo2, smollm3, starco
 })
 
 // ---------------------------------------------------------------------------------------
+// Encoders: small random-weight xlm-roberta (SentencePiece Unigram) and modernbert (local and
+// global attention layers, byte-level BPE) checkpoints, regenerated
+// by scripts/llama/encoder_fixtures.py from a seeded RNG and the committed tokenizer files,
+// checked byte for byte against the files the committed transformers references (token ids,
+// pooled embeddings) were computed from.
+
+// Q8_0's bound: the Q8_0 bytes equal the converter's (the last test of each model), so this is
+// what the converter's file achieves too; ModernBERT's gated feed-forward on random weights
+// moves one sentence's embedding to a cosine of 0.9987.
+const ENCODERS = [
+  { name: 'xlm-roberta', arch: 'bert', tensors: 37, q8Cos: 0.999 },
+  { name: 'modernbert', arch: 'modern-bert', tensors: 26, q8Cos: 0.995 },
+] as const
+
+/** SHA-256 of every file under `dir`, by its relative path. */
+function treeHashes(dir: string, prefix = ''): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const f of readdirSync(dir).sort()) {
+    const p = join(dir, f)
+    if (statSync(p).isDirectory()) Object.assign(out, treeHashes(p, `${prefix}${f}/`))
+    else out[`${prefix}${f}`] = createHash('sha256').update(readFileSync(p)).digest('hex')
+  }
+  return out
+}
+
+describe('encoders in llama.cpp: xlm-roberta, modernbert', () => {
+  const root = tempDir('llama-encoders-')
+  const models = join(root, 'models')
+  beforeAll(() => {
+    run(PYTHON, [join(SCRIPTS, 'encoder_fixtures.py'), 'make', LLAMA.src, models])
+  }, 300_000)
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  for (const { name, arch, tensors, q8Cos } of ENCODERS) {
+    describe(name, () => {
+      const ref = JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8'))
+      const converter = JSON.parse(readFileSync(join(FIXTURES, `${name}.converter.json`), 'utf8'))
+      const dir = join(models, name)
+      const gguf = (q: string) => join(root, `${name}-${q}.gguf`)
+
+      it('the regenerated directory is the one the references were made from', () => {
+        const hashes = treeHashes(dir)
+        expect(Object.keys(hashes).sort()).toEqual(Object.keys(ref.files_sha256).sort())
+        expect(hashes).toEqual(ref.files_sha256)
+      })
+
+      for (const [q, minCos] of [['F32', 0.9999], ['F16', 0.9999], ['Q8_0', q8Cos]] as const) {
+        it(`${q}: llama.cpp's pooled embeddings of ${ref.sentences.length} sentences match transformers' (cosine ≥ ${minCos})`, async () => {
+          const report = await convert(dir, gguf(q), { to: 'gguf', quantization: q })
+          expect(report).toMatchObject({ architecture: arch, quantization: q, tensors })
+          expect(report.warnings).toBeUndefined()
+          const embeddings = llamaEmbed(gguf(q), ref.sentences)
+          expect(embeddings).toHaveLength(ref.sentences.length)
+          for (const [i, e] of embeddings.entries()) expect(cosine(e, ref.embeddings[i]), `sentence ${i}: ${ref.sentences[i]}`).toBeGreaterThanOrEqual(minCos)
+        })
+      }
+
+      it(`llama.cpp's token ids equal transformers' (${name === 'xlm-roberta' ? 'XLMRobertaTokenizer and its fast tokenizer' : 'its tokenizer'})`, () => {
+        const ours = llamaTokenize(gguf('F32'), ref.sentences)
+        for (const [i, s] of ref.sentences.entries()) expect(ours[i], s).toEqual(ref.token_ids[i])
+        expect(referenceTokenize(join(dir, 'tokenizer.json'), ref.sentences)).toEqual(ref.token_ids)
+      })
+
+      it("the same tensors, bytes and key/values as llama.cpp's convert_hf_to_gguf.py (F32, F16, BF16, Q8_0)", async () => {
+        await convert(dir, gguf('BF16'), { to: 'gguf', quantization: 'BF16' })
+        for (const q of ['F32', 'F16', 'BF16', 'Q8_0']) expectSameAsConverter(summary(gguf(q)), converter[q])
+      })
+    })
+  }
+})
+
+// ---------------------------------------------------------------------------------------
 // LoRA adapters: PEFT makes a seeded adapter of a decoder fixture (scripts/llama/
 // lora_fixtures.py, with the torch peer) and computes its logits and merge_and_unload()
 // weights; our GGUF LoRA is compared with llama.cpp's convert_lora_to_gguf.py byte for byte

@@ -568,6 +568,12 @@ fn values_f32(
                 llamacpp::add_one(&cast::encode_f32(&out, precision)?, precision)?;
             cast::to_f32_vec(dtype, &shifted)
         }
+        Transform::SkipRows(n) => {
+            let rows = t.shape.first().copied().unwrap_or(0);
+            let skipped = (out.len().checked_div(rows).unwrap_or(0) * n).min(out.len());
+            out.drain(..skipped);
+            Ok(out)
+        }
     }
 }
 

@@ -8,9 +8,9 @@
 //! (a source tensor, possibly with a layout transform, or values generated here). The caller
 //! streams the tensors one at a time through [`LlamaExport::load`].
 //!
-//! One module per architecture family, each a table: `bert`, `gemma` (Gemma 1–3), `gpt2`,
-//! `granite`, `llama`, `mistral` (Mistral and Mixtral), `olmo2`, `phi3`, `qwen2`, `qwen3`,
-//! `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
+//! One module per architecture family, each a table: `bert` (and XLM-RoBERTa), `gemma`
+//! (Gemma 1–3), `gpt2`, `granite`, `llama`, `mistral` (Mistral and Mixtral), `modernbert`,
+//! `olmo2`, `phi3`, `qwen2`, `qwen3`, `qwen_moe` (Qwen2-MoE and Qwen3-MoE),
 //! `smollm3`, `starcoder2`. What they
 //! write follows llama.cpp's own converter (`convert_hf_to_gguf.py`, whose output the tests
 //! compare against key by key and tensor by tensor) and its loader (`llama-model.cpp`, which
@@ -28,6 +28,7 @@ mod hparams;
 mod llama;
 pub mod lora;
 mod mistral;
+mod modernbert;
 mod names;
 mod olmo2;
 mod phi3;
@@ -117,6 +118,9 @@ pub enum Transform {
     /// Every value plus one (Gemma's norms scale by `1 + w`, llama.cpp's by the weight), in
     /// the converter's precision: F16 in F16, every other type in F32 (the output's dtype).
     AddOne,
+    /// The source's first rows left out: the source has this many rows more than the output
+    /// (RoBERTa's position embeddings, whose rows below `pad_token_id + 1` no position uses).
+    SkipRows(usize),
 }
 
 impl LlamaExport {
@@ -153,6 +157,7 @@ impl LlamaExport {
                 let view = fetch(name)?;
                 let source_shape: Vec<usize> = match transform {
                     Transform::Transpose => tensor.shape.iter().rev().copied().collect(),
+                    Transform::SkipRows(n) => skip_rows_source_shape(&tensor.shape, *n),
                     _ => tensor.shape.clone(),
                 };
                 if view.shape != source_shape {
@@ -181,6 +186,27 @@ impl LlamaExport {
                         let (dtype, data) =
                             add_one(&view.data, view.dtype).map_err(|e| e.with_tensor(name))?;
                         (dtype, Cow::Owned(data))
+                    }
+                    Transform::SkipRows(n) => {
+                        // The source has `n` rows more than the output (its shape was checked).
+                        let rows = view.shape.first().copied().unwrap_or(0);
+                        let skipped = view.data.len().checked_div(rows).unwrap_or(0) * n;
+                        if skipped > view.data.len() {
+                            return Err(CoreError::size_mismatch(format!(
+                                "{} bytes for shape {:?}",
+                                view.data.len(),
+                                view.shape
+                            ))
+                            .with_tensor(name));
+                        }
+                        let data = match view.data {
+                            Cow::Borrowed(b) => Cow::Borrowed(&b[skipped..]),
+                            Cow::Owned(mut v) => {
+                                v.drain(..skipped);
+                                Cow::Owned(v)
+                            }
+                        };
+                        (view.dtype, data)
                     }
                 };
                 Ok(TensorView {
@@ -238,6 +264,15 @@ fn stack<'a>(
         shape: tensor.shape.clone(),
         data: Cow::Owned(data),
     })
+}
+
+/// The shape of the source of a [`Transform::SkipRows`] output of `shape`.
+pub(crate) fn skip_rows_source_shape(shape: &[usize], n: usize) -> Vec<usize> {
+    let mut source = shape.to_vec();
+    if let Some(rows) = source.first_mut() {
+        *rows += n;
+    }
+    source
 }
 
 /// Apply [`Transform::RopeInterleave`] to row-major bytes (any dtype: rows move whole).
@@ -338,6 +373,7 @@ pub(crate) struct Architecture {
 /// Every architecture we export, one line each.
 const ARCHITECTURES: &[&Architecture] = &[
     &bert::ARCH,
+    &bert::XLM_ROBERTA,
     &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
@@ -346,6 +382,7 @@ const ARCHITECTURES: &[&Architecture] = &[
     &llama::ARCH,
     &mistral::ARCH,
     &mistral::MIXTRAL,
+    &modernbert::ARCH,
     &olmo2::ARCH,
     &phi3::ARCH,
     &qwen2::ARCH,

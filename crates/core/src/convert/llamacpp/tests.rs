@@ -1260,3 +1260,245 @@ fn gpt2_conv1d_weights_are_transposed_and_checked_in_their_own_layout() {
         }
     ));
 }
+
+/// `sentencepiece.bpe.model` of `pieces` (SentencePiece's <unk> <s> </s> first), of trainer
+/// model type `kind`, with a precompiled character map and whitespace flags.
+fn write_unigram(dir: &Path, pieces: &[&str], kind: i32) {
+    use super::vocab::spm::{ModelProto, NormalizerSpec, SentencePiece, TrainerSpec};
+    use prost::Message;
+    let model = ModelProto {
+        pieces: pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SentencePiece {
+                piece: Some(p.to_string()),
+                score: Some(-(i as f32)),
+                r#type: Some([2, 3, 3].get(i).copied().unwrap_or(1)),
+            })
+            .collect(),
+        trainer_spec: Some(TrainerSpec {
+            model_type: Some(kind),
+        }),
+        normalizer_spec: Some(NormalizerSpec {
+            precompiled_charsmap: Some(b"charsmap".to_vec()),
+            add_dummy_prefix: Some(true),
+            remove_extra_whitespaces: Some(false),
+        }),
+    };
+    fs::write(dir.join("sentencepiece.bpe.model"), model.encode_to_vec()).unwrap();
+}
+
+fn xlm_roberta_config() -> Json {
+    let mut c = bert_config();
+    c["architectures"] = json!(["XLMRobertaModel"]);
+    c["model_type"] = json!("xlm-roberta");
+    c["pad_token_id"] = json!(1);
+    c
+}
+
+#[test]
+fn an_xlm_roberta_directory_skips_the_position_rows_before_pad_and_reads_the_unigram_model() {
+    let dir = bert_dir();
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a", "▁b"], 1);
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let e = known(recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q).unwrap());
+    assert_eq!(e.architecture, "bert");
+    // max_position_embeddings 4, positions from pad_token_id + 1 = 2.
+    assert_eq!(kv(&e, "bert.context_length"), Some(&GgufValue::U32(2)));
+    let pos = e
+        .tensors
+        .iter()
+        .find(|t| t.name == "position_embd.weight")
+        .unwrap();
+    assert_eq!(pos.shape, [2, 8]);
+    let rows: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    let view = e
+        .load(pos, |_| {
+            TensorView::from_f32("embeddings.position_embeddings.weight", vec![4, 8], &rows)
+        })
+        .unwrap();
+    let expected: Vec<u8> = rows[16..].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!((view.shape, view.data.into_owned()), (vec![2, 8], expected));
+    // Fairseq's ids: <s> <pad> </s> <unk>, the pieces after SentencePiece's three shifted by
+    // one, the last slot (vocab_size 6 > 5 pieces) a placeholder.
+    let strings = |k: &str| match kv(&e, k) {
+        Some(GgufValue::Array(GgufArray::String(v))) => v.clone(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(
+        strings("tokenizer.ggml.tokens"),
+        ["<s>", "<pad>", "</s>", "<unk>", "▁a", "▁b"]
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type"),
+        Some(&GgufValue::Array(GgufArray::I32(vec![3, 3, 3, 2, 1, 1])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.scores"),
+        Some(&GgufValue::Array(GgufArray::F32(vec![
+            0.0, 0.0, 0.0, 0.0, -3.0, -4.0
+        ])))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.model"),
+        Some(&GgufValue::String("t5".into()))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.precompiled_charsmap"),
+        Some(&GgufValue::Array(GgufArray::U8(b"charsmap".to_vec())))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.remove_extra_whitespaces"),
+        Some(&GgufValue::Bool(false))
+    );
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.token_type_count"),
+        Some(&GgufValue::U32(2))
+    );
+}
+
+#[test]
+fn bad_xlm_roberta_input_names_the_field_or_file() {
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let dir = bert_dir();
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "has no sentencepiece.bpe.model",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a"], 2);
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "not Unigram",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>"], 1);
+    expect_invalid(
+        recognize(dir.path(), &xlm_roberta_config(), &bert_tensors(), q),
+        "has 3 pieces",
+    );
+    write_unigram(dir.path(), &["<unk>", "<s>", "</s>", "▁a"], 1);
+    let mut c = xlm_roberta_config();
+    c["pad_token_id"] = json!(4);
+    expect_invalid(
+        recognize(dir.path(), &c, &bert_tensors(), q),
+        "'pad_token_id' (4) leaves no position below max_position_embeddings (4)",
+    );
+}
+
+fn modernbert_config() -> Json {
+    json!({"architectures": ["ModernBertModel"], "model_type": "modernbert", "hidden_size": 8,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 12,
+           "vocab_size": 6, "norm_eps": 1e-5, "local_attention": 4,
+           "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0,
+           "local_rope_theta": 10000.0, "classifier_pooling": "mean"})
+}
+
+fn modernbert_tensors() -> Vec<TensorListing> {
+    let (v, e, f) = (6, 8, 12);
+    let mut t: Vec<(String, Vec<usize>)> = vec![
+        ("model.embeddings.tok_embeddings.weight".into(), vec![v, e]),
+        ("model.embeddings.norm.weight".into(), vec![e]),
+        ("model.final_norm.weight".into(), vec![e]),
+    ];
+    for l in 0..2 {
+        let p = format!("model.layers.{l}");
+        // The first layer has no attention norm.
+        if l > 0 {
+            t.push((format!("{p}.attn_norm.weight"), vec![e]));
+        }
+        t.push((format!("{p}.attn.Wqkv.weight"), vec![3 * e, e]));
+        t.push((format!("{p}.attn.Wo.weight"), vec![e, e]));
+        t.push((format!("{p}.mlp_norm.weight"), vec![e]));
+        t.push((format!("{p}.mlp.Wi.weight"), vec![2 * f, e]));
+        t.push((format!("{p}.mlp.Wo.weight"), vec![e, f]));
+    }
+    let t: Vec<(&str, &[usize])> = t.iter().map(|(n, s)| (n.as_str(), s.as_slice())).collect();
+    listing(&t)
+}
+
+fn write_byte_level_bpe(dir: &Path) {
+    fs::write(
+        dir.join("tokenizer.json"),
+        json!({
+            "added_tokens": [{"id": 5, "content": "[CLS]", "special": true}],
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġa": 4},
+                      "merges": ["a b", "Ġ a"]}
+        })
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_modernbert_directory_gets_its_epsilons_windows_and_rope_bases() {
+    let dir = tempfile::tempdir().unwrap();
+    write_byte_level_bpe(dir.path());
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let e = known(recognize(dir.path(), &modernbert_config(), &modernbert_tensors(), q).unwrap());
+    assert_eq!(e.architecture, "modern-bert");
+    let names: Vec<&str> = e.tensors.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"blk.1.attn_norm.weight"));
+    assert!(!names.contains(&"blk.0.attn_norm.weight"));
+    let f32_of = |key: &str| match kv(&e, key) {
+        Some(GgufValue::F32(v)) => *v,
+        other => panic!("{key}: {other:?}"),
+    };
+    // No layer_norm_eps in the config: llama.cpp's required epsilon is norm_eps's.
+    assert_eq!(f32_of("modern-bert.attention.layer_norm_epsilon"), 1e-5);
+    assert_eq!(f32_of("modern-bert.attention.layer_norm_rms_epsilon"), 1e-5);
+    assert_eq!(f32_of("modern-bert.rope.freq_base"), 160000.0);
+    assert_eq!(f32_of("modern-bert.rope.freq_base_swa"), 10000.0);
+    for (key, n) in [
+        ("attention.sliding_window", 4),
+        ("attention.sliding_window_pattern", 3),
+        ("classifier.pooling_type", 1),
+    ] {
+        let key = format!("modern-bert.{key}");
+        assert_eq!(kv(&e, &key), Some(&GgufValue::U32(n)), "{key}");
+    }
+    assert_eq!(
+        kv(&e, "tokenizer.ggml.pre"),
+        Some(&GgufValue::String("modern-bert".into()))
+    );
+    let mut c = modernbert_config();
+    c["layer_norm_eps"] = json!(1e-6);
+    let e = known(recognize(dir.path(), &c, &modernbert_tensors(), q).unwrap());
+    assert_eq!(
+        kv(&e, "modern-bert.attention.layer_norm_epsilon"),
+        Some(&GgufValue::F32(1e-6))
+    );
+}
+
+#[test]
+fn bad_modernbert_input_names_the_field_or_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    write_byte_level_bpe(dir.path());
+    let q = QuantizationChoice::Preset(Preset::F32);
+    let mut c = modernbert_config();
+    c["classifier_pooling"] = json!("max");
+    expect_invalid(
+        recognize(dir.path(), &c, &modernbert_tensors(), q),
+        "'classifier_pooling' is 'max'",
+    );
+    // A bias llama.cpp would not load.
+    let mut t = modernbert_tensors();
+    t.push(TensorListing {
+        name: "model.layers.0.attn.Wo.bias".into(),
+        dtype: DType::F32,
+        shape: vec![8],
+    });
+    let e = expect_invalid(
+        recognize(dir.path(), &modernbert_config(), &t, q),
+        "model.layers.0.attn.Wo.bias",
+    );
+    assert_eq!(e.tensor(), Some("model.layers.0.attn.Wo.bias"));
+    // The second layer's attention norm is required.
+    let t: Vec<TensorListing> = modernbert_tensors()
+        .into_iter()
+        .filter(|t| t.name != "model.layers.1.attn_norm.weight")
+        .collect();
+    expect_invalid(
+        recognize(dir.path(), &modernbert_config(), &t, q),
+        "attn_norm",
+    );
+}

@@ -7,12 +7,14 @@
 //!   tokens and merges, and the pre-tokenizer named from its split pattern ([`PRE_TOKENIZERS`]).
 //! * **SentencePiece** (`llama`: Llama 1/2, Mistral): `tokenizer.model`, a protobuf, parsed
 //!   here ([`spm`]).
+//! * **SentencePiece Unigram** (`t5`: XLM-RoBERTa): `sentencepiece.bpe.model` ([`unigram`]).
 //!
 //! plus special token ids, `add_*_token` flags and the chat template ([`special`]).
 
 mod special;
 pub(crate) mod spm;
 pub(crate) mod tokenizer_json;
+mod unigram;
 
 use super::hparams::Hparams;
 use super::Metadata;
@@ -24,6 +26,7 @@ use special::SpecialVocab;
 use std::collections::HashMap;
 use std::path::Path;
 use tokenizer_json::{AddedToken, TokenizerJson, TokenizerModel, Vocabulary};
+pub use unigram::xlm_roberta;
 
 /// Tokenizer files larger than this are refused rather than read (the largest real ones,
 /// Gemma's `tokenizer.json`, are ~35 MB; `tokenizer.model` files ~5 MB).

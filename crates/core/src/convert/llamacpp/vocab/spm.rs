@@ -44,8 +44,29 @@ pub struct TrainerSpec {
 
 #[derive(Clone, PartialEq, Message)]
 pub struct NormalizerSpec {
+    /// The normalization rules compiled to a double-array trie and a string pool, which
+    /// llama.cpp's UGM tokenizer reads as they are.
+    #[prost(bytes = "vec", optional, tag = "2")]
+    pub precompiled_charsmap: Option<Vec<u8>>,
+    /// Defaults true, as in `sentencepiece_model.proto`.
     #[prost(bool, optional, tag = "3")]
     pub add_dummy_prefix: Option<bool>,
+    /// Defaults true, as in `sentencepiece_model.proto`.
+    #[prost(bool, optional, tag = "5")]
+    pub remove_extra_whitespaces: Option<bool>,
+}
+
+/// llama.cpp's type of a piece of `SentencePiece.Type` `ty`, as the converter asks
+/// IsUnknown / IsControl / IsUnused / IsByte: everything else, user-defined pieces included,
+/// is NORMAL.
+pub(crate) fn piece_type(ty: Option<i32>) -> i32 {
+    match ty.unwrap_or(1) {
+        2 => token_type::UNKNOWN,
+        3 => token_type::CONTROL,
+        5 => token_type::UNUSED,
+        6 => token_type::BYTE,
+        _ => token_type::NORMAL,
+    }
 }
 
 /// Parse `tokenizer.model`.
@@ -87,15 +108,7 @@ pub fn vocab(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Voc
         }
         tokens[id] = piece.piece.clone().unwrap_or_default();
         scores[id] = piece.score.unwrap_or(0.0);
-        // The converter asks IsUnknown / IsControl / IsUnused / IsByte; everything else,
-        // user-defined pieces included, is NORMAL.
-        types[id] = match piece.r#type.unwrap_or(1) {
-            2 => token_type::UNKNOWN,
-            3 => token_type::CONTROL,
-            5 => token_type::UNUSED,
-            6 => token_type::BYTE,
-            _ => token_type::NORMAL,
-        };
+        types[id] = piece_type(piece.r#type);
     }
     let added_path = files.path("added_tokens.json");
     if let Some(added) = read_json(files, "added_tokens.json", Need::Vocabulary)? {
