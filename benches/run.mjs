@@ -647,6 +647,8 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
     work: `${name}: the tests' fixture widened ×${opt.quick ? 2 : 8} (${(dirBytes(dir) / 1e6).toFixed(0)} MB) → Q8_0 GGUF for llama.cpp`,
     warm: readdirSync(dir).filter((n) => n.endsWith('.safetensors')).map((n) => join(dir, n)),
     compareGguf: true,
+    // One round: seventeen rows of a few seconds each, far from their goal.
+    rounds: 1,
     impls: [
       { key: 'ours', label: "ours: `convert(dir, 'model.gguf', {to: 'gguf', quantization: 'Q8_0'})`", lang: 'node', case: 'llama-ours', reps: Math.min(reps, 3), params: { dir, out: join(DATA, 'out', `arch-ours-${name}.gguf`), q: 'Q8_0' } },
       { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0`", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir, out: join(DATA, 'out', `arch-converter-${name}.gguf`), outtype: 'q8_0' } },
