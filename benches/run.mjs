@@ -549,7 +549,7 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
     impls: [
       { key: 'ours', label: 'ours: `SafeTensorsFile.getTensor` (file, mmap)', lang: 'node', case: 'upcast-ours-file', params: { path, name: 'weight' } },
       { key: 'ours-open', label: 'ours: `SafeTensorsFile.open` + `getTensor` (a new mapping each time)', lang: 'node', case: 'upcast-ours-open', params: { path, name: 'weight' } },
-      { key: 'ours-bytes', label: 'ours: `decodeTensor` (bytes in memory; copies them first)', lang: 'node', case: 'upcast-ours-bytes', params: { path, name: 'weight' } },
+      { key: 'ours-bytes', label: 'ours: `SafeTensorsFile.fromBytes` + `getTensor` (the file in memory; copied first)', lang: 'node', case: 'upcast-ours-bytes', params: { path, name: 'weight' } },
       { key: 'numpy', label: dtype === 'BF16' ? 'numpy: ml_dtypes bfloat16 `.astype(np.float32)`' : 'numpy: float16 `.astype(np.float32)`', lang: 'py', case: 'upcast-numpy', params: { path, name: 'weight' } },
       { key: 'mlx', label: 'MLX (CPU): `astype(mx.float32)` + `mx.eval`', lang: 'py', case: 'upcast-mlx', requires: 'mlx', params: { path, name: 'weight' } },
       { key: 'js', label: dtype === 'BF16' ? 'pure JS: `Uint16Array` → `Float32Array` (`<< 16`)' : 'pure JS: 65,536-entry table lookup', lang: 'node', case: 'upcast-js', params: { path, name: 'weight' } },
