@@ -495,6 +495,20 @@ describe('openWeights(url)', () => {
     }
   })
 
+  it('a .npy by URL is read by its header: inspect reads a fraction of the file, getTensor is the local read', async () => {
+    const path = join(root, 'large.npy')
+    await promisify(execFile)(PYTHON, ['-c', "import numpy as np, sys; np.save(sys.argv[1], np.asfortranarray((np.arange(512 * 512, dtype='>f4') % 991).reshape(512, 512)))", path])
+    const size = statSync(path).size
+    bytesSent = 0
+    expect((await inspect(`${base}/ok/large.npy`)).tensors).toEqual([expect.objectContaining({ name: 'arr_0', shape: [512, 512] })])
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const remote = await openWeights(`${base}/ok/large.npy` as `http://${string}`)
+    bytesSent = 0
+    expect((await remote.getTensor('arr_0')).data).toEqual(openWeightsSync(path).getTensor('arr_0').data)
+    expect(bytesSent).toBe(512 * 512 * 4)
+  })
+
   it('info() of every remote reader is the TensorInfo the local reader gives, keys and values', async () => {
     const keys = ['name', 'dtype', 'storedType', 'shape', 'byteLength', 'numel', 'dataOffsets']
     const file = join(root, 'sharded', 'model-00002-of-00003.safetensors')

@@ -187,8 +187,9 @@ enum Held {
         source: std::sync::Arc<GgufSource>,
         reads: Vec<FileRead>,
     },
-    /// A zip checkpoint (`.npz`, PyTorch) read by its headers: tensors at their file ranges.
-    Zip {
+    /// A zip checkpoint (`.npz`, PyTorch) or a `.npy` read by its headers: tensors at their
+    /// file ranges.
+    Ranged {
         source: Box<zip::Ranged>,
         read: FileRead,
     },
@@ -205,7 +206,7 @@ impl RemoteFile {
         match &self.held {
             Held::Source { source, .. } => source.as_ref(),
             Held::Gguf { source, .. } => source.as_ref(),
-            Held::Zip { source, .. } => source.source(),
+            Held::Ranged { source, .. } => source.source(),
         }
     }
 
@@ -213,7 +214,7 @@ impl RemoteFile {
     pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
         match &self.held {
             Held::Gguf { source, .. } => Some(source),
-            Held::Source { .. } | Held::Zip { .. } => None,
+            Held::Source { .. } | Held::Ranged { .. } => None,
         }
     }
 
@@ -254,7 +255,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().map(|r| r.total).sum()
             }
-            Held::Zip { read, .. } => read.total,
+            Held::Ranged { read, .. } => read.total,
         }
     }
 
@@ -264,7 +265,7 @@ impl RemoteFile {
             Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
                 reads.iter().all(|r| r.data_start.is_none())
             }
-            Held::Zip { .. } => false,
+            Held::Ranged { .. } => false,
         }
     }
 
@@ -287,7 +288,7 @@ impl RemoteFile {
                         .with_tensor(name)
                         .with_path(&self.origin)
                 }),
-            Held::Zip { read, .. } => Ok(read),
+            Held::Ranged { read, .. } => Ok(read),
             Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
             Held::Source { reads, .. } => source
                 .file_of(name)
@@ -315,7 +316,7 @@ impl RemoteFile {
                 let (a, b) = source.stored_range(name).unwrap_or_default();
                 (data + a, data + b)
             }
-            Held::Zip { source, .. } => {
+            Held::Ranged { source, .. } => {
                 let (range, _) = source.range(name)?;
                 (range.start, range.end)
             }
@@ -342,7 +343,7 @@ impl RemoteFile {
                     .collect();
                 Ok((plan.shape, spans))
             }
-            Held::Zip { source, .. } => {
+            Held::Ranged { source, .. } => {
                 let t = source.source().info(name)?;
                 let (range, as_is) = source.range(name)?;
                 let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
@@ -384,7 +385,7 @@ impl RemoteFile {
             .with_tensor(name));
         }
         let whole = match &self.held {
-            Held::Zip { source, .. } => !source.range(name)?.1,
+            Held::Ranged { source, .. } => !source.range(name)?.1,
             _ => false,
         };
         if !whole {
@@ -429,7 +430,7 @@ impl RemoteFile {
                 }
                 Ok(Served::Bytes(TensorBytes::Owned(stored)))
             }
-            Held::Zip { source, .. } => {
+            Held::Ranged { source, .. } => {
                 let (range, _) = source.range(name)?;
                 if stored.len() as u64 != range.end - range.start {
                     return Err(CoreError::invalid_argument(format!(

@@ -7,6 +7,7 @@ use super::{FileRead, Held, Reply, Request, Want, GGUF_HEADER_MAX_BYTES};
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::format::detect::{self, Detected, Head};
 use crate::format::gguf::{self, GgufHeader, GgufSource};
+use crate::format::numpy::{self, NumpyFile};
 use crate::format::safetensors::SafeTensors;
 use crate::format::{self};
 use crate::source::{TensorSource, WeightsFormat};
@@ -67,8 +68,8 @@ pub(super) enum Part {
     SafeTensors(Box<SafeTensors>),
     /// A GGUF file: its header only (`false`), or the whole file (`true`).
     Gguf(Box<GgufSource>, bool),
-    /// A zip checkpoint's headers: tensors by their file ranges.
-    Zip(Box<Ranged>),
+    /// A zip checkpoint's or a `.npy`'s headers: tensors by their file ranges.
+    Ranged(Box<Ranged>),
 }
 
 impl Part {
@@ -99,7 +100,7 @@ impl Part {
                     reads: vec![Part::read(open, Some(start))],
                 }
             }
-            Part::Zip(source) => Held::Zip {
+            Part::Ranged(source) => Held::Ranged {
                 source,
                 read: Part::read(open, Some(0)),
             },
@@ -114,7 +115,7 @@ impl Part {
                 Some(read) => Ok((source, read)),
                 None => Err(CoreError::invalid_argument("a file without a read")),
             },
-            Held::Gguf { .. } | Held::Zip { .. } => Err(CoreError::invalid_argument(
+            Held::Gguf { .. } | Held::Ranged { .. } => Err(CoreError::invalid_argument(
                 "a file read by its headers is served by its own source",
             )),
         }
@@ -213,13 +214,31 @@ impl FileOpen {
             _ => None,
         };
         if let Some(f) = zip_format.filter(|_| gguf_ranges && !self.zip_whole) {
+            if f == WeightsFormat::NumPy && numpy::looks_like_npy(&self.head) {
+                return match numpy::header_span(&self.head)? {
+                    Some(end) if end as u64 <= have => {
+                        let len = usize::try_from(total).map_err(|_| {
+                            CoreError::invalid_argument(format!("a {total}-byte file"))
+                        })?;
+                        let file = NumpyFile::from_npy_header(&self.head, len)?;
+                        Ok(Next::Open(Part::Ranged(Box::new(Ranged::Numpy(file)))))
+                    }
+                    end => {
+                        let end = end.map_or(12 + numpy::MAX_HEADER_LEN as u64, |e| e as u64);
+                        Ok(Next::Want(vec![Want::Range {
+                            start: have,
+                            end: end.min(total),
+                        }]))
+                    }
+                };
+            }
             if self.zip.is_none() && format::zip::looks_like_zip(&self.head) {
                 self.zip = Some(ZipRead::new(f, total, self.head.clone()));
             }
             if let Some(zip) = &mut self.zip {
                 match zip.next()? {
                     ZipNext::Want(wants) => return Ok(Next::Want(wants)),
-                    ZipNext::Open(file) => return Ok(Next::Open(Part::Zip(Box::new(file)))),
+                    ZipNext::Open(file) => return Ok(Next::Open(Part::Ranged(Box::new(file)))),
                     ZipNext::Whole => {
                         self.zip = None;
                         self.zip_whole = true;

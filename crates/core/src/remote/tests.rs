@@ -80,7 +80,7 @@ fn served_by(
         Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
     };
     // A NumPy array's or torch tensor's bytes "as stored" are its elements in order.
-    if matches!(remote.held, Held::Zip { .. }) {
+    if matches!(remote.held, Held::Ranged { .. }) {
         return (served.clone(), served);
     }
     (served, raw)
@@ -1038,6 +1038,54 @@ fn a_large_zip_checkpoint_is_read_by_its_headers() {
         let e = remote.serve(plain, vec![0; 8]).err().unwrap();
         assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
     }
+}
+
+/// A `.npy` is read by its header (the first range holds it), its array by its own range;
+/// a big-endian Fortran-order one too, arranged and sliced as locally; one whose array does
+/// not end the file is the local error.
+#[test]
+fn a_large_npy_is_read_by_its_header() {
+    use crate::format::numpy::tests::npy;
+    let header = |descr: &str, fortran: &str| {
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': (512, 512), }}")
+    };
+    let big_endian: Vec<u8> = floats(256 * 1024, 7)
+        .chunks_exact(4)
+        .flat_map(|b| [b[3], b[2], b[1], b[0]])
+        .collect();
+    for (what, file) in [
+        (
+            "row-major",
+            npy(1, &header("<f4", "False"), &floats(256 * 1024, 3)),
+        ),
+        (
+            "big-endian Fortran",
+            npy(1, &header(">f4", "True"), &big_endian),
+        ),
+    ] {
+        let traffic = same_as_local(&file, what);
+        assert_eq!(traffic.requests, 1, "{what}: {traffic:?}");
+        assert!(traffic.bytes <= FIRST_RANGE_BYTES, "{what}: {traffic:?}");
+        let (remote, _) = drive(&file, None);
+        let remote = remote.unwrap();
+        assert!(!remote.is_whole(), "{what}");
+        let spans = remote.spans("arr_0").unwrap();
+        assert_eq!((spans.len(), spans[0].len), (1, 1 << 20), "{what}");
+        let local = format::open_bytes(file.clone(), None).unwrap();
+        let ranges = [SliceArg::Range(3, 7)];
+        let (shape, spans) = remote.slice_spans("arr_0", &ranges).unwrap();
+        let stored: Vec<u8> = (spans.iter())
+            .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
+            .collect();
+        let want = local.select("arr_0", &ranges).unwrap();
+        assert_eq!(shape, want.shape, "{what}");
+        let (_, got) = remote.serve_slice("arr_0", &ranges, stored).unwrap();
+        assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice(), "{what}");
+    }
+    let mut long = npy(1, &header("<f4", "False"), &floats(256 * 1024, 3));
+    long.extend_from_slice(&[0; 8]);
+    let traffic = same_as_local(&long, "8 bytes after the array");
+    assert_eq!(traffic.requests, 1, "{traffic:?}");
 }
 
 /// Drive an opener of `file` with its first range `first`, every request checked to lie

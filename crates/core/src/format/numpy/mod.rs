@@ -393,36 +393,42 @@ pub struct NumpyFile {
 // every whole-file format is.
 source::impl_whole_file!(NumpyFile, "a NumPy file");
 
+/// The one array of a `.npy` of `file_len` bytes, from bytes holding at least its header.
+fn npy_array(bytes: &[u8], file_len: usize) -> Result<(Vec<TensorListing>, Vec<Array>)> {
+    let h = parse_header(bytes)?;
+    let end = h.data_offset + h.data_len;
+    match end.cmp(&file_len) {
+        std::cmp::Ordering::Greater => {
+            return Err(CoreError::incomplete_file(format!(
+                "npy: the array needs {} data bytes, the file has {}",
+                h.data_len,
+                file_len - h.data_offset.min(file_len)
+            )))
+        }
+        std::cmp::Ordering::Less => {
+            return Err(CoreError::incomplete_file(format!(
+                "npy: {} bytes after the array's data",
+                file_len - end
+            )))
+        }
+        std::cmp::Ordering::Equal => {}
+    }
+    let mut listed = Vec::with_capacity(1);
+    let mut arrays = Vec::with_capacity(1);
+    push(
+        &mut listed,
+        &mut arrays,
+        NPY_ARRAY_NAME.to_string(),
+        &h,
+        Data::Mapped(h.data_offset..end),
+    );
+    Ok((listed, arrays))
+}
+
 impl NumpyFile {
     pub fn from_memory(memory: Arc<Memory>) -> Result<NumpyFile> {
         if looks_like_npy(&memory) {
-            let h = parse_header(&memory)?;
-            let end = h.data_offset + h.data_len;
-            match end.cmp(&memory.len()) {
-                std::cmp::Ordering::Greater => {
-                    return Err(CoreError::incomplete_file(format!(
-                        "npy: the array needs {} data bytes, the file has {}",
-                        h.data_len,
-                        memory.len() - h.data_offset.min(memory.len())
-                    )))
-                }
-                std::cmp::Ordering::Less => {
-                    return Err(CoreError::incomplete_file(format!(
-                        "npy: {} bytes after the array's data",
-                        memory.len() - end
-                    )))
-                }
-                std::cmp::Ordering::Equal => {}
-            }
-            let mut listed = Vec::with_capacity(1);
-            let mut arrays = Vec::with_capacity(1);
-            push(
-                &mut listed,
-                &mut arrays,
-                NPY_ARRAY_NAME.to_string(),
-                &h,
-                Data::Mapped(h.data_offset..end),
-            );
+            let (listed, arrays) = npy_array(&memory, memory.len())?;
             return NumpyFile::new(memory, false, listed, arrays);
         }
         if crate::format::zip::looks_like_zip(&memory) {
@@ -430,6 +436,14 @@ impl NumpyFile {
             return NumpyFile::from_zip(memory, &zip);
         }
         Err(bad("neither a .npy nor an .npz file"))
+    }
+
+    /// A `.npy` known by its first bytes (at least its header, [`header_span`]) and its
+    /// length, its data read elsewhere: a file read by ranges, checked as
+    /// [`NumpyFile::from_memory`] checks a whole one (the array must end the file).
+    pub fn from_npy_header(head: &[u8], file_len: usize) -> Result<NumpyFile> {
+        let (listed, arrays) = npy_array(head, file_len)?;
+        NumpyFile::new(Arc::new(Memory::Owned(Vec::new())), false, listed, arrays)
     }
 
     /// An `.npz` whose directory the caller has parsed: every `*.npy` member, named as
