@@ -115,7 +115,9 @@ function scanNapi(file: string, src: string): { fns: NapiFn[]; findings: Finding
       const bodyClose = closing(masked, bodyOpen)
       const body = masked.slice(bodyOpen + 1, bodyClose)
       const start = body.search(/\S/)
-      const guarded = body.startsWith('guard(', start) && body.slice(closing(body, start + 'guard'.length) + 1).trim() === ''
+      // `guard(` as imported, or `$crate::error::guard(` in a macro of src/handle.rs.
+      const call = /^(?:\$crate::error::)?guard\(/.exec(body.slice(start))
+      const guarded = call !== null && body.slice(closing(body, start + call[0].length - 1) + 1).trim() === ''
       fns.push({ file, line: lineOf(m.index!), name: fn[1], catchUnwind: /\bcatch_unwind\b/.test(args), guarded })
       continue
     }

@@ -601,9 +601,9 @@ macro_rules! reader_factories {
                 path: String,
                 options: Option<napi::bindgen_prelude::Object>,
             ) -> napi::Result<$class> {
-                use $crate::error::OrThrow;
                 $crate::error::guard(&env, concat!($js, ".open"), || {
-                    $open(&path, $crate::args::parse_backend(&options)).or_throw(&env)
+                    let opened = $open(&path, $crate::args::parse_backend(&options));
+                    $crate::error::OrThrow::or_throw(opened, &env)
                 })
             }
 
