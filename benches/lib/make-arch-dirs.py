@@ -1,5 +1,6 @@
 """Benchmark row 17's model directories: every decoder of scripts/llama/decoder_fixtures.py
-(the tests' tiny checkpoints), widened so that conversion, not start-up, is what is timed:
+and encoder of encoder_fixtures.py (the tests' tiny checkpoints), widened so that
+conversion, not start-up, is what is timed:
 
     python benches/lib/make-arch-dirs.py LLAMA_CPP_SRC OUT_DIR [--quick]
 
@@ -13,15 +14,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'scripts' / 'llama'))
 import decoder_fixtures  # noqa: E402
+import encoder_fixtures  # noqa: E402
 
 WIDTHS = ('hidden_size', 'intermediate_size', 'moe_intermediate_size', 'shared_expert_intermediate_size',
           'head_dim', 'query_pre_attn_scalar', 'n_embd', 'n_inner')
 
 src, out = sys.argv[1], sys.argv[2]
 factor = 2 if '--quick' in sys.argv[3:] else 8
-for spec in decoder_fixtures.MODELS.values():
-    cfg = spec['config']
-    for key in WIDTHS:
-        if isinstance(cfg.get(key), int):
-            cfg[key] *= factor
-decoder_fixtures.make(src, out)
+for fixtures in (decoder_fixtures, encoder_fixtures):
+    for spec in fixtures.MODELS.values():
+        cfg = spec['config']
+        for key in WIDTHS:
+            if isinstance(cfg.get(key), int):
+                cfg[key] *= factor
+    fixtures.make(src, out)
