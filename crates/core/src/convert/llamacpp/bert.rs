@@ -116,15 +116,8 @@ fn plan(input: &ModelInput, tokenizer: Tokenizer) -> Result<LlamaExport> {
         .number(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])?
         .unwrap_or(1e-12);
     let dims = Dims {
-        vocab: vocab_size,
-        embd,
-        ff,
-        n_head,
-        n_head_kv: n_head,
-        head_dim: embd / n_head,
-        ctx,
         token_types,
-        ..Dims::default()
+        ..Dims::dense(vocab_size, embd, ff, n_head, ctx)
     };
     let mut mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     for m in mapped

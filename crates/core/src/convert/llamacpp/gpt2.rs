@@ -61,16 +61,7 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
         .count(&["n_ctx", "n_positions", "max_position_embeddings"])?
         .unwrap_or(1024);
     let eps = h.number(&["layer_norm_epsilon"])?.unwrap_or(1e-5);
-    let dims = Dims {
-        vocab: vocab_size,
-        embd,
-        ff,
-        n_head,
-        n_head_kv: n_head,
-        head_dim: embd / n_head,
-        ctx,
-        ..Dims::default()
-    };
+    let dims = Dims::dense(vocab_size, embd, ff, n_head, ctx);
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     let tensors = source_tensors(&mapped, input.tensors, |_| Transform::Identity)?;
     let vocab = vocab::gpt2(input.files, h, h.raw())?;

@@ -80,16 +80,7 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
             ))
         }
     };
-    let dims = Dims {
-        vocab: vocab_size,
-        embd,
-        ff,
-        n_head,
-        n_head_kv: n_head,
-        head_dim: embd / n_head,
-        ctx,
-        ..Dims::default()
-    };
+    let dims = Dims::dense(vocab_size, embd, ff, n_head, ctx);
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     // Optional in the table for the first layer only: llama.cpp requires it in the others.
     let present: std::collections::HashSet<&str> = mapped.iter().map(|m| m.gguf.as_str()).collect();

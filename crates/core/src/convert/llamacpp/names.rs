@@ -62,6 +62,20 @@ pub struct Dims {
 }
 
 impl Dims {
+    /// A dense model's: every head its own key/value head, heads of `embd / n_head`.
+    pub fn dense(vocab: usize, embd: usize, ff: usize, n_head: usize, ctx: usize) -> Dims {
+        Dims {
+            vocab,
+            embd,
+            ff,
+            n_head,
+            n_head_kv: n_head,
+            head_dim: embd / n_head,
+            ctx,
+            ..Dims::default()
+        }
+    }
+
     fn value(&self, d: Dim) -> usize {
         match d {
             Dim::Vocab => self.vocab,

@@ -67,14 +67,8 @@ fn plan(input: &ModelInput) -> Result<LlamaExport> {
     // Python's int(rot_pct * n_embd) // n_head.
     let rope_dims = (rotary * embd as f64) as usize / n_head;
     let dims = Dims {
-        vocab: vocab_size,
-        embd,
-        ff,
-        n_head,
         n_head_kv,
-        head_dim: embd / n_head,
-        ctx,
-        ..Dims::default()
+        ..Dims::dense(vocab_size, embd, ff, n_head, ctx)
     };
     let mapped = names::map_tensors(input.tensors, TENSORS, &NAMES, &dims, block_count)?;
     let long_rope = long_rope(h, ctx, orig_ctx, rope_dims, rope.kind.as_deref())?;
