@@ -163,16 +163,7 @@ pub fn vocab(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Voc
             }
         }
     }
-    // A tokenizer.json beside tokenizer.model still supplies the added tokens' ids and the
-    // post-processor (as it does for the converter).
-    let mut tokenizer_json = super::load_tokenizer_json(files)?.map(|(json, _)| json);
-    let special = SpecialVocab::load(
-        files,
-        tokenizer_json.as_mut(),
-        config,
-        false,
-        Some(tokens.len()),
-    )?;
+    let special = specials(files, config, tokens.len())?;
     Ok(Vocab {
         model: "llama",
         pre: "default".into(),
@@ -184,4 +175,12 @@ pub fn vocab(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Result<Voc
         token_type_count: None,
         warnings,
     })
+}
+
+/// The special tokens of a SentencePiece vocabulary of `n` tokens. A tokenizer.json beside
+/// the model still supplies the added tokens' ids and the post-processor (as it does for the
+/// converter).
+pub(super) fn specials(files: &ModelFiles, config: &Json, n: usize) -> Result<SpecialVocab> {
+    let mut tokenizer_json = super::load_tokenizer_json(files)?.map(|(json, _)| json);
+    SpecialVocab::load(files, tokenizer_json.as_mut(), config, false, Some(n))
 }

@@ -4,7 +4,6 @@
 //! pieces after SentencePiece's own three special ones shifted by one), with the normalizer's
 //! flags and precompiled character map.
 
-use super::special::SpecialVocab;
 use super::spm::{self, piece_type};
 use super::{read_file, token_type, Need, Vocab, MAX_SENTENCEPIECE_FILE};
 use crate::convert::llamacpp::hparams::Hparams;
@@ -98,14 +97,7 @@ pub fn xlm_roberta(files: &ModelFiles, hparams: &Hparams, config: &Json) -> Resu
         types,
     );
     let normalizer = model.normalizer_spec.unwrap_or_default();
-    let mut tokenizer_json = super::load_tokenizer_json(files)?.map(|(json, _)| json);
-    let special = SpecialVocab::load(
-        files,
-        tokenizer_json.as_mut(),
-        config,
-        false,
-        Some(tokens.len()),
-    )?;
+    let special = spm::specials(files, config, tokens.len())?;
     Ok(Unigram {
         vocab: Vocab {
             model: "t5",
