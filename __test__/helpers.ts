@@ -93,6 +93,17 @@ export function runtimeCommand(runtime: Runtime, script: string, args: string[])
   return [bin, ['--expose-gc', script, ...args]]
 }
 
+/**
+ * For each RSS sample, the floor RSS never goes below again: the minimum of it and every later
+ * sample. Allocator and heap swings cannot raise it; a leak raises it between every pair of
+ * samples, a one-time step only once.
+ */
+export function rssFloors(samples: Array<{ rssMiB: number }>): number[] {
+  const floors = samples.map((s) => s.rssMiB)
+  for (let i = floors.length - 2; i >= 0; i--) floors[i] = Math.min(floors[i], floors[i + 1])
+  return floors
+}
+
 /** The median of `xs`. */
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
