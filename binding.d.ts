@@ -579,10 +579,10 @@ export declare class Model {
  */
 export declare class RemoteOpener {
   /**
-   * `kind`: 'file' (a single file), 'any' (a file, else the directory of that name) or
-   * 'directory'.
+   * `kind`: 'file' (a single file), 'any' (a file, else the directory of that name),
+   * 'directory', or 'model' (a directory, or a `.gguf` file as a model).
    */
-  static create(url: string, kind: 'file' | 'any' | 'directory', format?: WeightsFormat | null): RemoteOpener
+  static create(url: string, kind: 'file' | 'any' | 'directory' | 'model', format?: WeightsFormat | null): RemoteOpener
   /** The requests to make next, or the open file. */
   step(): RemoteRequest[] | RemoteWeights
   /**

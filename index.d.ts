@@ -158,7 +158,8 @@ export declare class Model {
    * Face model id `org/name` (a local path of that name wins): its snapshot in the local
    * Hugging Face cache, else, with `endpoint` or HF_ENDPOINT set, read lazily over HTTP (a
    * `RemoteModel`; without `endpoint` in the options the result is typed `Model`, so with
-   * HF_ENDPOINT set check `instanceof Model`).
+   * HF_ENDPOINT set check `instanceof Model`). A GGUF file (local or by URL; a split set's
+   * first file opens the set) is a model too: `config` `{}`, its key/values as `metadata`.
    */
   static loadPretrained(dir: `http://${string}` | `https://${string}`, options?: LoadPretrainedOptions & OpenUrlOptions): Promise<RemoteModel>
   static loadPretrained(dir: string, options?: LoadPretrainedOptions & CachedModelOptions): Promise<Model>

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join, resolve } from 'node:path'
-import { GgufFile, convert, inspect, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
+import { GgufFile, Model, convert, inspect, openWeights, openWeightsSync, saveFile, type GgufValue, type RemoteGgufFile, type Tensor } from '../index.js'
 import { PYTHON, tempDir } from './helpers'
 
 /**
@@ -500,6 +500,23 @@ describe('split GGUFs (llama-gguf-split): the first file opens the whole set', (
       }
     }
     expect(GgufFile.open(sets[2]).metadata['split.count']).toBe(4)
+  })
+
+  it('Model.loadPretrained of the first file: the set as a model (its key/values as metadata, no config); save says to convert; another file is not a model', async () => {
+    const first = join(root, 'by-tensors', 'm-00001-of-00003.gguf')
+    const whole = GgufFile.open(single)
+    for (const model of [await Model.loadPretrained(first), Model.loadPretrainedSync(first)]) {
+      expect(model.format).toBe('gguf')
+      expect(model.dir).toBe(join(root, 'by-tensors'))
+      expect(model.files).toEqual(['m-00001-of-00003.gguf', 'm-00002-of-00003.gguf', 'm-00003-of-00003.gguf'])
+      expect(model.config).toEqual({})
+      expect(model.metadata!['split.count']).toBe(3)
+      expect(model.tensorNames).toEqual(whole.tensorNames)
+      for (const name of whole.tensorNames) expect(bytesOf(model.getTensor(name, { as: 'raw' }).data).equals(bytesOf(whole.getTensor(name, { as: 'raw' }).data)), name).toBe(true)
+      await expect(model.save(join(root, 'saved-model'))).rejects.toMatchObject({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining("convert(gguf, dir, { to: 'safetensors' })") })
+    }
+    expect(existsSync(join(root, 'saved-model'))).toBe(false)
+    expect(() => Model.loadPretrainedSync(join(root, 'model.safetensors'))).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('a model is a directory or a GGUF file') }))
   })
 
   it('inspect and convert read the whole set (inspect lists its files)', async () => {

@@ -408,7 +408,7 @@ describe('openWeights(url)', () => {
     expect(local.metadata!['split.count']).toBe(set.length)
     const size = set.reduce((sum: number, f: string) => sum + statSync(join(dir, f)).size, 0)
     const url = `${base}/ok/split/${set[0]}`
-    for (const open of [() => openWeights(url), () => GgufFile.openUrl(url)]) {
+    for (const open of [() => openWeights(url), () => GgufFile.openUrl(url), () => Model.loadPretrained(url)]) {
       const remote = await open()
       expect(remote.format).toBe('gguf')
       expect(remote.tensorNames).toEqual(local.tensorNames)
@@ -421,6 +421,14 @@ describe('openWeights(url)', () => {
       }
       remote.close()
     }
+    // As a model, as the local set is: its directory the URL's, its files the set's, no config.json.
+    const model = await Model.loadPretrained(url)
+    const localModel = Model.loadPretrainedSync(first)
+    expect(model.dir).toBe(`${base}/ok/split/`)
+    expect(model.files).toEqual(set)
+    expect(localModel.files).toEqual(set)
+    expect(model.config).toEqual({})
+    expect(localModel.config).toEqual({})
     // inspect of the URL: the local report of the set (the copy holds every file's header).
     const report = await inspect(url)
     const localReport = await inspect(first)

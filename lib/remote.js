@@ -344,8 +344,8 @@ function checkUnder(url, request, root) {
 
 /**
  * Open `url` through the core's opener (`kind`: 'file', 'any' — a file, else the directory
- * of that name — or 'directory'), fetching the ranges it asks for (concurrently, at most
- * `opts.concurrency` at once). Resolves to `{ native, seen }`: the open RemoteWeights and the
+ * of that name — 'directory', or 'model' — a directory, or a `.gguf` file as a model),
+ * fetching the ranges it asks for (concurrently, at most `opts.concurrency` at once). Resolves to `{ native, seen }`: the open RemoteWeights and the
  * validators (size, ETag, Last-Modified) of each file's first reply, which later ranges must
  * match.
  */
@@ -495,8 +495,9 @@ async function openUrl(url, options, { kind = 'any', format, required, caller, d
   const stats = { bytesFetched: 0 }
   const { native, seen } = await openRemote(url, kind, format ?? required, opts, stats)
   const gguf = native.gguf() !== null
-  const file = new (gguf ? RemoteGgufFile : RemoteWeights)(FROM_CORE, url, native, seen, opts, stats, defaultAs)
-  if (kind === 'directory' && options?.onProgress) {
+  // The URL as the core named what it opened (a model directory's ends in '/').
+  const file = new (gguf ? RemoteGgufFile : RemoteWeights)(FROM_CORE, native.path, native, seen, opts, stats, defaultAs)
+  if (kind === 'model' && options?.onProgress) {
     for (const f of file.files) options.onProgress({ file: f, loadedBytes: stats.bytesFetched, totalBytes: null })
   }
   return file
@@ -520,7 +521,7 @@ async function loadPretrainedUrl(url, options) {
   if (as !== undefined && as !== 'native' && as !== 'F32') {
     throw codedError('ERR_INVALID_ARGUMENT', `options.as must be 'native' or 'F32', not '${as}'`)
   }
-  return openUrl(url.endsWith('/') ? url : `${url}/`, without(options, 'as'), { kind: 'directory', caller: 'loadPretrained', defaultAs: as })
+  return openUrl(url, without(options, 'as'), { kind: 'model', caller: 'loadPretrained', defaultAs: as })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -93,13 +93,13 @@ fn id_of(id: f64) -> CoreResult<u64> {
 
 #[napi]
 impl RemoteOpener {
-    /// `kind`: 'file' (a single file), 'any' (a file, else the directory of that name) or
-    /// 'directory'.
+    /// `kind`: 'file' (a single file), 'any' (a file, else the directory of that name),
+    /// 'directory', or 'model' (a directory, or a `.gguf` file as a model).
     #[napi(
         factory,
         catch_unwind,
         strict,
-        ts_args_type = "url: string, kind: 'file' | 'any' | 'directory', format?: WeightsFormat | null"
+        ts_args_type = "url: string, kind: 'file' | 'any' | 'directory' | 'model', format?: WeightsFormat | null"
     )]
     pub fn create(
         env: Env,
@@ -114,6 +114,7 @@ impl RemoteOpener {
                     "file" => Opener::new(&url, hint),
                     "any" => Opener::any(&url, hint),
                     "directory" => Opener::directory(&url),
+                    "model" => Opener::model(&url),
                     other => {
                         return Err(invalid_argument(format!("unknown opener kind '{other}'")))
                     }

@@ -203,6 +203,9 @@ impl ModelDir {
         backend: Backend,
         progress: &mut dyn FnMut(LoadProgress),
     ) -> Result<ModelDir> {
+        if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
+            return ModelDir::open_gguf(dir, backend, progress);
+        }
         let mut attempt = 0;
         loop {
             // A save swaps in a whole new directory (see [`save`]): a reader whose opens came
@@ -225,6 +228,51 @@ impl ModelDir {
             std::thread::sleep(std::time::Duration::from_millis(2 << attempt));
             attempt += 1;
         }
+    }
+
+    /// A GGUF file (the first of a split set opens the set) as a model: GGUF holds its
+    /// configuration in its key/values, so `config` is empty and the key/values are the
+    /// weights' metadata; the directory is the file's. Any other file is not a model.
+    fn open_gguf(
+        path: &Path,
+        backend: Backend,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<ModelDir> {
+        let detected = crate::format::detect_file(path)?;
+        if detected != Detected::Format(WeightsFormat::Gguf) {
+            return Err(CoreError::invalid_argument(
+                "not a directory: a model is a directory or a GGUF file (open a single \
+                 weights file with openWeights)",
+            )
+            .with_path(path));
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut report = |done, total| {
+            progress(LoadProgress {
+                file: name.clone(),
+                loaded_bytes: done,
+                total_bytes: total,
+            })
+        };
+        let mut options = OpenOptions {
+            backend,
+            progress: Some(&mut report),
+        };
+        let weights = crate::format::open_detected(path, detected, &mut options)?;
+        let files = weights.files().into_iter().map(|f| f.name).collect();
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ok(ModelDir {
+            dir,
+            config: serde_json::Value::Object(Default::default()),
+            weights,
+            files,
+        })
     }
 
     fn read_config(dir: &Path) -> Result<serde_json::Value> {
@@ -342,6 +390,13 @@ impl ModelDir {
     /// directory (see [`save_model_dir`]).
     #[cfg(feature = "fs")]
     pub fn save(&self, dir: &Path, options: &SaveOptions) -> Result<Saved> {
+        if self.weights.format() == WeightsFormat::Gguf {
+            return Err(CoreError::invalid_argument(
+                "a model read from a GGUF file is saved by converting it: convert(gguf, dir, \
+                 { to: 'safetensors' })",
+            )
+            .with_path(&self.dir));
+        }
         save_model_dir(dir, &self.config, &self.views()?, Some(&self.dir), options)
     }
 }

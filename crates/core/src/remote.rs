@@ -518,6 +518,8 @@ pub struct Opener {
     /// The model directory's URL (ending in `/`) that its files are named under.
     base: String,
     hint: Option<WeightsFormat>,
+    /// A GGUF file opened as a model ([`Opener::model`]).
+    gguf_model: bool,
     next_id: RequestId,
     /// Requests made and not yet answered.
     pending: Vec<Request>,
@@ -563,6 +565,23 @@ impl Opener {
         opener
     }
 
+    /// An opener of a model: the directory at `origin` (named with its trailing `/`), or, where `origin` names a `.gguf`
+    /// file, that GGUF (a split set's first file opens the set) as a model, as
+    /// `pretrained::ModelDir` opens a local one: its directory the URL's, `config` empty
+    /// (GGUF holds its configuration in its key/values), `files` the set's.
+    pub fn model(origin: &str) -> Opener {
+        let path = origin.split(['?', '#']).next().unwrap_or_default();
+        if !path.to_ascii_lowercase().ends_with(".gguf") {
+            return match origin.ends_with('/') {
+                true => Opener::directory(origin),
+                false => Opener::directory(&format!("{origin}/")),
+            };
+        }
+        let mut opener = Opener::new(origin, Some(WeightsFormat::Gguf));
+        opener.gguf_model = true;
+        opener
+    }
+
     fn with_stage(origin: &str, hint: Option<WeightsFormat>, stage: Stage) -> Opener {
         let base = if origin.ends_with('/') {
             origin.to_string()
@@ -573,6 +592,7 @@ impl Opener {
             origin: origin.to_string(),
             base,
             hint,
+            gguf_model: false,
             next_id: 0,
             pending: Vec::new(),
             replies: Vec::new(),
@@ -605,8 +625,23 @@ impl Opener {
         }
         let stage = std::mem::replace(&mut self.stage, Stage::Done);
         let replies = std::mem::take(&mut self.replies);
-        self.advance(stage, replies)
-            .map_err(|e| e.with_path(&self.origin))
+        match self.advance(stage, replies) {
+            Ok(Step::Ready(mut file)) if self.gguf_model => {
+                // The first file is read from its header alone, without a name of its own.
+                let (base, first) = beside(&self.origin).unwrap_or_default();
+                let later = file.source().files().into_iter().map(|f| f.name);
+                let files = std::iter::once(first.clone())
+                    .chain(later.filter(|f| *f != first))
+                    .collect();
+                file.dir = Some(DirInfo {
+                    base,
+                    config: serde_json::Value::Object(Default::default()),
+                    files,
+                });
+                Ok(Step::Ready(file))
+            }
+            step => step.map_err(|e| e.with_path(&self.origin)),
+        }
     }
 
     /// Answer request `id`.

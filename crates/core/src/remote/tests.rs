@@ -776,6 +776,17 @@ fn split_gguf(dir: &Path) -> Vec<PathBuf> {
 /// for by their names).
 #[cfg(feature = "fs")]
 fn drive_beside(dir: &Path, name: &str, traffic: &mut Traffic) -> Result<RemoteFile> {
+    drive_beside_as(dir, name, traffic, |url| Opener::new(url, None))
+}
+
+/// [`drive_beside`] with the opener `open` makes of the file's URL.
+#[cfg(feature = "fs")]
+fn drive_beside_as(
+    dir: &Path,
+    name: &str,
+    traffic: &mut Traffic,
+    open: impl FnOnce(&str) -> Opener,
+) -> Result<RemoteFile> {
     let mut server = |r: &Request| {
         let at = r.url.strip_prefix(BASE).expect("a file beside the origin");
         if r.file.is_empty() {
@@ -792,11 +803,35 @@ fn drive_beside(dir: &Path, name: &str, traffic: &mut Traffic) -> Result<RemoteF
             Err(_) => Reply::NotFound,
         }
     };
-    drive_opener(
-        Opener::new(&format!("{BASE}{name}"), None),
-        traffic,
-        &mut server,
-    )
+    drive_opener(open(&format!("{BASE}{name}")), traffic, &mut server)
+}
+
+#[cfg(feature = "fs")]
+#[test]
+fn a_model_is_a_directory_or_a_gguf_file() {
+    let dir = tempfile::tempdir().unwrap();
+    split_gguf(dir.path());
+    let first = "set-00001-of-00004.gguf";
+    let mut traffic = Traffic::default();
+    let model = drive_beside_as(dir.path(), first, &mut traffic, Opener::model).unwrap();
+    assert_eq!(model.base(), Some(BASE));
+    assert_eq!(model.config(), Some(&serde_json::json!({})));
+    let set: Vec<_> = (1..=4)
+        .map(|i| format!("set-0000{i}-of-00004.gguf"))
+        .collect();
+    assert_eq!(model.files(), set);
+    assert_eq!(model.source().tensors().len(), 4);
+    // Anything else is a directory, named with its trailing '/'.
+    let mut none = |_: &Request| Reply::NotFound;
+    for origin in ["https://host/org/model", "https://host/org/model/"] {
+        let e = drive_opener(Opener::model(origin), &mut Traffic::default(), &mut none)
+            .err()
+            .unwrap();
+        assert_eq!(
+            (e.code(), e.path()),
+            ("ERR_NOT_FOUND", Some("https://host/org/model/config.json"))
+        );
+    }
 }
 
 #[cfg(feature = "fs")]
