@@ -138,6 +138,29 @@ pub fn open_detected(
 }
 
 #[cfg(feature = "fs")]
+/// [`open_detected`], reporting its progress as the model file `name`'s.
+fn open_reporting(
+    path: &Path,
+    detected: Detected,
+    name: &str,
+    backend: Backend,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> Result<Box<dyn TensorSource>> {
+    let mut report = |done, total| {
+        progress(LoadProgress {
+            file: name.to_string(),
+            loaded_bytes: done,
+            total_bytes: total,
+        })
+    };
+    let mut options = OpenOptions {
+        backend,
+        progress: Some(&mut report),
+    };
+    open_detected(path, detected, &mut options)
+}
+
+#[cfg(feature = "fs")]
 /// How often [`ModelDir::open`] reads a directory that a save replaced while it was read,
 /// waiting 2, 4, … 32 ms in between.
 const OPEN_ATTEMPTS: u32 = 6;
@@ -250,18 +273,7 @@ impl ModelDir {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mut report = |done, total| {
-            progress(LoadProgress {
-                file: name.clone(),
-                loaded_bytes: done,
-                total_bytes: total,
-            })
-        };
-        let mut options = OpenOptions {
-            backend,
-            progress: Some(&mut report),
-        };
-        let weights = crate::format::open_detected(path, detected, &mut options)?;
+        let weights = open_reporting(path, detected, &name, backend, progress)?;
         let files = weights.files().into_iter().map(|f| f.name).collect();
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -324,18 +336,7 @@ impl ModelDir {
         let (weights, files): (Box<dyn TensorSource>, Vec<String>) = match candidate.layout {
             Layout::File => {
                 let detected = crate::format::detect_file(path)?;
-                let mut report = |done, total| {
-                    progress(LoadProgress {
-                        file: name.clone(),
-                        loaded_bytes: done,
-                        total_bytes: total,
-                    })
-                };
-                let mut options = OpenOptions {
-                    backend,
-                    progress: Some(&mut report),
-                };
-                let source = open_detected(path, detected, &mut options)?;
+                let source = open_reporting(path, detected, &name, backend, progress)?;
                 (source, vec![name.clone()])
             }
             Layout::Sharded => {
