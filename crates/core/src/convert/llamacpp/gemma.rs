@@ -1,5 +1,6 @@
 //! `gemma` (GemmaForCausalLM), `gemma2` (Gemma2ForCausalLM) and `gemma3` (Gemma3ForCausalLM,
-//! Gemma 3's text model). What sets them apart from llama:
+//! Gemma 3's text model, and the text model of Gemma3ForConditionalGeneration, as every Gemma
+//! 3 above 1B ships). What sets them apart from llama:
 //!
 //! - their RMSNorm scales by `1 + w`: every `*norm.weight` is written shifted by one
 //!   ([`Transform::AddOne`]), as llama.cpp's norm multiplies by the weight alone;
@@ -17,8 +18,15 @@
 //! The key/values are those llama.cpp's converter writes (`conversion/gemma.py`): Gemma 1 and
 //! 2 write no rope key at all (llama.cpp's default base, 10000, is theirs); Gemma 1 names
 //! CodeGemma's end-of-turn token (107).
+//!
+//! Gemma 3's multimodal checkpoints nest the text model's numbers in `text_config` (lifted by
+//! [`Hparams`], with transformers' defaults for what is left out) and its tensors under
+//! `language_model.` or `model.language_model.`, beside the SigLIP vision tower and the
+//! projector. Like the converter without `--mmproj`, the export is the text model alone: the
+//! vision tensors are skipped (llama.cpp runs images through a separate mmproj file, which
+//! this export does not write).
 
-use super::decoder::{self, DecoderSpec, DROPPED, EMBEDDINGS, FFN_NORM, GATED_FFN};
+use super::decoder::{self, DecoderSpec, EMBEDDINGS, FFN_NORM, GATED_FFN};
 use super::hparams::{field_error, Hparams};
 use super::names::{rule, Dim::*, NamePolicy, Need::*, TensorRule};
 use super::{Architecture, LlamaExport, ModelInput, Origin, Transform};
@@ -72,6 +80,7 @@ pub const GEMMA_SPEC: DecoderSpec = DecoderSpec {
     arch: "gemma",
     tensors: &[TIED_EMBEDDINGS, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
+        prefix_renames: &[],
         strip_prefixes: &[],
         renames: &[],
         dropped: TIED_DROPPED,
@@ -97,13 +106,26 @@ pub const GEMMA2_SPEC: DecoderSpec = DecoderSpec {
     ..GEMMA_SPEC
 };
 
+/// Gemma 3 (both classes, as the converter treats them): the text model of a multimodal
+/// checkpoint under `model.language_model.` (transformers ≥ 4.52) or `language_model.`
+/// (`language_model.model.layers.N…`, `language_model.lm_head`), the vision tower and the
+/// projector skipped (llama.cpp's text model has no place for them).
 pub const GEMMA3_SPEC: DecoderSpec = DecoderSpec {
     arch: "gemma3",
     tensors: &[EMBEDDINGS, ATTENTION, QK_NORMS, SANDWICH_NORMS, GATED_FFN],
     names: NamePolicy {
+        prefix_renames: &[("model.language_model.", "model."), ("language_model.", "")],
         strip_prefixes: &[],
         renames: &[],
-        dropped: DROPPED,
+        dropped: &[
+            "*.rotary_emb.inv_freq",
+            "*.attention.masked_bias",
+            "*.attention.bias",
+            "vision_tower.*",
+            "model.vision_tower.*",
+            "multi_modal_projector.*",
+            "model.multi_modal_projector.*",
+        ],
     },
     default_context: 131072,
     default_rope_theta: 1_000_000.0,
@@ -127,6 +149,35 @@ pub const GEMMA3: Architecture = Architecture {
     model_type: "gemma3_text",
     plan: plan_gemma3,
 };
+
+/// Gemma 3's multimodal class: its text model, planned as Gemma3ForCausalLM's.
+pub const GEMMA3_CONDITIONAL: Architecture = Architecture {
+    hf_classes: &["Gemma3ForConditionalGeneration"],
+    model_type: "gemma3",
+    plan: plan_gemma3,
+};
+
+/// transformers' `Gemma3TextConfig` defaults (4.57) for the fields the plan reads. The
+/// converter loads config.json through `AutoConfig`, so a field config.json leaves out has
+/// this value there as in transformers; Google's multimodal configs give only a handful
+/// (hidden_size, intermediate_size, num_hidden_layers, rope_scaling, sliding_window).
+fn gemma3_text_defaults() -> serde_json::Value {
+    serde_json::json!({
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1_000_000.0,
+        "query_pre_attn_scalar": 256,
+        "sliding_window": 4096,
+        "rope_local_base_freq": 10_000.0,
+    })
+}
 
 fn plan_gemma(input: &ModelInput) -> Result<LlamaExport> {
     let mut export = plan_common(&GEMMA_SPEC, input)?;
@@ -167,6 +218,11 @@ fn plan_gemma2(input: &ModelInput) -> Result<LlamaExport> {
 }
 
 fn plan_gemma3(input: &ModelInput) -> Result<LlamaExport> {
+    let input = &ModelInput {
+        files: input.files,
+        hparams: input.hparams.with_text_defaults(&gemma3_text_defaults())?,
+        tensors: input.tensors,
+    };
     let h = &input.hparams;
     let mut export = plan_common(&GEMMA3_SPEC, input)?;
     // The sliding layers' rope base: transformers ≥ 5 nests it in `rope_parameters`,

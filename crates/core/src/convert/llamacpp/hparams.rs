@@ -28,6 +28,27 @@ impl Hparams {
         })
     }
 
+    /// With `defaults` (a JSON object) for the text model's fields config.json leaves out, as
+    /// transformers' config class fills them in and the converter, which loads config.json
+    /// through `AutoConfig`, sees them: into `text_config` where there is one (whose values
+    /// then win over the top level's, as they do in the converter's merge), else at the top
+    /// level. A field present as null stays null. [`Hparams::raw`] stays config.json as written.
+    pub fn with_text_defaults(&self, defaults: &Json) -> Result<Hparams> {
+        let mut config = self.raw.clone();
+        let target = match config.get_mut("text_config") {
+            Some(Json::Object(text)) => Some(text),
+            _ => config.as_object_mut(),
+        };
+        if let (Some(target), Some(defaults)) = (target, defaults.as_object()) {
+            for (k, v) in defaults {
+                target.entry(k.as_str()).or_insert_with(|| v.clone());
+            }
+        }
+        let mut h = Hparams::new(&config)?;
+        h.raw = self.raw.clone();
+        Ok(h)
+    }
+
     /// config.json as written (without the `text_config` lifting).
     pub fn raw(&self) -> &Json {
         &self.raw
@@ -210,6 +231,29 @@ mod tests {
         let h =
             Hparams::new(&json!({"text_config": {"hidden_size": 8}, "hidden_size": 4})).unwrap();
         assert_eq!(h.count(&["hidden_size"]).unwrap(), Some(8));
+    }
+
+    #[test]
+    fn text_defaults_fill_the_text_config_only_where_a_field_is_absent() {
+        let defaults = json!({"num_attention_heads": 8, "head_dim": 256, "sliding_window": 4096});
+        let nested = json!({"num_attention_heads": 2, "sliding_window": 7,
+            "text_config": {"head_dim": null, "hidden_size": 64}});
+        let h = Hparams::new(&nested)
+            .unwrap()
+            .with_text_defaults(&defaults)
+            .unwrap();
+        // The text config's default wins over the top level, as in the converter's merge.
+        assert_eq!(h.count(&["num_attention_heads"]).unwrap(), Some(8));
+        assert_eq!(h.count(&["sliding_window"]).unwrap(), Some(4096));
+        assert_eq!(h.count(&["head_dim"]).unwrap(), None);
+        assert_eq!(h.count(&["hidden_size"]).unwrap(), Some(64));
+        assert_eq!(h.raw(), &nested);
+        let flat = Hparams::new(&json!({"num_attention_heads": 2}))
+            .unwrap()
+            .with_text_defaults(&defaults)
+            .unwrap();
+        assert_eq!(flat.count(&["num_attention_heads"]).unwrap(), Some(2));
+        assert_eq!(flat.count(&["head_dim"]).unwrap(), Some(256));
     }
 
     #[test]

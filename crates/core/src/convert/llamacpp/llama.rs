@@ -31,6 +31,7 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "llama",
     tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, FFN],
     names: NamePolicy {
+        prefix_renames: &[],
         strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,

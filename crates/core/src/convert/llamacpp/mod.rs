@@ -377,6 +377,7 @@ const ARCHITECTURES: &[&Architecture] = &[
     &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
+    &gemma::GEMMA3_CONDITIONAL,
     &gpt2::ARCH,
     &granite::ARCH,
     &llama::ARCH,

@@ -33,6 +33,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 const NAMES: NamePolicy = NamePolicy {
     // ModernBertForMaskedLM's body is `model.`.
+    prefix_renames: &[],
     strip_prefixes: &["model."],
     renames: &[],
     dropped: &[],

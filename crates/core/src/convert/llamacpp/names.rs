@@ -232,7 +232,10 @@ pub struct Mapped {
 
 /// What an architecture does with names before looking them up.
 pub struct NamePolicy {
-    /// Prefixes removed first (`bert.` of BertForMaskedLM).
+    /// Prefixes replaced first, the first that matches: (from, to), e.g. a multimodal
+    /// checkpoint's `model.language_model.` → `model.` (its text model's names).
+    pub prefix_renames: &'static [(&'static str, &'static str)],
+    /// Prefixes removed next (`bert.` of BertForMaskedLM).
     pub strip_prefixes: &'static [&'static str],
     /// Old suffixes renamed: (from, to), e.g. `.gamma` → `.weight`.
     pub renames: &'static [(&'static str, &'static str)],
@@ -243,7 +246,11 @@ pub struct NamePolicy {
 impl NamePolicy {
     /// `name` with the policy's prefixes stripped and suffixes renamed.
     fn normalize(&self, name: &str) -> String {
-        let mut name = name;
+        let renamed = self
+            .prefix_renames
+            .iter()
+            .find_map(|(from, to)| name.strip_prefix(from).map(|rest| format!("{to}{rest}")));
+        let mut name = renamed.as_deref().unwrap_or(name);
         for p in self.strip_prefixes {
             if let Some(rest) = name.strip_prefix(p) {
                 name = rest;
@@ -515,6 +522,7 @@ mod tests {
         },
     ];
     const POLICY: NamePolicy = NamePolicy {
+        prefix_renames: &[("wrapped.inner.", "outer.")],
         strip_prefixes: &["outer."],
         renames: &[(".gamma", ".weight")],
         dropped: &["*.inv_freq", "pooler*"],
@@ -545,7 +553,7 @@ mod tests {
             &[
                 t("outer.emb.weight", &[10, 4]),
                 t("layers.0.q.gamma", &[4, 4]),
-                t("layers.1.q.weight", &[4, 4]),
+                t("wrapped.inner.layers.1.q.weight", &[4, 4]),
                 t("layers.1.q.bias", &[4]),
                 t("layers.0.rot.inv_freq", &[1]),
                 t("pooler.dense.weight", &[4, 4]),

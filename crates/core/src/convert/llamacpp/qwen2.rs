@@ -30,6 +30,7 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "qwen2",
     tensors: &[HEAD, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
+        prefix_renames: &[],
         strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,

@@ -24,6 +24,7 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     arch: "qwen3",
     tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
+        prefix_renames: &[],
         strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,

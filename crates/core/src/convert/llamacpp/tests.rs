@@ -256,6 +256,14 @@ fn known(r: Recognition) -> LlamaExport {
     }
 }
 
+/// Where output tensor `name` comes from.
+fn origin(e: &LlamaExport, name: &str) -> Option<Origin> {
+    e.tensors
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.origin.clone())
+}
+
 fn kv<'a>(e: &'a LlamaExport, key: &str) -> Option<&'a GgufValue> {
     e.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
@@ -333,7 +341,13 @@ fn an_unsupported_transformers_architecture_is_refused_naming_it_and_the_support
             named,
         );
         let message = e.to_string();
-        for supported in ["LlamaForCausalLM", "Qwen3ForCausalLM", "BertModel"] {
+        for supported in [
+            "LlamaForCausalLM",
+            "Qwen3ForCausalLM",
+            "BertModel",
+            "Gemma3ForCausalLM",
+            "Gemma3ForConditionalGeneration",
+        ] {
             assert!(message.contains(supported), "{message}");
         }
         assert_eq!(
@@ -982,26 +996,41 @@ fn gemma2_tensors() -> Vec<TensorListing> {
         ("model.norm.weight", &[e]),
         ("lm_head.weight", &[v, e]),
     ]);
-    for (n, s) in [
+    t.extend(gemma_layer("model.", [e, f, 2, 1, d], false));
+    t
+}
+
+/// Layer 0 of a Gemma 2 or 3 (with `qk_norms`) under `{prefix}layers.0.`, BF16, of sizes
+/// `[hidden, intermediate, heads, key/value heads, head_dim]`.
+fn gemma_layer(prefix: &str, [e, f, h, kv, d]: [usize; 5], qk_norms: bool) -> Vec<TensorListing> {
+    let norms: &[(&str, Vec<usize>)] = if qk_norms {
+        &[("self_attn.q_norm", vec![d]), ("self_attn.k_norm", vec![d])]
+    } else {
+        &[]
+    };
+    [
         ("input_layernorm", vec![e]),
-        ("self_attn.q_proj", vec![2 * d, e]),
-        ("self_attn.k_proj", vec![d, e]),
-        ("self_attn.v_proj", vec![d, e]),
-        ("self_attn.o_proj", vec![e, 2 * d]),
+        ("self_attn.q_proj", vec![h * d, e]),
+        ("self_attn.k_proj", vec![kv * d, e]),
+        ("self_attn.v_proj", vec![kv * d, e]),
+        ("self_attn.o_proj", vec![e, h * d]),
+    ]
+    .iter()
+    .chain(norms)
+    .chain(&[
         ("post_attention_layernorm", vec![e]),
         ("pre_feedforward_layernorm", vec![e]),
         ("post_feedforward_layernorm", vec![e]),
         ("mlp.gate_proj", vec![f, e]),
         ("mlp.up_proj", vec![f, e]),
         ("mlp.down_proj", vec![e, f]),
-    ] {
-        t.push(TensorListing {
-            name: format!("model.layers.0.{n}.weight"),
-            dtype: DType::BF16,
-            shape: s,
-        });
-    }
-    t
+    ])
+    .map(|(n, s)| TensorListing {
+        name: format!("{prefix}layers.0.{n}.weight"),
+        dtype: DType::BF16,
+        shape: s.clone(),
+    })
+    .collect()
 }
 
 /// The export of a one-layer Gemma 2 directory whose config.json has `extra` besides the sizes.
@@ -1031,12 +1060,7 @@ fn a_gemma2_directory_shifts_its_norms_and_carries_soft_capping() {
     let e = gemma2_export(json!({"rms_norm_eps": 1e-6, "rope_theta": 10000.0,
         "final_logit_softcapping": null, "sliding_window": 4}));
     assert_eq!(e.architecture, "gemma2");
-    let t = |n: &str| {
-        e.tensors
-            .iter()
-            .find(|t| t.name == n)
-            .map(|t| t.origin.clone())
-    };
+    let t = |n: &str| origin(&e, n);
     let shifted = |hf: &str| {
         Some(Origin::Source {
             name: hf.into(),
@@ -1090,6 +1114,142 @@ fn a_gemma2_config_llama_cpp_would_run_differently_is_a_warning() {
         "{:?}",
         e.warnings
     );
+}
+
+/// A one-layer Gemma3ForConditionalGeneration's tensors, the text model's under `prefix`
+/// (`language_model.model.` before transformers 4.52, `model.language_model.` since), the
+/// vision tower's and projector's under `outer` (`` before 4.52, `model.` since), with
+/// transformers' default heads (8 of head_dim 256, 4 key/value heads).
+fn gemma3_mm_tensors(prefix: &str, outer: &str, lm_head: Option<&str>) -> Vec<TensorListing> {
+    let (v, e, f, d) = (5, 8, 16, 256);
+    let mut t: Vec<(String, Vec<usize>)> = vec![
+        (format!("{prefix}embed_tokens.weight"), vec![v, e]),
+        (format!("{prefix}norm.weight"), vec![e]),
+        (
+            format!("{outer}vision_tower.vision_model.embeddings.patch_embedding.weight"),
+            vec![4, 3, 2, 2],
+        ),
+        (
+            format!("{outer}vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.bias"),
+            vec![4],
+        ),
+        (
+            format!("{outer}vision_tower.vision_model.post_layernorm.weight"),
+            vec![4],
+        ),
+        (
+            format!("{outer}multi_modal_projector.mm_input_projection_weight"),
+            vec![4, e],
+        ),
+        (
+            format!("{outer}multi_modal_projector.mm_soft_emb_norm.weight"),
+            vec![4],
+        ),
+    ];
+    if let Some(name) = lm_head {
+        t.push((name.to_string(), vec![v, e]));
+    }
+    let mut t: Vec<TensorListing> = t
+        .into_iter()
+        .map(|(name, shape)| TensorListing {
+            name,
+            dtype: DType::BF16,
+            shape,
+        })
+        .collect();
+    t.extend(gemma_layer(prefix, [e, f, 8, 4, d], true));
+    t
+}
+
+/// Gemma 3's multimodal checkpoints: the text model from `text_config` (transformers'
+/// defaults for what it leaves out, over the top level's values) and from either tensor
+/// layout, the vision tower and projector skipped.
+#[test]
+fn a_gemma3_conditional_generation_directory_exports_its_text_model() {
+    let dir = tempfile::tempdir().unwrap();
+    write_spm(dir.path());
+    // Google's configs give only these few; a top-level number is not the text model's.
+    let config = json!({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "num_attention_heads": 2, "text_config": {"model_type": "gemma3_text", "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "vocab_size": 5,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4}});
+    let layouts = [
+        (
+            "language_model.model.",
+            "",
+            Some("language_model.lm_head.weight"),
+        ),
+        ("model.language_model.", "model.", Some("lm_head.weight")),
+        ("model.language_model.", "model.", None),
+    ];
+    for (prefix, outer, lm_head) in layouts {
+        let tensors = gemma3_mm_tensors(prefix, outer, lm_head);
+        let e = known(recognize(dir.path(), &config, &tensors, QuantizationChoice::Keep).unwrap());
+        assert_eq!(e.architecture, "gemma3");
+        let origin = |n: &str| origin(&e, n);
+        assert_eq!(
+            origin("blk.0.attn_q.weight"),
+            Some(Origin::Source {
+                name: format!("{prefix}layers.0.self_attn.q_proj.weight"),
+                transform: Transform::Identity
+            })
+        );
+        assert_eq!(
+            origin("output_norm.weight"),
+            Some(Origin::Source {
+                name: format!("{prefix}norm.weight"),
+                transform: Transform::AddOne
+            })
+        );
+        assert_eq!(
+            origin("output.weight"),
+            lm_head.map(|name| Origin::Source {
+                name: name.into(),
+                transform: Transform::Identity
+            })
+        );
+        // The text model's 15 or 16 tensors; the vision tower's and projector's none.
+        assert_eq!(e.tensors.len(), 15 + usize::from(lm_head.is_some()));
+        assert!(e.tensors.iter().all(|t| match &t.origin {
+            Origin::Source { name, .. } => !name.contains("vision") && !name.contains("projector"),
+            _ => false,
+        }));
+        for (key, value) in [
+            ("gemma3.attention.head_count", GgufValue::U32(8)),
+            ("gemma3.attention.head_count_kv", GgufValue::U32(4)),
+            ("gemma3.attention.key_length", GgufValue::U32(256)),
+            ("gemma3.context_length", GgufValue::U32(131_072)),
+            ("gemma3.attention.sliding_window", GgufValue::U32(4096)),
+            ("gemma3.rope.freq_base", GgufValue::F32(1e6)),
+            ("gemma3.rope.freq_base_swa", GgufValue::F32(1e4)),
+            ("gemma3.rope.scaling.factor", GgufValue::F32(8.0)),
+            (
+                "gemma3.attention.layer_norm_rms_epsilon",
+                GgufValue::F32(1e-6),
+            ),
+        ] {
+            assert_eq!(kv(&e, key), Some(&value), "{key}");
+        }
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    }
+    // A config's own value wins over the default; a vision tensor outside the tower and
+    // projector is one llama.cpp has no place for.
+    let mut own = config.clone();
+    own["text_config"]["sliding_window"] = json!(512);
+    let tensors = gemma3_mm_tensors("model.language_model.", "model.", None);
+    let e = known(recognize(dir.path(), &own, &tensors, QuantizationChoice::Keep).unwrap());
+    assert_eq!(
+        kv(&e, "gemma3.attention.sliding_window"),
+        Some(&GgufValue::U32(512))
+    );
+    let mut stray = tensors.clone();
+    stray.extend(listing(&[("model.audio_tower.conv.weight", &[4])]));
+    let e = expect_invalid(
+        recognize(dir.path(), &config, &stray, QuantizationChoice::Keep),
+        "no tensor of this name",
+    );
+    assert_eq!(e.tensor(), Some("model.audio_tower.conv.weight"));
 }
 
 fn phi3_tensors() -> Vec<TensorListing> {
@@ -1217,6 +1377,7 @@ fn gpt2_conv1d_weights_are_transposed_and_checked_in_their_own_layout() {
         &tensors(&[e, 4 * e]),
         gpt2::TENSORS,
         &names::NamePolicy {
+            prefix_renames: &[],
             strip_prefixes: &["transformer."],
             renames: &[],
             dropped: &[],
