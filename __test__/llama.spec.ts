@@ -188,7 +188,8 @@ describe('bert: all-MiniLM-L6-v2 in llama.cpp', () => {
 
 // ---------------------------------------------------------------------------------------
 // Decoders: small random-weight llama (SentencePiece and byte-level BPE vocabularies),
-// mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, gpt2, phi3 and gemma 1–3 checkpoints and mixtures of experts (mixtral, qwen2_moe,
+// mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, gpt2, phi3 and gemma 1–3 (Gemma 3 also as its
+// multimodal Gemma3ForConditionalGeneration) checkpoints and mixtures of experts (mixtral, qwen2_moe,
 // qwen3_moe), regenerated here from a seeded RNG and llama.cpp's vocabulary GGUFs by
 // scripts/llama/decoder_fixtures.py, checked byte for byte against the files the committed
 // transformers references were computed from.
@@ -223,6 +224,9 @@ const DECODERS = [
   { name: 'gpt2', arch: 'gpt2', tokenizer: 'tokenizer.json' },
   { name: 'phi3', arch: 'phi3', tokenizer: 'tokenizer.model' },
   { name: 'gemma3', arch: 'gemma3', tokenizer: 'tokenizer.model' },
+  // Gemma3ForConditionalGeneration: the text model under model.language_model., the vision
+  // tower and projector skipped (as the converter does without --mmproj).
+  { name: 'gemma3_mm', arch: 'gemma3', tokenizer: 'tokenizer.model' },
   { name: 'gemma2', arch: 'gemma2', tokenizer: 'tokenizer.model' },
   { name: 'gemma', arch: 'gemma', tokenizer: 'tokenizer.model' },
 ] as const
@@ -570,7 +574,7 @@ describe('bad model directories', () => {
     ] as const) {
       const e = await reject((d) => editConfig(d, edit))
       expect(e.message).toContain(`the llama.cpp export does not support ${named}; it supports `)
-      for (const supported of ['BertModel', 'LlamaForCausalLM', 'Qwen3ForCausalLM']) expect(e.message).toContain(supported)
+      for (const supported of ['BertModel', 'LlamaForCausalLM', 'Qwen3ForCausalLM', 'Gemma3ForCausalLM', 'Gemma3ForConditionalGeneration']) expect(e.message).toContain(supported)
       expect(e.path).toMatch(/config\.json$/)
     }
     const dir = join(root, 'unknown')

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Small random-weight decoder checkpoints (llama with a SentencePiece and with a byte-level
-BPE tokenizer, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, and the mixtures of
-experts mixtral, qwen2_moe, qwen3_moe) for __test__/llama.spec.ts.
+BPE tokenizer, mistral, granite, olmo2, smollm3, starcoder2, qwen2, qwen3, gpt2, phi3, gemma 1-3
+and Gemma 3's multimodal Gemma3ForConditionalGeneration, and the mixtures of experts mixtral,
+qwen2_moe, qwen3_moe) for __test__/llama.spec.ts.
 
     decoder_fixtures.py make LLAMA_CPP_SRC OUT_DIR [NAME]
         Write the model directories (or just NAME) into OUT_DIR/<name>/: config.json, weights
@@ -392,6 +393,39 @@ MODELS = {
         },
         'tokenizer_config': GEMMA_TOKENIZER_CONFIG,
     },
+    # Gemma 3 as its multimodal checkpoints ship (gemma-3-4b-it and larger): the text model's
+    # numbers under text_config, only the few keys Google's configs set (transformers fills in
+    # the heads, head_dim, rope bases, eps, context and query_pre_attn_scalar), tensors under
+    # model.language_model.* (transformers >= 4.52) beside a tiny SigLIP vision tower and the
+    # projector, which llama.cpp's text model skips; image tokens added past the
+    # SentencePiece pieces and the vocabulary padded beyond them, as Gemma 3's tokenizer does.
+    # BOS and PAD ids at the top, where the converter reads them without a tokenizer.json.
+    'gemma3_mm': {
+        'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'bfloat16', 'tied': True, 'seed': 104,
+        'template': 'google-gemma-2-2b-it.jinja',
+        'config': {
+            'architectures': ['Gemma3ForConditionalGeneration'], 'model_type': 'gemma3',
+            'boi_token_index': 32001, 'eoi_token_index': 32002, 'image_token_index': 32003,
+            'mm_tokens_per_image': 4, 'bos_token_id': 2, 'eos_token_id': [1, 106], 'pad_token_id': 0,
+            'initializer_range': 0.02,
+            'text_config': {
+                'model_type': 'gemma3_text', 'hidden_size': 64, 'intermediate_size': 128,
+                'num_hidden_layers': 6, 'rope_scaling': {'factor': 8.0, 'rope_type': 'linear'},
+                'sliding_window': 4, 'vocab_size': 32008,
+            },
+            'vision_config': {
+                'model_type': 'siglip_vision_model', 'hidden_size': 16, 'intermediate_size': 32,
+                'num_hidden_layers': 1, 'num_attention_heads': 2, 'image_size': 28, 'patch_size': 14,
+                'vision_use_head': False,
+            },
+            'torch_dtype': 'bfloat16', 'transformers_version': '4.57.6',
+        },
+        'tokenizer_config': {**GEMMA_TOKENIZER_CONFIG, 'added_tokens_decoder': {
+            **GEMMA_TOKENIZER_CONFIG['added_tokens_decoder'],
+            **{str(i): {'content': t, 'lstrip': False, 'normalized': False, 'rstrip': False, 'single_word': False, 'special': True}
+               for i, t in ((32001, '<start_of_image>'), (32002, '<end_of_image>'), (32003, '<image_soft_token>'))},
+        }, 'boi_token': '<start_of_image>', 'eoi_token': '<end_of_image>', 'image_token': '<image_soft_token>'},
+    },
     'gemma2': {
         'vocab': 'llama-spm', 'tokenizer': 'spm', 'gemma': True, 'dtype': 'float16', 'tied': True, 'seed': 102,
         'template': 'google-gemma-2-2b-it.jinja',
@@ -732,8 +766,43 @@ def phi3_weights(cfg, seed, tied):
     return t
 
 
+# transformers' Gemma3TextConfig defaults for the fields gemma3_mm's text_config leaves out.
+GEMMA3_TEXT_DEFAULTS = {'num_attention_heads': 8, 'num_key_value_heads': 4, 'head_dim': 256}
+
+
+def gemma3_mm_weights(cfg, seed, tied):
+    """Gemma3ForConditionalGeneration's tensors as transformers >= 4.52 names them: the text
+    model's (as `weights` draws them) under model.language_model., then SigLIP's vision tower
+    and the multimodal projector, from RandomState(seed + 1)."""
+    text = {**GEMMA3_TEXT_DEFAULTS, **cfg['text_config']}
+    t = {'model.language_model.' + n[len('model.'):]: a for n, a in weights(text, seed, tied).items()}
+    rng = np.random.RandomState(seed + 1)
+    v = cfg['vision_config']
+    e, f, c, p = v['hidden_size'], v['intermediate_size'], 3, v['patch_size']
+
+    def normal(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    vt = 'model.vision_tower.vision_model.'
+    t[vt + 'embeddings.patch_embedding.weight'] = normal(e, c, p, p)
+    t[vt + 'embeddings.patch_embedding.bias'] = normal(e)
+    t[vt + 'embeddings.position_embedding.weight'] = normal((v['image_size'] // p) ** 2, e)
+    for l in range(v['num_hidden_layers']):
+        b = f'{vt}encoder.layers.{l}.'
+        for n in ('layer_norm1', 'layer_norm2'):
+            t[b + n + '.weight'], t[b + n + '.bias'] = 1.0 + normal(e), normal(e)
+        for n in ('q_proj', 'k_proj', 'v_proj', 'out_proj'):
+            t[b + f'self_attn.{n}.weight'], t[b + f'self_attn.{n}.bias'] = normal(e, e), normal(e)
+        t[b + 'mlp.fc1.weight'], t[b + 'mlp.fc1.bias'] = normal(f, e), normal(f)
+        t[b + 'mlp.fc2.weight'], t[b + 'mlp.fc2.bias'] = normal(e, f), normal(e)
+    t[vt + 'post_layernorm.weight'], t[vt + 'post_layernorm.bias'] = 1.0 + normal(e), normal(e)
+    t['model.multi_modal_projector.mm_input_projection_weight'] = normal(e, text['hidden_size'])
+    t['model.multi_modal_projector.mm_soft_emb_norm.weight'] = normal(e)
+    return t
+
+
 # Architectures whose tensors `weights` does not name.
-ARCH_WEIGHTS = {'gpt2': gpt2_weights, 'phi3': phi3_weights}
+ARCH_WEIGHTS = {'gpt2': gpt2_weights, 'phi3': phi3_weights, 'gemma3': gemma3_mm_weights}
 
 
 def to_dtype(a, dtype):
@@ -840,7 +909,13 @@ def reference(src, out_dir, fixtures_dir, only=None):
         else:
             ids = hf_ids
             source = 'transformers ' + transformers.__version__ + ' AutoTokenizer'
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        # AutoModelForCausalLM is the config's class (Gemma3ForConditionalGeneration for
+        # gemma3_mm, whose text-only forward is the reference); every tensor of the directory
+        # must be one the class loads, and every one it has must be in the directory.
+        model, info = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, output_loading_info=True)
+        model.eval()
+        assert type(model).__name__ in MODELS[name]['config']['architectures'], type(model).__name__
+        assert not any(info[k] for k in ('missing_keys', 'unexpected_keys', 'mismatched_keys')), info
         prompt_ids = tokenizer(LOGIT_PROMPT)['input_ids']
         with torch.no_grad():
             logits = model(torch.tensor([prompt_ids])).logits[0].numpy().astype(np.float32)
