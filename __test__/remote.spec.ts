@@ -88,6 +88,71 @@ function writeBig() {
   saveFile(big, tensors)
 }
 
+/** Whether two typed arrays hold the same bytes (bit for bit, NaN payloads included). */
+function sameBits(a: ArrayBufferView, b: ArrayBufferView): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
+}
+
+/** The slice `ranges` (`[start, end)` of the leading one or two dimensions) of a row-major tensor. */
+function cut(all: Float32Array, shape: number[], ranges: ReadonlyArray<readonly [number, number]>) {
+  const [[r0, r1], [c0, c1] = [0, shape[1] ?? 1]] = ranges
+  const cols = shape[1] ?? 1
+  const width = c1 - c0
+  const data = Float32Array.from({ length: (r1 - r0) * width }, (_, i) => all[(r0 + Math.floor(i / width)) * cols + c0 + (i % width)])
+  return { shape: shape.length === 1 ? [r1 - r0] : [r1 - r0, width, ...shape.slice(2)], data }
+}
+
+/** A tensor of a legacy checkpoint: a view of storage `key` (`numel` floats). */
+type LegacyTensor = { name: string; key: string; numel: number; offset: number; shape: number[]; stride: number[] }
+
+/** A 4 MiB weight, its transposed view, a bias and a view into the bias from its element 8. */
+const LEGACY_TENSORS: LegacyTensor[] = [
+  { name: 'w', key: '0', numel: 1024 * 1024, offset: 0, shape: [1024, 1024], stride: [1024, 1] },
+  { name: 'wt', key: '0', numel: 1024 * 1024, offset: 0, shape: [1024, 1024], stride: [1, 1024] },
+  { name: 'b', key: '1', numel: 64, offset: 0, shape: [64], stride: [1] },
+  { name: 'b.part', key: '1', numel: 64, offset: 8, shape: [16], stride: [1] },
+]
+
+/**
+ * A legacy checkpoint (`torch.save(..., _use_new_zipfile_serialization=False)`), written as
+ * torch lays it out: the magic-number, protocol-version and sys-info pickles, the state dict's
+ * pickle (each storage a persistent id `('storage', FloatStorage, key, 'cpu', numel, None)`),
+ * the pickle of the storage keys, then per storage its int64 element count and its floats.
+ */
+function legacyPt(tensors: LegacyTensor[], storages: Array<[string, Float32Array]>): Buffer {
+  const bytes = (...b: number[]) => Buffer.from(b)
+  const text = (s: string) => Buffer.from(s, 'latin1')
+  const str = (s: string) => {
+    const len = Buffer.alloc(4)
+    len.writeUInt32LE(s.length)
+    return Buffer.concat([text('X'), len, text(s)])
+  }
+  const int = (v: number) => {
+    const b = Buffer.alloc(5)
+    b.write('J', 'latin1')
+    b.writeInt32LE(v, 1)
+    return b
+  }
+  const tuple = (items: number[]) => Buffer.concat([text('('), ...items.map(int), text('t')])
+  const tensor = (t: LegacyTensor) => Buffer.concat([
+    text('ctorch._utils\n_rebuild_tensor_v2\n(('), str('storage'), text('ctorch\nFloatStorage\n'), str(t.key), str('cpu'), int(t.numel), text('NtQ'),
+    int(t.offset), tuple(t.shape), tuple(t.stride), bytes(0x89), text('ccollections\nOrderedDict\n)RtR'),
+  ])
+  const counts = storages.map(([, data]) => {
+    const n = Buffer.alloc(8)
+    n.writeBigInt64LE(BigInt(data.length))
+    return Buffer.concat([n, Buffer.from(data.buffer, data.byteOffset, data.byteLength)])
+  })
+  return Buffer.concat([
+    bytes(0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e),
+    bytes(0x80, 0x02, 0x4d, 0xe9, 0x03, 0x2e),
+    Buffer.concat([bytes(0x80, 0x02, 0x7d, 0x28), str('protocol_version'), bytes(0x4d, 0xe9, 0x03), str('little_endian'), bytes(0x88), text('u.')]),
+    Buffer.concat([bytes(0x80, 0x02, 0x7d, 0x28), ...tensors.flatMap((t) => [str(t.name), tensor(t)]), text('u.')]),
+    Buffer.concat([bytes(0x80, 0x02, 0x5d, 0x28), ...storages.map(([k]) => str(k)), text('e.')]),
+    ...counts,
+  ])
+}
+
 beforeAll(async () => {
   writeBig()
   const sharded = join(root, 'sharded')
@@ -507,6 +572,96 @@ describe('openWeights(url)', () => {
     bytesSent = 0
     expect((await remote.getTensor('arr_0')).data).toEqual(openWeightsSync(path).getTensor('arr_0').data)
     expect(bytesSent).toBe(512 * 512 * 4)
+  })
+
+  it('a legacy .pt by URL is read by its pickles and storage counts: inspect reads a fraction, every tensor and slice is the local read', async () => {
+    const path = join(root, 'large-legacy.pt')
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => Math.sin(i) * 3)
+    const b = Float32Array.from({ length: 64 }, (_, i) => i - 7.5)
+    writeFileSync(path, legacyPt(LEGACY_TENSORS, [['0', w], ['1', b]]))
+    const size = statSync(path).size
+    expect(size).toBeGreaterThan(4 * 1024 * 1024)
+    bytesSent = 0
+    const report = await inspect(`${base}/ok/large-legacy.pt`)
+    expect(report.tensors.map((t: { name: string }) => t.name)).toEqual(['w', 'wt', 'b', 'b.part'])
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const local = openWeightsSync(path)
+    bytesSent = 0
+    const remote = await openWeights(`${base}/ok/large-legacy.pt` as `http://${string}`)
+    expect(bytesSent).toBeLessThan(size / 4)
+    expect(remote.format).toBe('pytorch')
+    expect(remote.tensorNames).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), n).toEqual(local.info(n))
+      expect(sameBits((await remote.getTensor(n, { as: 'raw' })).data, local.getTensor(n, { as: 'raw' }).data), n).toBe(true)
+    }
+    bytesSent = 0
+    expect(sameBits((await remote.getTensor('w')).data, w)).toBe(true)
+    expect(bytesSent).toBe(w.byteLength)
+    // Slices: of the row-major tensor, its rows alone; of the transposed view, cut from its range.
+    for (const [n, ranges] of [['w', [[100, 103]]], ['wt', [[5, 7], [10, 20]]], ['b.part', [[2, 9]]]] as const) {
+      bytesSent = 0
+      const got = await remote.getSlice(n, ranges as any)
+      const all = local.getTensor(n)
+      const want = cut(all.data as Float32Array, all.shape, ranges)
+      expect(got.shape, n).toEqual(want.shape)
+      expect(sameBits(got.data, want.data), n).toBe(true)
+      if (n === 'w') expect(bytesSent).toBe(3 * 1024 * 4)
+    }
+  })
+
+  it('a legacy .pt that lies or is cut fails by URL with the local error code', async () => {
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => i % 251)
+    const b = Float32Array.from({ length: 64 }, (_, i) => i)
+    const good = legacyPt(LEGACY_TENSORS, [['0', w], ['1', b]])
+    // The last storage's count: 8 bytes before its 64 floats at the end.
+    const countAt = good.length - 64 * 4 - 8
+    const lying = Buffer.from(good)
+    lying.writeBigInt64LE(65n, countAt)
+    const cases: Array<[string, Buffer, string, string]> = [
+      ['lying.pt', lying, 'ERR_SIZE_MISMATCH', "storage '1' should hold 64 elements, the file says 65"],
+      ['cut.pt', good.subarray(0, good.length - 1), 'ERR_INCOMPLETE_FILE', "storage '1' (256 bytes) runs past the end of the file"],
+      ['nocount.pt', good.subarray(0, countAt + 3), 'ERR_INCOMPLETE_FILE', "storage '1' is missing (file truncated)"],
+    ]
+    for (const [name, bytes, code, message] of cases) {
+      writeFileSync(join(root, name), bytes)
+      expect(() => openWeightsSync(join(root, name)), name).toThrow(expect.objectContaining({ code, message: expect.stringContaining(message) }))
+      bytesSent = 0
+      await expect(openWeights(`${base}/ok/${name}`), name).rejects.toMatchObject({ code, message: expect.stringContaining(message) })
+      expect(bytesSent, name).toBeLessThan(bytes.length / 4)
+    }
+  })
+
+  it('a deflated .npz (np.savez_compressed) by URL: each array by its compressed range, the local read', async () => {
+    const path = join(root, 'compressed.npz')
+    const script = "import numpy as np, sys; r = np.random.default_rng(7); a = r.standard_normal((1024, 1024)).astype('<f4'); np.savez_compressed(sys.argv[1], a=a, b=np.asfortranarray(a[:512, :256].T.astype('>f4')), small=np.arange(3, dtype='<i2'))"
+    await promisify(execFile)(PYTHON, ['-c', script, path])
+    const size = statSync(path).size
+    expect(size).toBeGreaterThan(3 * 1024 * 1024)
+    bytesSent = 0
+    expect(JSON.stringify(await inspect(`${base}/ok/compressed.npz`))).toContain('"small"')
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const local = openWeightsSync(path)
+    bytesSent = 0
+    const remote = await openWeights(`${base}/ok/compressed.npz` as `http://${string}`)
+    expect(bytesSent).toBeLessThan(size / 4)
+    expect(remote.tensorNames).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), n).toEqual(local.info(n))
+      bytesSent = 0
+      expect(sameBits((await remote.getTensor(n)).data, local.getTensor(n).data), n).toBe(true)
+      // One member's compressed bytes, not the file's.
+      if (n === 'b') expect(bytesSent).toBeLessThan(size / 4)
+    }
+    for (const [n, ranges] of [['a', [[100, 103]]], ['b', [[5, 7], [10, 20]]]] as const) {
+      const got = await remote.getSlice(n, ranges as any)
+      const all = local.getTensor(n)
+      const want = cut(all.data as Float32Array, all.shape, ranges)
+      expect(got.shape, n).toEqual(want.shape)
+      expect(sameBits(got.data, want.data), n).toBe(true)
+    }
   })
 
   it('info() of every remote reader is the TensorInfo the local reader gives, keys and values', async () => {
