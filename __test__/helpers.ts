@@ -38,6 +38,57 @@ export function rawFile(header: string, data: Uint8Array | number = 0): Buffer {
   return Buffer.concat([len, json, body])
 }
 
+/** A tensor of a legacy checkpoint: a view of storage `key` (`numel` floats). */
+export type LegacyTensor = { name: string; key: string; numel: number; offset: number; shape: number[]; stride: number[] }
+
+/** A 4 MiB weight, its transposed view, a bias and a view into the bias from its element 8. */
+export const LEGACY_TENSORS: LegacyTensor[] = [
+  { name: 'w', key: '0', numel: 1024 * 1024, offset: 0, shape: [1024, 1024], stride: [1024, 1] },
+  { name: 'wt', key: '0', numel: 1024 * 1024, offset: 0, shape: [1024, 1024], stride: [1, 1024] },
+  { name: 'b', key: '1', numel: 64, offset: 0, shape: [64], stride: [1] },
+  { name: 'b.part', key: '1', numel: 64, offset: 8, shape: [16], stride: [1] },
+]
+
+/**
+ * A legacy checkpoint (`torch.save(..., _use_new_zipfile_serialization=False)`), written as
+ * torch lays it out: the magic-number, protocol-version and sys-info pickles, the state dict's
+ * pickle (each storage a persistent id `('storage', FloatStorage, key, 'cpu', numel, None)`),
+ * the pickle of the storage keys, then per storage its int64 element count and its floats.
+ */
+export function legacyPt(tensors: LegacyTensor[], storages: Array<[string, Float32Array]>): Buffer {
+  const bytes = (...b: number[]) => Buffer.from(b)
+  const text = (s: string) => Buffer.from(s, 'latin1')
+  const str = (s: string) => {
+    const len = Buffer.alloc(4)
+    len.writeUInt32LE(s.length)
+    return Buffer.concat([text('X'), len, text(s)])
+  }
+  const int = (v: number) => {
+    const b = Buffer.alloc(5)
+    b.write('J', 'latin1')
+    b.writeInt32LE(v, 1)
+    return b
+  }
+  const tuple = (items: number[]) => Buffer.concat([text('('), ...items.map(int), text('t')])
+  const tensor = (t: LegacyTensor) => Buffer.concat([
+    text('ctorch._utils\n_rebuild_tensor_v2\n(('), str('storage'), text('ctorch\nFloatStorage\n'), str(t.key), str('cpu'), int(t.numel), text('NtQ'),
+    int(t.offset), tuple(t.shape), tuple(t.stride), bytes(0x89), text('ccollections\nOrderedDict\n)RtR'),
+  ])
+  const counts = storages.map(([, data]) => {
+    const n = Buffer.alloc(8)
+    n.writeBigInt64LE(BigInt(data.length))
+    return Buffer.concat([n, Buffer.from(data.buffer, data.byteOffset, data.byteLength)])
+  })
+  return Buffer.concat([
+    bytes(0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e),
+    bytes(0x80, 0x02, 0x4d, 0xe9, 0x03, 0x2e),
+    Buffer.concat([bytes(0x80, 0x02, 0x7d, 0x28), str('protocol_version'), bytes(0x4d, 0xe9, 0x03), str('little_endian'), bytes(0x88), text('u.')]),
+    Buffer.concat([bytes(0x80, 0x02, 0x7d, 0x28), ...tensors.flatMap((t) => [str(t.name), tensor(t)]), text('u.')]),
+    Buffer.concat([bytes(0x80, 0x02, 0x5d, 0x28), ...storages.map(([k]) => str(k)), text('e.')]),
+    ...counts,
+  ])
+}
+
 /** Expected value decoding: "NaN"/"Infinity"/"-Infinity" strings and 64-bit integer strings. */
 export function expectedNumber(v: unknown): number {
   if (v === 'NaN') return NaN

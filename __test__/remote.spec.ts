@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
 import { GgufFile, Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
-import { PYTHON, tempDir } from './helpers'
+import { LEGACY_TENSORS, PYTHON, legacyPt, tempDir } from './helpers'
 
 /**
  * A real HTTP server on 127.0.0.1 serving `root` with `Range` support, counting the body
@@ -86,6 +86,20 @@ function writeBig() {
     tensors[`model.layers.${i}.mlp.weight`] = { shape: [512, 1024], data: Float32Array.from({ length: 512 * 1024 }, (_, j) => ((i * 7919 + j) % 1000) / 999 - 0.5) }
   }
   saveFile(big, tensors)
+}
+
+/** Whether two typed arrays hold the same bytes (bit for bit, NaN payloads included). */
+function sameBits(a: ArrayBufferView, b: ArrayBufferView): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
+}
+
+/** The slice `ranges` (`[start, end)` of the leading one or two dimensions) of a row-major tensor. */
+function cut(all: Float32Array, shape: number[], ranges: ReadonlyArray<readonly [number, number]>) {
+  const [[r0, r1], [c0, c1] = [0, shape[1] ?? 1]] = ranges
+  const cols = shape[1] ?? 1
+  const width = c1 - c0
+  const data = Float32Array.from({ length: (r1 - r0) * width }, (_, i) => all[(r0 + Math.floor(i / width)) * cols + c0 + (i % width)])
+  return { shape: shape.length === 1 ? [r1 - r0] : [r1 - r0, width, ...shape.slice(2)], data }
 }
 
 beforeAll(async () => {
@@ -515,6 +529,96 @@ describe('openWeights(url)', () => {
     bytesSent = 0
     expect((await remote.getTensor('arr_0')).data).toEqual(openWeightsSync(path).getTensor('arr_0').data)
     expect(bytesSent).toBe(512 * 512 * 4)
+  })
+
+  it('a legacy .pt by URL is read by its pickles and storage counts: inspect reads a fraction, every tensor and slice is the local read', async () => {
+    const path = join(root, 'large-legacy.pt')
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => Math.sin(i) * 3)
+    const b = Float32Array.from({ length: 64 }, (_, i) => i - 7.5)
+    writeFileSync(path, legacyPt(LEGACY_TENSORS, [['0', w], ['1', b]]))
+    const size = statSync(path).size
+    expect(size).toBeGreaterThan(4 * 1024 * 1024)
+    bytesSent = 0
+    const report = await inspect(`${base}/ok/large-legacy.pt`)
+    expect(report.tensors.map((t: { name: string }) => t.name)).toEqual(['w', 'wt', 'b', 'b.part'])
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const local = openWeightsSync(path)
+    bytesSent = 0
+    const remote = await openWeights(`${base}/ok/large-legacy.pt` as `http://${string}`)
+    expect(bytesSent).toBeLessThan(size / 4)
+    expect(remote.format).toBe('pytorch')
+    expect(remote.tensorNames).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), n).toEqual(local.info(n))
+      expect(sameBits((await remote.getTensor(n, { as: 'raw' })).data, local.getTensor(n, { as: 'raw' }).data), n).toBe(true)
+    }
+    bytesSent = 0
+    expect(sameBits((await remote.getTensor('w')).data, w)).toBe(true)
+    expect(bytesSent).toBe(w.byteLength)
+    // Slices: of the row-major tensor, its rows alone; of the transposed view, cut from its range.
+    for (const [n, ranges] of [['w', [[100, 103]]], ['wt', [[5, 7], [10, 20]]], ['b.part', [[2, 9]]]] as const) {
+      bytesSent = 0
+      const got = await remote.getSlice(n, ranges as any)
+      const all = local.getTensor(n)
+      const want = cut(all.data as Float32Array, all.shape, ranges)
+      expect(got.shape, n).toEqual(want.shape)
+      expect(sameBits(got.data, want.data), n).toBe(true)
+      if (n === 'w') expect(bytesSent).toBe(3 * 1024 * 4)
+    }
+  })
+
+  it('a legacy .pt that lies or is cut fails by URL with the local error code', async () => {
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => i % 251)
+    const b = Float32Array.from({ length: 64 }, (_, i) => i)
+    const good = legacyPt(LEGACY_TENSORS, [['0', w], ['1', b]])
+    // The last storage's count: 8 bytes before its 64 floats at the end.
+    const countAt = good.length - 64 * 4 - 8
+    const lying = Buffer.from(good)
+    lying.writeBigInt64LE(65n, countAt)
+    const cases: Array<[string, Buffer, string, string]> = [
+      ['lying.pt', lying, 'ERR_SIZE_MISMATCH', "storage '1' should hold 64 elements, the file says 65"],
+      ['cut.pt', good.subarray(0, good.length - 1), 'ERR_INCOMPLETE_FILE', "storage '1' (256 bytes) runs past the end of the file"],
+      ['nocount.pt', good.subarray(0, countAt + 3), 'ERR_INCOMPLETE_FILE', "storage '1' is missing (file truncated)"],
+    ]
+    for (const [name, bytes, code, message] of cases) {
+      writeFileSync(join(root, name), bytes)
+      expect(() => openWeightsSync(join(root, name)), name).toThrow(expect.objectContaining({ code, message: expect.stringContaining(message) }))
+      bytesSent = 0
+      await expect(openWeights(`${base}/ok/${name}`), name).rejects.toMatchObject({ code, message: expect.stringContaining(message) })
+      expect(bytesSent, name).toBeLessThan(bytes.length / 4)
+    }
+  })
+
+  it('a deflated .npz (np.savez_compressed) by URL: each array by its compressed range, the local read', async () => {
+    const path = join(root, 'compressed.npz')
+    const script = "import numpy as np, sys; r = np.random.default_rng(7); a = r.standard_normal((1024, 1024)).astype('<f4'); np.savez_compressed(sys.argv[1], a=a, b=np.asfortranarray(a[:512, :256].T.astype('>f4')), small=np.arange(3, dtype='<i2'))"
+    await promisify(execFile)(PYTHON, ['-c', script, path])
+    const size = statSync(path).size
+    expect(size).toBeGreaterThan(3 * 1024 * 1024)
+    bytesSent = 0
+    expect(JSON.stringify(await inspect(`${base}/ok/compressed.npz`))).toContain('"small"')
+    expect(bytesSent).toBeGreaterThan(0)
+    expect(bytesSent).toBeLessThan(size / 4)
+    const local = openWeightsSync(path)
+    bytesSent = 0
+    const remote = await openWeights(`${base}/ok/compressed.npz` as `http://${string}`)
+    expect(bytesSent).toBeLessThan(size / 4)
+    expect(remote.tensorNames).toEqual(local.tensorNames)
+    for (const n of local.tensorNames) {
+      expect(remote.info(n), n).toEqual(local.info(n))
+      bytesSent = 0
+      expect(sameBits((await remote.getTensor(n)).data, local.getTensor(n).data), n).toBe(true)
+      // One member's compressed bytes, not the file's.
+      if (n === 'b') expect(bytesSent).toBeLessThan(size / 4)
+    }
+    for (const [n, ranges] of [['a', [[100, 103]]], ['b', [[5, 7], [10, 20]]]] as const) {
+      const got = await remote.getSlice(n, ranges as any)
+      const all = local.getTensor(n)
+      const want = cut(all.data as Float32Array, all.shape, ranges)
+      expect(got.shape, n).toEqual(want.shape)
+      expect(sameBits(got.data, want.data), n).toBe(true)
+    }
   })
 
   it('info() of every remote reader is the TensorInfo the local reader gives, keys and values', async () => {

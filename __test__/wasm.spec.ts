@@ -4,7 +4,7 @@ import { cpSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync }
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { convert as convertNative, openWeights as openNative, saveFile as saveNative, serialize as serializeNative } from '../index.js'
-import { PYTHON, tempDir } from './helpers'
+import { LEGACY_TENSORS, PYTHON, legacyPt, tempDir } from './helpers'
 import { describe as describeFile } from './wasm-describe.mjs'
 import { RANGED, rangedOnly, serveFiles, shardedSets, wasmFiles, type Served } from './wasm-fixtures'
 
@@ -78,23 +78,28 @@ describe('safetensors-node/wasm against the native addon', () => {
     expect(served.requests.length).toBeGreaterThan(2)
   })
 
-  it('an .npz by URL: its zip headers, then each tensor by its range, as the native addon reads it', async () => {
+  it('an .npz and a legacy .pt by URL: their headers (zip records; pickles and storage counts), then each tensor by its range, as the native addon reads them', async () => {
     const npz = join(dir, 'large.npz')
     const npzScript = "import numpy as np, sys; a = (np.arange(512 * 512, dtype='<f4') % 997).reshape(512, 512) / 7; np.savez(sys.argv[1], a=a, b=np.asfortranarray(a.T.astype('>f4')))"
     expect(spawnSync(PYTHON, ['-c', npzScript, npz], { encoding: 'utf8' }).status).toBe(0)
-    const own = await serveFiles(new Map([['large.npz', npz]]))
-    try {
-      const native = await openNative(npz)
-      const expected = await describeFile(native)
-      native.close()
-      const opened = await wasm.openWeights(`${own.base}large.npz`)
-      const openBytes = own.requests.map((r) => /^bytes=(\d+)-(\d+)$/.exec(r.range ?? '')).reduce((n, m) => n + (m ? Number(m[2]) - Number(m[1]) + 1 : Infinity), 0)
-      expect(openBytes, JSON.stringify(own.requests)).toBeLessThan(statSync(npz).size / 4)
-      expect(await describeFile(opened)).toEqual(expected)
-      opened.close()
-      expect(rangedOnly(own.requests, 'large.npz', statSync(npz).size), JSON.stringify(own.requests)).toBe(true)
-    } finally {
-      await own.close()
+    const pt = join(dir, 'large-legacy.pt')
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => Math.sin(i))
+    writeFileSync(pt, legacyPt(LEGACY_TENSORS, [['0', w], ['1', Float32Array.from({ length: 64 }, (_, i) => i / 8)]]))
+    for (const [name, path] of [['large.npz', npz], ['large-legacy.pt', pt]]) {
+      const own = await serveFiles(new Map([[name, path]]))
+      try {
+        const native = await openNative(path)
+        const expected = await describeFile(native)
+        native.close()
+        const opened = await wasm.openWeights(`${own.base}${name}`)
+        const openBytes = own.requests.map((r) => /^bytes=(\d+)-(\d+)$/.exec(r.range ?? '')).reduce((n, m) => n + (m ? Number(m[2]) - Number(m[1]) + 1 : Infinity), 0)
+        expect(openBytes, JSON.stringify(own.requests)).toBeLessThan(statSync(path).size / 4)
+        expect(await describeFile(opened), name).toEqual(expected)
+        opened.close()
+        expect(rangedOnly(own.requests, name, statSync(path).size), JSON.stringify(own.requests)).toBe(true)
+      } finally {
+        await own.close()
+      }
     }
   })
 

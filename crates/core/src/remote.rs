@@ -27,10 +27,14 @@
 //! (a first range of [`FIRST_RANGE_BYTES`], then the rest of the header if it is longer);
 //! `.npz` and PyTorch zip checkpoints are read by their zip headers (`zip.rs`: the end
 //! records, the central directory, each member's local header, an `.npz` array's `.npy`
-//! header, a checkpoint's `byteorder` and `data.pkl`), their tensors by their file ranges;
-//! a file that the first range holds whole, an archive with a deflated member, and the
-//! formats read whole (`.npy`, legacy PyTorch, weights.mlx), are read whole up to
-//! [`WHOLE_FILE_MAX_BYTES`] and opened by [`format::open_bytes`], as a file held in memory.
+//! header — inflated from the member's first compressed bytes where it is deflated — a
+//! checkpoint's `byteorder` and `data.pkl`), a `.npy` by its header, a legacy PyTorch
+//! checkpoint by its pickles (`legacy.rs`: its first bytes doubled until they parse, at most
+//! [`LEGACY_PICKLES_MAX_BYTES`], then the element count before each storage), their tensors
+//! by their file ranges (a deflated member's compressed bytes, inflated when served); a file
+//! that the first range holds whole, and the files read whole (weights.mlx, a PyTorch or
+//! NumPy shard of an index) up to [`WHOLE_FILE_MAX_BYTES`], are opened by
+//! [`format::open_bytes`], as a file held in memory.
 //!
 //! A model directory ([`Opener::directory`], or [`Opener::any`] of a file that does not
 //! exist) is opened as a local `pretrained::ModelDir` is: `config.json` (whole, at most
@@ -63,6 +67,8 @@ use crate::source::{SourceFile, TensorSource, WeightsFormat};
 use std::path::Path;
 
 mod file;
+mod legacy;
+mod ranged;
 mod zip;
 use file::{FileOpen, Next, Part};
 
@@ -71,10 +77,13 @@ use file::{FileOpen, Next, Part};
 pub const FIRST_RANGE_BYTES: u64 = 100 << 10;
 /// The most a GGUF header may take (a large vocabulary is tens of MiB).
 pub const GGUF_HEADER_MAX_BYTES: u64 = 256 << 20;
+/// The most a legacy PyTorch checkpoint's pickles may take, read by ranges (about 120 bytes
+/// per tensor: half a million tensors).
+pub const LEGACY_PICKLES_MAX_BYTES: u64 = 64 << 20;
 /// The most files of a split GGUF set or a sharded index asked for at once: a header or an
 /// index naming thousands of files that do not exist costs a few requests, not one per file.
 pub const FILES_AT_ONCE: usize = 16;
-/// The most a file read whole may take (NumPy, PyTorch, weights.mlx).
+/// The most a file read whole may take (weights.mlx, a PyTorch or NumPy shard of an index).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
 
 /// The first range asked of a file: [`FIRST_RANGE_BYTES`] (a test's own, so that small
@@ -187,10 +196,10 @@ enum Held {
         source: std::sync::Arc<GgufSource>,
         reads: Vec<FileRead>,
     },
-    /// A zip checkpoint (`.npz`, PyTorch) or a `.npy` read by its headers: tensors at their
-    /// file ranges.
+    /// A zip checkpoint (`.npz`, PyTorch), a legacy PyTorch checkpoint or a `.npy` read by
+    /// its headers: tensors at their file ranges.
     Ranged {
-        source: Box<zip::Ranged>,
+        source: Box<ranged::Ranged>,
         read: FileRead,
     },
 }

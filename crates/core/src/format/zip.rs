@@ -625,22 +625,35 @@ impl ZipEntry {
     /// The first `n` bytes of a member (fewer if it is shorter), without reading the rest:
     /// enough to parse a header inside a large compressed member. Not checksummed.
     pub fn read_prefix(&self, bytes: &[u8], n: usize) -> Result<Vec<u8>> {
-        let entry = self;
         let raw = bytes
-            .get(entry.data_range())
+            .get(self.data_range())
             .ok_or_else(|| CoreError::incomplete_file("zip: member past the end of the file"))?;
-        let n = n.min(usize::try_from(entry.uncompressed_len).unwrap_or(usize::MAX));
-        match entry.method {
-            Method::Stored => Ok(raw[..n.min(raw.len())].to_vec()),
+        self.prefix_of(raw, n)?.ok_or_else(|| corrupt(self))
+    }
+
+    /// [`ZipEntry::read_prefix`] from `raw`, the first of the member's stored bytes (all of
+    /// them, or fewer: a file read by ranges): `None` when `raw` is too short to give the `n`
+    /// bytes, which more of them may. A stream that is invalid however many bytes follow is
+    /// an error once all are there.
+    pub fn prefix_of(&self, raw: &[u8], n: usize) -> Result<Option<Vec<u8>>> {
+        let stored = usize::try_from(self.compressed_len).unwrap_or(usize::MAX);
+        let all = raw.len() >= stored;
+        let raw = &raw[..raw.len().min(stored)];
+        let n = n.min(usize::try_from(self.uncompressed_len).unwrap_or(usize::MAX));
+        match self.method {
+            Method::Stored if all || raw.len() >= n => Ok(Some(raw[..n.min(raw.len())].to_vec())),
+            Method::Stored => Ok(None),
             Method::Deflate => {
                 let mut out = vec![0u8; n];
                 match inflate_into(raw, &mut out) {
                     Inflated::Ended(written) => {
                         out.truncate(written);
-                        Ok(out)
+                        Ok(Some(out))
                     }
-                    Inflated::Full => Ok(out),
-                    Inflated::Corrupt => Err(corrupt(entry)),
+                    Inflated::Full => Ok(Some(out)),
+                    // A truncated stream and a corrupt one look alike until all of it is read.
+                    Inflated::Corrupt if all => Err(corrupt(self)),
+                    Inflated::Corrupt => Ok(None),
                 }
             }
         }

@@ -432,3 +432,51 @@ fn unsupported_features_are_refused_not_skipped() {
         let _ = read_all(&b);
     }
 }
+
+#[test]
+fn a_deflated_prefix_comes_from_the_first_compressed_bytes_or_asks_for_more() {
+    // Values that deflate poorly: a prefix needs about as many compressed bytes.
+    let data: Vec<u8> = (0..100_000u32)
+        .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
+        .collect();
+    let zip = build(&[deflated("a", &data)], None, false);
+    let archive = ZipArchive::parse(&zip).unwrap();
+    let e = &archive.entries()[0];
+    let raw = &zip[e.data_range()];
+    assert_eq!(e.read_prefix(&zip, 10_000).unwrap(), &data[..10_000]);
+    assert_eq!(e.prefix_of(raw, 10_000).unwrap().unwrap(), &data[..10_000]);
+    // Too few compressed bytes: none (more may give it), never a wrong prefix.
+    assert_eq!(e.prefix_of(&raw[..100], 10_000).unwrap(), None);
+    let enough = (256..raw.len())
+        .step_by(256)
+        .find(|&n| e.prefix_of(&raw[..n], 10_000).unwrap().is_some())
+        .unwrap();
+    assert!((10_000..20_000).contains(&enough), "{enough}");
+    assert_eq!(
+        e.prefix_of(&raw[..enough], 10_000).unwrap().unwrap(),
+        &data[..10_000]
+    );
+    // Asked for more than the member holds: all of it, once the stream's end is there.
+    let small = build(&[deflated("s", &data[..40])], None, false);
+    let archive = ZipArchive::parse(&small).unwrap();
+    let s = &archive.entries()[0];
+    let raw = &small[s.data_range()];
+    assert_eq!(s.prefix_of(raw, 10_000).unwrap().unwrap(), &data[..40]);
+    assert_eq!(s.prefix_of(&raw[..raw.len() - 1], 10_000).unwrap(), None);
+    // A stream that is invalid from its first byte: an error once all of it is there.
+    let bad = Member {
+        stored: vec![0xff; 64],
+        ..deflated("b", &data[..40])
+    };
+    let zip = build(&[bad], None, false);
+    let archive = ZipArchive::parse(&zip).unwrap();
+    let b = &archive.entries()[0];
+    let raw = &zip[b.data_range()];
+    assert_eq!(b.prefix_of(&raw[..10], 16).unwrap(), None);
+    let e = b.prefix_of(raw, 16).unwrap_err();
+    assert_eq!(e.code(), "ERR_INVALID_HEADER", "{e}");
+    assert_eq!(
+        b.read_prefix(&zip, 16).unwrap_err().code(),
+        "ERR_INVALID_HEADER"
+    );
+}

@@ -1,13 +1,16 @@
 //! One file read by ranges: its replies checked and gathered, until its header (or the whole
 //! file) is held and opened.
 
-use super::zip::{Ranged, ZipNext, ZipRead};
+use super::legacy::LegacyRead;
+use super::ranged::{Ranged, RangedNext};
+use super::zip::ZipRead;
 use super::WHOLE_FILE_MAX_BYTES;
 use super::{FileRead, Held, Reply, Request, Want, GGUF_HEADER_MAX_BYTES};
 use crate::error::{CoreError, ErrorKind, Result};
 use crate::format::detect::{self, Detected, Head};
 use crate::format::gguf::{self, GgufHeader, GgufSource};
 use crate::format::numpy::{self, NumpyFile};
+use crate::format::pytorch;
 use crate::format::safetensors::SafeTensors;
 use crate::format::{self};
 use crate::source::{TensorSource, WeightsFormat};
@@ -35,10 +38,16 @@ pub(super) struct FileOpen {
     /// The file's first bytes, grown as the header needs.
     head: Vec<u8>,
     total: Option<u64>,
-    /// A zip checkpoint read by ranges.
-    zip: Option<ZipRead>,
-    /// A zip checkpoint read whole (it has a deflated member).
-    zip_whole: bool,
+    /// A checkpoint read by ranges past its first bytes.
+    reading: Option<Reading>,
+}
+
+/// A checkpoint read by ranges past its first bytes.
+enum Reading {
+    /// A zip (`.npz`, torch ≥ 1.6): its records.
+    Zip(ZipRead),
+    /// A legacy torch checkpoint: its pickles, then its storages' element counts.
+    Legacy(LegacyRead),
 }
 
 /// What a file needs next, or what it is.
@@ -68,7 +77,8 @@ pub(super) enum Part {
     SafeTensors(Box<SafeTensors>),
     /// A GGUF file: its header only (`false`), or the whole file (`true`).
     Gguf(Box<GgufSource>, bool),
-    /// A zip checkpoint's or a `.npy`'s headers: tensors by their file ranges.
+    /// A zip checkpoint's, a legacy torch checkpoint's or a `.npy`'s headers: tensors by
+    /// their file ranges.
     Ranged(Box<Ranged>),
 }
 
@@ -144,8 +154,7 @@ impl FileOpen {
             mode,
             head: Vec::new(),
             total: None,
-            zip: None,
-            zip_whole: false,
+            reading: None,
         }
     }
 
@@ -165,8 +174,9 @@ impl FileOpen {
         let bytes = self
             .checked(request, reply)
             .map_err(|e| e.with_path(&self.url))?;
-        match (&mut self.zip, request.want) {
-            (Some(zip), Want::Range { start, .. }) => zip.take(start, bytes),
+        match (&mut self.reading, request.want) {
+            (Some(Reading::Zip(zip)), Want::Range { start, .. }) => zip.take(start, bytes),
+            (Some(Reading::Legacy(legacy)), Want::Range { start, .. }) => legacy.take(start, bytes),
             _ => self.head.extend_from_slice(&bytes),
         }
         Ok(())
@@ -209,11 +219,11 @@ impl FileOpen {
         if have == total {
             return self.whole(detected, hint, gguf_ranges);
         }
-        let zip_format = match detected {
+        let ranged_format = match detected {
             Detected::Format(f @ (WeightsFormat::NumPy | WeightsFormat::PyTorch)) => Some(f),
             _ => None,
         };
-        if let Some(f) = zip_format.filter(|_| gguf_ranges && !self.zip_whole) {
+        if let Some(f) = ranged_format.filter(|_| gguf_ranges) {
             if f == WeightsFormat::NumPy && numpy::looks_like_npy(&self.head) {
                 return match numpy::header_span(&self.head)? {
                     Some(end) if end as u64 <= have => {
@@ -224,7 +234,7 @@ impl FileOpen {
                         Ok(Next::Open(Part::Ranged(Box::new(Ranged::Numpy(file)))))
                     }
                     end => {
-                        let end = end.map_or(12 + numpy::MAX_HEADER_LEN as u64, |e| e as u64);
+                        let end = end.map_or(numpy::HEAD_BYTES as u64, |e| e as u64);
                         Ok(Next::Want(vec![Want::Range {
                             start: have,
                             end: end.min(total),
@@ -232,18 +242,26 @@ impl FileOpen {
                     }
                 };
             }
-            if self.zip.is_none() && format::zip::looks_like_zip(&self.head) {
-                self.zip = Some(ZipRead::new(f, total, self.head.clone()));
-            }
-            if let Some(zip) = &mut self.zip {
-                match zip.next()? {
-                    ZipNext::Want(wants) => return Ok(Next::Want(wants)),
-                    ZipNext::Open(file) => return Ok(Next::Open(Part::Ranged(Box::new(file)))),
-                    ZipNext::Whole => {
-                        self.zip = None;
-                        self.zip_whole = true;
-                    }
+            if self.reading.is_none() {
+                if format::zip::looks_like_zip(&self.head) {
+                    let zip = ZipRead::new(f, total, self.head.clone());
+                    self.reading = Some(Reading::Zip(zip));
+                } else if f == WeightsFormat::PyTorch && pytorch::looks_like_legacy(&self.head) {
+                    let legacy = LegacyRead::new(total, self.head.clone());
+                    self.reading = Some(Reading::Legacy(legacy));
                 }
+            }
+            let next = match &mut self.reading {
+                Some(Reading::Zip(zip)) => Some(zip.next()?),
+                Some(Reading::Legacy(legacy)) => Some(legacy.next()?),
+                None => None,
+            };
+            match next {
+                Some(RangedNext::Want(wants)) => return Ok(Next::Want(wants)),
+                Some(RangedNext::Open(file)) => {
+                    return Ok(Next::Open(Part::Ranged(Box::new(file))))
+                }
+                None => {}
             }
         }
         match detected {

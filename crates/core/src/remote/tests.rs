@@ -952,12 +952,13 @@ fn with_first_range<T>(first: u64, f: impl FnOnce() -> T) -> T {
 
 #[cfg(feature = "fs")]
 #[test]
-fn zip_fixtures_read_by_ranges_open_as_they_do_locally() {
+fn checkpoint_fixtures_read_by_ranges_open_as_they_do_locally() {
     use crate::format::zip::{Method, ZipArchive};
-    let mut ranged = 0;
+    let (mut ranged, mut deflated, mut legacy) = (0, 0, 0);
     for path in fixtures() {
         let bytes = std::fs::read(&path).unwrap();
-        if !format::zip::looks_like_zip(&bytes) {
+        let zip = format::zip::looks_like_zip(&bytes);
+        if !zip && !crate::format::pytorch::looks_like_legacy(&bytes) {
             continue;
         }
         let what = path.display().to_string();
@@ -966,13 +967,30 @@ fn zip_fixtures_read_by_ranges_open_as_they_do_locally() {
         let Ok(remote) = remote else {
             continue; // A damaged fixture: it failed as it does locally.
         };
-        let zip = ZipArchive::parse(&bytes).unwrap();
-        let deflated = zip.entries().iter().any(|e| e.method == Method::Deflate);
-        assert_eq!(remote.is_whole(), deflated, "{what}");
+        // A file the first range holds is read whole.
+        if remote.is_whole() {
+            assert!(bytes.len() <= 512, "{what}");
+            continue;
+        }
         assert!(traffic.requests <= 6, "{what}: {traffic:?}");
-        ranged += usize::from(!deflated);
+        ranged += 1;
+        if zip {
+            let archive = ZipArchive::parse(&bytes).unwrap();
+            deflated += usize::from(
+                archive
+                    .entries()
+                    .iter()
+                    .any(|e| e.method == Method::Deflate),
+            );
+        } else {
+            legacy += 1;
+        }
     }
-    assert!(ranged >= 10, "{ranged} zip fixtures read by ranges");
+    assert!(ranged >= 12, "{ranged} checkpoint fixtures read by ranges");
+    assert!(
+        deflated >= 1 && legacy >= 1,
+        "{deflated} deflated, {legacy} legacy"
+    );
 }
 
 /// Little-endian f32 bytes of `n` values from `seed`.
@@ -1025,12 +1043,52 @@ fn large_torch() -> Vec<u8> {
     torch_zip(&p, &[("0", &floats(256 * 1024, 5)), ("1", &floats(8, 11))])
 }
 
+/// The slice of `name` that `remote` serves from the bytes of its spans in `file`: asserted to
+/// be the local `select`'s shape and bytes. The bytes its spans asked for.
+fn sliced_as_locally(
+    remote: &RemoteFile,
+    local: &dyn TensorSource,
+    file: &[u8],
+    name: &str,
+    ranges: &[SliceArg],
+) -> u64 {
+    let (shape, spans) = remote.slice_spans(name, ranges).unwrap();
+    let want = local.select(name, ranges).unwrap();
+    assert_eq!(shape, want.shape, "{name}");
+    let stored: Vec<u8> = (spans.iter())
+        .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
+        .collect();
+    let (shape, got) = remote.serve_slice(name, ranges, stored).unwrap();
+    assert_eq!(shape, want.shape, "{name}");
+    assert_eq!(got, want.bytes.into_bytes().unwrap().as_slice(), "{name}");
+    spans.iter().map(|s| s.len).sum()
+}
+
+/// A legacy torch checkpoint: the same tensors as [`large_torch`]'s.
+fn large_legacy() -> Vec<u8> {
+    use crate::format::pytorch::tests::{legacy_file, legacy_id, tensor_pickle};
+    let mut p = b"\x80\x02}(".to_vec();
+    for (name, stride) in [("w", [512, 1]), ("wt", [1, 512])] {
+        p.push(b'X');
+        p.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        p.extend_from_slice(name.as_bytes());
+        let tensor = tensor_pickle("0", 256 * 1024, 0, &[512, 512], &stride);
+        p.extend(legacy_id(tensor));
+    }
+    p.extend_from_slice(b"X\x01\x00\x00\x00b");
+    p.extend(legacy_id(tensor_pickle("1", 8, 2, &[4], &[1])));
+    p.extend_from_slice(b"u.");
+    let (w, b) = (floats(256 * 1024, 5), floats(8, 11));
+    legacy_file(&p, &[("0", 256 * 1024, &w), ("1", 8, &b)])
+}
+
 #[test]
-fn a_large_zip_checkpoint_is_read_by_its_headers() {
+fn a_large_checkpoint_is_read_by_its_headers() {
     let headers = FIRST_RANGE_BYTES + crate::format::zip::END_RECORDS_MAX_BYTES + (16 << 10);
     for (what, file, plain, strided) in [
         ("npz", large_npz(), "a", "b"),
         ("torch zip", large_torch(), "w", "wt"),
+        ("legacy torch", large_legacy(), "w", "wt"),
     ] {
         let traffic = same_as_local(&file, what);
         assert!(traffic.bytes <= headers, "{what}: {traffic:?}");
@@ -1047,22 +1105,9 @@ fn a_large_zip_checkpoint_is_read_by_its_headers() {
         let local = format::open_bytes(file.clone(), None).unwrap();
         let ranges = [SliceArg::Range(3, 7)];
         for (name, whole) in [(plain, false), (strided, true)] {
-            let (shape, spans) = remote.slice_spans(name, &ranges).unwrap();
-            let want = local.select(name, &ranges).unwrap();
-            assert_eq!(shape, want.shape, "{what} {name}");
-            let stored: Vec<u8> = (spans.iter())
-                .flat_map(|s| file[s.start as usize..(s.start + s.len) as usize].to_vec())
-                .collect();
-            let asked: u64 = spans.iter().map(|s| s.len).sum();
+            let asked = sliced_as_locally(&remote, local.as_ref(), &file, name, &ranges);
             let tensor_bytes = local.info(name).unwrap().stored_len;
             assert_eq!(asked == tensor_bytes, whole, "{what} {name}: {asked} bytes");
-            let (shape, got) = remote.serve_slice(name, &ranges, stored).unwrap();
-            assert_eq!(shape, want.shape, "{what} {name}");
-            assert_eq!(
-                got,
-                want.bytes.into_bytes().unwrap().as_slice(),
-                "{what} {name}"
-            );
             let e = remote.serve_slice(name, &ranges, vec![0; 8]).unwrap_err();
             assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
         }
@@ -1073,6 +1118,150 @@ fn a_large_zip_checkpoint_is_read_by_its_headers() {
         let e = remote.serve(plain, vec![0; 8]).err().unwrap();
         assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
     }
+}
+
+/// An `.npz` of deflated members (`np.savez_compressed`): each array's `.npy` header
+/// inflated from the first of its compressed bytes at open, each array fetched as its
+/// compressed bytes and inflated; a slice is cut from the whole array.
+#[test]
+fn a_deflated_npz_is_read_by_its_headers_and_each_member_by_its_range() {
+    use crate::format::numpy::tests::npy;
+    use crate::format::zip::tests::{build, deflated};
+    let header = |descr: &str, fortran: &str, shape: &str| {
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}")
+    };
+    // Values that deflate poorly, as trained weights do.
+    let noise = |n: u32, seed: u32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 3).to_le_bytes())
+            .collect()
+    };
+    let a = npy(
+        1,
+        &header("<f4", "False", "(512, 512)"),
+        &noise(256 * 1024, 3),
+    );
+    let b = npy(
+        1,
+        &header(">i4", "True", "(256, 1024)"),
+        &noise(256 * 1024, 7),
+    );
+    let small = npy(1, &header("<i2", "False", "(3,)"), &[1, 0, 2, 0, 3, 0]);
+    let file = build(
+        &[
+            deflated("a.npy", &a),
+            deflated("b.npy", &b),
+            deflated("small.npy", &small),
+        ],
+        None,
+        false,
+    );
+    assert!(file.len() > 1_500_000, "{}", file.len());
+    let traffic = same_as_local(&file, "deflated npz");
+    let headers = FIRST_RANGE_BYTES + crate::format::zip::END_RECORDS_MAX_BYTES + (64 << 10);
+    assert!(traffic.bytes <= headers, "{traffic:?}");
+    assert!(traffic.requests <= 5, "{traffic:?}");
+    let (remote, _) = drive(&file, None);
+    let remote = remote.unwrap();
+    assert!(!remote.is_whole());
+    let local = format::open_bytes(file.clone(), None).unwrap();
+    let zip = crate::format::zip::ZipArchive::parse(&file).unwrap();
+    for name in ["a", "b", "small"] {
+        // Its span is the member's compressed bytes.
+        let entry = zip.find(&format!("{name}.npy")).unwrap();
+        let spans = remote.spans(name).unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(
+            (spans[0].start, spans[0].len),
+            (entry.data_start, entry.compressed_len),
+            "{name}"
+        );
+        let ranges = [SliceArg::Range(1, 2)];
+        sliced_as_locally(&remote, local.as_ref(), &file, name, &ranges);
+    }
+    // Compressed bytes that are not the member's: the local inflation's coded errors.
+    let span = &remote.spans("a").unwrap()[0];
+    let mut wrong = file[span.start as usize..(span.start + span.len) as usize].to_vec();
+    wrong[span.len as usize / 2] ^= 0x55;
+    let e = remote.serve("a", wrong).err().unwrap();
+    assert!(
+        ["ERR_SIZE_MISMATCH", "ERR_INVALID_HEADER"].contains(&e.code()),
+        "{e}"
+    );
+}
+
+/// A legacy checkpoint whose counts lie, whose storages are cut or whose pickles are: the
+/// local error by ranges, every request inside the file.
+#[test]
+fn a_damaged_legacy_checkpoint_fails_by_ranges_as_it_does_locally() {
+    let file = large_legacy();
+    let n = file.len();
+    // The second storage: its count 40 bytes before the end (8 + 8 floats).
+    let count_1 = n - 40;
+    let mut lying = file.clone();
+    lying[count_1..count_1 + 8].copy_from_slice(&9i64.to_le_bytes());
+    let mut first_lies = file.clone();
+    let count_0 = count_1 - (1 << 20) - 8;
+    first_lies[count_0..count_0 + 8].copy_from_slice(&(-1i64).to_le_bytes());
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("the second count lies", lying, "ERR_SIZE_MISMATCH"),
+        ("the first count lies", first_lies, "ERR_SIZE_MISMATCH"),
+        (
+            "the last storage cut",
+            file[..n - 1].to_vec(),
+            "ERR_INCOMPLETE_FILE",
+        ),
+        (
+            "the last count cut",
+            file[..count_1 + 4].to_vec(),
+            "ERR_INCOMPLETE_FILE",
+        ),
+        (
+            "the first storage cut",
+            file[..count_0 + 100].to_vec(),
+            "ERR_INCOMPLETE_FILE",
+        ),
+        (
+            "the pickles cut",
+            file[..count_0 - 20].to_vec(),
+            "ERR_INCOMPLETE_FILE",
+        ),
+    ];
+    for (what, file, code) in cases {
+        let traffic = fails_inside_as_locally(what, &file, code);
+        assert!(traffic.requests <= 8, "{what}: {traffic:?}");
+        assert!(traffic.bytes < 16 << 10, "{what}: {traffic:?}");
+    }
+}
+
+/// Pickles that run on past [`LEGACY_PICKLES_MAX_BYTES`] are refused once that much was read,
+/// whatever length the file claims.
+#[test]
+fn legacy_pickles_are_read_by_ranges_up_to_their_cap() {
+    let mut head = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.".to_vec();
+    head.extend_from_slice(b"\x80\x02M\xe9\x03.");
+    // The sys-info pickle: bytes as long as the file.
+    head.extend_from_slice(b"\x80\x02\x8e");
+    head.extend_from_slice(&(1u64 << 30).to_le_bytes());
+    let total = (1u64 << 30) + head.len() as u64 + 1;
+    let mut traffic = Traffic::default();
+    let mut server = |r: &Request| {
+        let Want::Range { start, end } = r.want else {
+            panic!("{r:?}")
+        };
+        let bytes = (start..end.min(total))
+            .map(|i| head.get(i as usize).copied().unwrap_or(0))
+            .collect();
+        Reply::Bytes {
+            bytes,
+            total: Some(total),
+        }
+    };
+    let e = drive_with(None, &mut traffic, &mut server).err().unwrap();
+    assert_eq!(e.code(), "ERR_HEADER_TOO_LARGE", "{e}");
+    assert!(e.to_string().contains("past 64 MiB"), "{e}");
+    assert_eq!(traffic.bytes, LEGACY_PICKLES_MAX_BYTES, "{traffic:?}");
+    assert!(traffic.requests <= 12, "{traffic:?}");
 }
 
 /// A `.npy` is read by its header (the first range holds it), its array by its own range;
@@ -1142,6 +1331,21 @@ fn drive_inside(file: &[u8], first: u64) -> (Result<RemoteFile>, Traffic) {
     (result, traffic)
 }
 
+/// `file` fails locally with `code`, and by ranges (a first range of 64 bytes, every request
+/// inside the file) with the same code and message.
+fn fails_inside_as_locally(what: &str, file: &[u8], code: &str) -> Traffic {
+    let local = format::open_bytes(file.to_vec(), None).err().unwrap();
+    assert_eq!(local.code(), code, "{what} locally: {local}");
+    let (remote, traffic) = drive_inside(file, 64);
+    let remote = remote.err().unwrap();
+    assert_eq!(
+        (remote.code(), remote.detail()),
+        (local.code(), local.detail()),
+        "{what}"
+    );
+    traffic
+}
+
 #[test]
 fn hostile_zip_directories_fail_by_ranges_with_coded_errors() {
     use crate::format::zip::tests::{build, stored};
@@ -1187,15 +1391,7 @@ fn hostile_zip_directories_fail_by_ranges_with_coded_errors() {
     put(&mut f, locator + 8, &(u64::MAX / 2).to_le_bytes());
     cases.push(("ZIP64 record outside", f, "ERR_INVALID_HEADER"));
     for (what, file, code) in cases {
-        let local = format::open_bytes(file.clone(), None).err().unwrap();
-        assert_eq!(local.code(), code, "{what} locally: {local}");
-        let (remote, traffic) = drive_inside(&file, 64);
-        let remote = remote.err().unwrap();
-        assert_eq!(
-            (remote.code(), remote.detail()),
-            (local.code(), local.detail()),
-            "{what}"
-        );
+        let traffic = fails_inside_as_locally(what, &file, code);
         assert!(traffic.requests <= 4, "{what}: {traffic:?}");
         assert!(
             traffic.bytes <= file.len() as u64 + 64,

@@ -3,79 +3,33 @@
 //! member's local header (an `.npz` member's with its `.npy` header), then a PyTorch
 //! checkpoint's `byteorder` and `data.pkl` (whole, capped as locally). Each is checked by the
 //! local reader's own parsing ([`crate::format::zip`], [`NumpyFile::from_zip_heads`],
-//! [`PyTorchFile::from_zip_members`]); tensors are then fetched by their file ranges. An
-//! archive with a deflated member is read whole (capped), as a file in memory.
+//! [`PyTorchFile::from_zip_members`]); tensors are then fetched by their file ranges. A
+//! deflated `.npz` member's `.npy` header is inflated from the first of its compressed bytes
+//! (as many as the local reader inflates at open); a deflated member's tensor is fetched as
+//! its compressed bytes and inflated, bounded by the size the directory declares.
 
-use super::Want;
+use super::ranged::{want, Pieces, Ranged, RangedNext};
 use crate::error::{CoreError, Result};
 use crate::format::numpy::{self, NumpyFile};
 use crate::format::pytorch::PyTorchFile;
 use crate::format::zip::{self, Central, Directory, Method, ZipArchive, END_RECORDS_MAX_BYTES};
-use crate::source::{TensorSource, WeightsFormat};
-use std::ops::Range;
+use crate::source::WeightsFormat;
 
 /// The most bytes of a central directory read by ranges (each member takes about a hundred).
 pub const CENTRAL_MAX_BYTES: u64 = 64 << 20;
-/// The most ranges asked for in one step.
-const RANGES_AT_ONCE: usize = 64;
-/// Ranges closer than this are asked for as one (neighbouring headers of small members).
-const MERGE_GAP: u64 = 16 << 10;
 /// The bytes of an `.npz` member's `.npy` header asked for before its length is known
 /// (numpy writes 128, or a multiple of 64).
 const NPY_HEADER_GUESS: u64 = 128;
-
-/// A zip checkpoint opened from its headers.
-pub(super) enum Ranged {
-    Numpy(NumpyFile),
-    PyTorch(PyTorchFile),
-}
-
-impl Ranged {
-    pub(super) fn source(&self) -> &dyn TensorSource {
-        match self {
-            Ranged::Numpy(f) => f,
-            Ranged::PyTorch(f) => f,
-        }
-    }
-
-    /// Where the stored bytes of `name` lie in the file, and whether they are what the local
-    /// `fetch` gives as they are (a slice may then read its rows alone).
-    pub(super) fn range(&self, name: &str) -> Result<(Range<u64>, bool)> {
-        self.source().info(name)?;
-        let range = match self {
-            Ranged::Numpy(f) => f
-                .data_range(name)
-                .map(|(r, as_is)| (r.start as u64..r.end as u64, as_is)),
-            Ranged::PyTorch(f) => f.file_range(name),
-        };
-        range.ok_or_else(|| {
-            CoreError::invalid_argument("a deflated member is read whole").with_tensor(name)
-        })
-    }
-
-    /// What the local `fetch` gives, from the bytes of [`Ranged::range`].
-    pub(super) fn serve(&self, name: &str, stored: &[u8]) -> Result<Vec<u8>> {
-        match self {
-            Ranged::Numpy(f) => f.from_data(name, stored),
-            Ranged::PyTorch(f) => f.from_range(name, stored),
-        }
-    }
-}
-
-/// What the archive needs next.
-pub(super) enum ZipNext {
-    Want(Vec<Want>),
-    /// A deflated member: read the file whole.
-    Whole,
-    Open(Ranged),
-}
+/// The compressed bytes of a deflated `.npz` member asked for first, to inflate its first
+/// [`numpy::HEAD_BYTES`] (the `.npy` header and what the local reader inflates with it);
+/// doubled while they do not suffice.
+const DEFLATED_HEAD_GUESS: u64 = 16 << 10;
 
 /// A zip being read by ranges.
 pub(super) struct ZipRead {
     format: WeightsFormat,
     total: u64,
-    /// Bytes held, by start; none lies inside another, so ends grow with starts.
-    pieces: Vec<(u64, Vec<u8>)>,
+    pieces: Pieces,
 }
 
 impl ZipRead {
@@ -85,7 +39,7 @@ impl ZipRead {
         let mut read = ZipRead {
             format,
             total,
-            pieces: Vec::new(),
+            pieces: Pieces::default(),
         };
         read.take(0, head);
         read
@@ -93,38 +47,13 @@ impl ZipRead {
 
     /// Hold `bytes`, the file's from `start`.
     pub(super) fn take(&mut self, start: u64, bytes: Vec<u8>) {
-        let end = start + bytes.len() as u64;
-        if bytes.is_empty() || self.held(start, end - start).is_some() {
-            return;
-        }
-        self.pieces
-            .retain(|(s, b)| !(*s >= start && s + b.len() as u64 <= end));
-        let at = self.pieces.partition_point(|(s, _)| *s < start);
-        self.pieces.insert(at, (start, bytes));
-    }
-
-    /// The file's bytes from `start` that a piece holds (empty when none does).
-    fn from(&self, start: u64) -> &[u8] {
-        let at = self.pieces.partition_point(|(s, _)| *s <= start);
-        let Some((s, bytes)) = at.checked_sub(1).map(|i| &self.pieces[i]) else {
-            return &[];
-        };
-        usize::try_from(start - s)
-            .ok()
-            .and_then(|skip| bytes.get(skip..))
-            .unwrap_or(&[])
-    }
-
-    /// `len` bytes from `start`, if held.
-    fn held(&self, start: u64, len: u64) -> Option<&[u8]> {
-        let bytes = self.from(start);
-        (bytes.len() as u64 >= len).then(|| &bytes[..len as usize])
+        self.pieces.take(start, bytes)
     }
 
     /// What the archive needs next, or it open.
-    pub(super) fn next(&mut self) -> Result<ZipNext> {
+    pub(super) fn next(&mut self) -> Result<RangedNext> {
         let tail_start = self.total.saturating_sub(END_RECORDS_MAX_BYTES);
-        let Some(tail) = self.held(tail_start, self.total - tail_start) else {
+        let Some(tail) = self.pieces.held(tail_start, self.total - tail_start) else {
             return Ok(want(Some(tail_start..self.total)));
         };
         let dir = Directory::read(tail, tail_start)?;
@@ -136,19 +65,16 @@ impl ZipRead {
                 CENTRAL_MAX_BYTES >> 20
             )));
         }
-        let Some(cd_bytes) = self.held(cd.start, cd.end - cd.start) else {
+        let Some(cd_bytes) = self.pieces.held(cd.start, cd.end - cd.start) else {
             return Ok(want(Some(cd)));
         };
         let centrals = zip::central_records(cd_bytes, &dir)?;
-        if centrals.iter().any(|c| c.entry().method == Method::Deflate) {
-            return Ok(ZipNext::Whole);
-        }
         let npz = self.format == WeightsFormat::NumPy;
         let wants = (centrals.iter())
             .filter_map(|c| {
                 let need = self.local_need(c, npz, cd.start);
                 let h = c.header_start();
-                ((self.from(h).len() as u64) < need).then(|| h..h + need)
+                ((self.pieces.from(h).len() as u64) < need).then(|| h..h + need)
             })
             .collect::<Vec<_>>();
         if !wants.is_empty() {
@@ -156,76 +82,85 @@ impl ZipRead {
         }
         let entries = (centrals.into_iter())
             .map(|c| {
-                let local = self.from(c.header_start());
+                let local = self.pieces.from(c.header_start());
                 c.with_local(local, cd.start)
             })
             .collect::<Result<Vec<_>>>()?;
         let zip = ZipArchive::from_entries(entries)?;
         if npz {
-            let head = |e: &zip::ZipEntry| {
-                let n = e.compressed_len.min(12 + numpy::MAX_HEADER_LEN as u64);
-                let held = self.from(e.data_start);
-                Ok(held[..held.len().min(n as usize)].to_vec())
-            };
-            return Ok(ZipNext::Open(Ranged::Numpy(NumpyFile::from_zip_heads(
-                &zip, &head,
-            )?)));
+            return self.npz(&zip);
         }
         let members = PyTorchFile::zip_members(&zip)?;
         let wants = (members.iter())
             .filter(|(e, limit)| e.compressed_len <= *limit)
-            .filter(|(e, _)| self.held(e.data_start, e.compressed_len).is_none())
+            .filter(|(e, _)| self.pieces.held(e.data_start, e.compressed_len).is_none())
             .map(|(e, _)| e.data_start..e.data_start + e.compressed_len)
             .collect::<Vec<_>>();
         if !wants.is_empty() {
             return Ok(want(wants));
         }
-        let read =
-            |e: &zip::ZipEntry, limit: u64| e.read_at(self.from(e.data_start), e.data_start, limit);
+        let read = |e: &zip::ZipEntry, limit: u64| {
+            e.read_at(self.pieces.from(e.data_start), e.data_start, limit)
+        };
         let file = PyTorchFile::from_zip_members(&zip, &read)?;
-        Ok(ZipNext::Open(Ranged::PyTorch(file)))
+        Ok(RangedNext::Open(Ranged::PyTorch(file)))
+    }
+
+    /// An `.npz` from its members' first bytes: a stored member's `.npy` header as held, a
+    /// deflated one's first [`numpy::HEAD_BYTES`] inflated from its first compressed bytes
+    /// (more of them asked for, doubling, while they do not suffice).
+    fn npz(&self, zip: &ZipArchive) -> Result<RangedNext> {
+        let held = |e: &zip::ZipEntry| {
+            let held = self.pieces.from(e.data_start);
+            &held[..held
+                .len()
+                .min(usize::try_from(e.compressed_len).unwrap_or(usize::MAX))]
+        };
+        let short = (zip.entries().iter())
+            .filter(|e| e.method == Method::Deflate && e.name.ends_with(".npy"))
+            .filter(|e| matches!(e.prefix_of(held(e), numpy::HEAD_BYTES), Ok(None)))
+            .map(|e| {
+                let more = (held(e).len() as u64 * 2).max(DEFLATED_HEAD_GUESS);
+                e.data_start..e.data_start + more.min(e.compressed_len)
+            })
+            .collect::<Vec<_>>();
+        if !short.is_empty() {
+            return Ok(want(short));
+        }
+        let head = |e: &zip::ZipEntry| match e.method {
+            Method::Stored => {
+                let n = e.compressed_len.min(numpy::HEAD_BYTES as u64);
+                let held = self.pieces.from(e.data_start);
+                Ok(held[..held.len().min(n as usize)].to_vec())
+            }
+            Method::Deflate => (e.prefix_of(held(e), numpy::HEAD_BYTES)?)
+                .ok_or_else(|| CoreError::incomplete_file("zip: a member's first bytes not read")),
+        };
+        let file = NumpyFile::from_zip_heads(zip, &head)?;
+        Ok(RangedNext::Open(Ranged::Numpy(file)))
     }
 
     /// The bytes from a member's local header on that its checks need: the header and, for
-    /// an `.npz` array, its `.npy` header; never past the directory at `cd_start`.
+    /// an `.npz` array, its `.npy` header (stored) or the first of its compressed bytes
+    /// (deflated); never past the directory at `cd_start`.
     fn local_need(&self, c: &Central, npz: bool, cd_start: u64) -> u64 {
-        let held = self.from(c.header_start());
+        let held = self.pieces.from(c.header_start());
         let local = c.local_len(held);
         let mut need = local;
-        if npz && c.entry().name.ends_with(".npy") {
-            let npy = usize::try_from(local)
-                .ok()
-                .and_then(|l| held.get(l..))
-                .and_then(|npy| numpy::header_span(npy).ok().flatten());
-            let npy = npy.map_or(NPY_HEADER_GUESS, |n| n as u64);
-            need += npy.min(c.entry().compressed_len);
+        let entry = c.entry();
+        if npz && entry.name.ends_with(".npy") {
+            let first = match entry.method {
+                Method::Stored => {
+                    let npy = usize::try_from(local)
+                        .ok()
+                        .and_then(|l| held.get(l..))
+                        .and_then(|npy| numpy::header_span(npy).ok().flatten());
+                    npy.map_or(NPY_HEADER_GUESS, |n| n as u64)
+                }
+                Method::Deflate => DEFLATED_HEAD_GUESS,
+            };
+            need += first.min(entry.compressed_len);
         }
         need.min(cd_start - c.header_start())
     }
-}
-
-/// Ask for `ranges`, those close together as one, at most [`RANGES_AT_ONCE`].
-fn want(ranges: impl IntoIterator<Item = Range<u64>>) -> ZipNext {
-    let mut ranges: Vec<Range<u64>> = ranges.into_iter().collect();
-    ranges.sort_unstable_by_key(|r| r.start);
-    let mut merged: Vec<Range<u64>> = Vec::new();
-    for r in ranges {
-        let full = merged.len() == RANGES_AT_ONCE;
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(MERGE_GAP) => {
-                last.end = last.end.max(r.end)
-            }
-            _ if full => break,
-            _ => merged.push(r),
-        }
-    }
-    ZipNext::Want(
-        merged
-            .into_iter()
-            .map(|r| Want::Range {
-                start: r.start,
-                end: r.end,
-            })
-            .collect(),
-    )
 }

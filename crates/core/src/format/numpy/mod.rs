@@ -27,6 +27,9 @@ pub const NPY_ARRAY_NAME: &str = "arr_0";
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy's own default `max_header_size` (`numpy.lib.format`): longer headers are refused.
 pub const MAX_HEADER_LEN: usize = 10_000;
+/// The most bytes before a `.npy`'s data: magic, version, length and the longest header
+/// (an `.npz` member's first bytes read to parse it).
+pub const HEAD_BYTES: usize = 12 + MAX_HEADER_LEN;
 
 /// Whether `bytes` start like a `.npy` file.
 pub fn looks_like_npy(bytes: &[u8]) -> bool {
@@ -455,9 +458,9 @@ impl NumpyFile {
             match entry.method {
                 Method::Stored => {
                     let at = entry.data_range();
-                    Ok(memory[at.start..at.end.min(at.start + 12 + MAX_HEADER_LEN)].to_vec())
+                    Ok(memory[at.start..at.end.min(at.start + HEAD_BYTES)].to_vec())
                 }
-                Method::Deflate => entry.read_prefix(&memory, 12 + MAX_HEADER_LEN),
+                Method::Deflate => entry.read_prefix(&memory, HEAD_BYTES),
             }
         };
         let (listed, arrays) = Self::zip_arrays(zip, &head)?;
@@ -465,8 +468,8 @@ impl NumpyFile {
     }
 
     /// An `.npz` known by its directory and its members' first bytes (`head`: at least the
-    /// `.npy` header of each), its bytes read elsewhere: a file read by ranges. Only stored
-    /// members: a deflated one is read whole.
+    /// `.npy` header of each; a deflated member's inflated), its bytes read elsewhere: a file
+    /// read by ranges.
     pub fn from_zip_heads(
         zip: &ZipArchive,
         head: &dyn Fn(&ZipEntry) -> Result<Vec<u8>>,
@@ -570,14 +573,38 @@ impl NumpyFile {
                 }
                 Ok(TensorBytes::Owned(self.arrange(i, stored)?))
             }
-            Data::Deflated(entry, h) => {
-                let all = entry.read(&self.memory, entry.uncompressed_len)?;
-                let data = all.get(h.data_offset..).ok_or_else(|| {
-                    CoreError::incomplete_file("npz: member shorter than its header")
-                })?;
-                Ok(TensorBytes::Owned(self.arrange(i, data)?))
-            }
+            Data::Deflated(entry, h) => Ok(TensorBytes::Owned(self.inflated(
+                i,
+                entry,
+                h,
+                &self.memory,
+                0,
+            )?)),
         }
+    }
+
+    /// Array `i`, a deflated member, from `bytes` (the file's from byte `base` on, holding
+    /// the member's compressed bytes): inflated into exactly the size the directory declares
+    /// (its checksum checked), its `.npy` header the one read at open, then arranged.
+    fn inflated(
+        &self,
+        i: usize,
+        entry: &ZipEntry,
+        h: &NpyHeader,
+        bytes: &[u8],
+        base: u64,
+    ) -> Result<Vec<u8>> {
+        let all = entry.read_at(bytes, base, entry.uncompressed_len)?;
+        if parse_header(&all)? != *h {
+            return Err(bad(format!(
+                "member {:?} inflates to another header than the one read at open",
+                entry.name
+            )));
+        }
+        let data = all
+            .get(h.data_offset..)
+            .ok_or_else(|| CoreError::incomplete_file("npz: member shorter than its header"))?;
+        self.arrange(i, data)
     }
 
     /// Whether array `i` is stored otherwise than row-major and little-endian.
@@ -604,13 +631,13 @@ impl NumpyFile {
         Ok(bytes)
     }
 
-    /// Where the stored data of `name` lies in the file (a stored member's array; `None` for
-    /// a deflated one), and whether it is what [`NumpyFile::fetch`] gives as it is.
+    /// Where the stored data of `name` lies in the file (a stored member's array, a deflated
+    /// member's compressed bytes), and whether it is what [`NumpyFile::fetch`] gives as it is.
     pub fn data_range(&self, name: &str) -> Option<(Range<usize>, bool)> {
         let i = self.tensors.position(name)?;
         match &self.arrays[i].data {
             Data::Mapped(range) => Some((range.clone(), !self.arranges(i))),
-            Data::Deflated(..) => None,
+            Data::Deflated(entry, _) => Some((entry.data_range(), false)),
         }
     }
 
@@ -620,7 +647,11 @@ impl NumpyFile {
             .tensors
             .position(name)
             .ok_or_else(|| CoreError::not_found("no such tensor in the file").with_tensor(name))?;
-        self.arrange(i, stored).map_err(|e| e.with_tensor(name))
+        let out = match &self.arrays[i].data {
+            Data::Mapped(_) => self.arrange(i, stored),
+            Data::Deflated(entry, h) => self.inflated(i, entry, h, stored, entry.data_start),
+        };
+        out.map_err(|e| e.with_tensor(name))
     }
 }
 

@@ -10,7 +10,10 @@
 //! copy) or a gather into a fresh row-major buffer (views, big-endian files).
 
 pub mod allow;
+mod legacy;
 pub mod pickle;
+
+pub use legacy::{looks_like_legacy, CountAt, LegacyHead};
 
 use crate::dtype::DType;
 use crate::error::{CoreError, Result};
@@ -30,9 +33,6 @@ use std::sync::{Arc, Mutex};
 
 /// The name of the one tensor of a checkpoint that is a bare tensor (`torch.save(t, f)`).
 pub const BARE_TENSOR_NAME: &str = "tensor";
-/// The legacy format's first pickle (`torch.serialization.MAGIC_NUMBER`).
-const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
-const LEGACY_PROTOCOL_VERSION: i64 = 1001;
 /// Longest `data.pkl` read.
 const MAX_PICKLE_BYTES: u64 = 1 << 30;
 /// A zip member's bytes, at most the limit given ([`ZipEntry::read`]'s), from wherever the
@@ -143,21 +143,7 @@ pub fn sniff(bytes: &[u8], zip: Option<&ZipArchive>) -> Option<Container> {
     if let Some(zip) = zip {
         return zip_top(zip).ok().map(|_| Container::Zip);
     }
-    legacy_start(bytes).then_some(Container::Legacy)
-}
-
-/// Whether `bytes` start with the legacy format's magic-number pickle.
-fn legacy_start(bytes: &[u8]) -> bool {
-    // PROTO n, an optional FRAME, then LONG1 of the 10-byte magic.
-    let mut at = match bytes {
-        [0x80, 2..=5, ..] => 2,
-        _ => return false,
-    };
-    if bytes.get(at) == Some(&0x95) {
-        at += 9;
-    }
-    bytes.get(at..at + 2) == Some(&[0x8a, 0x0a])
-        && bytes.get(at + 2..at + 12) == Some(&LEGACY_MAGIC)
+    looks_like_legacy(bytes).then_some(Container::Legacy)
 }
 
 /// The folder every member of a torch zip lives in (`archive`, or the file's stem), found,
@@ -200,7 +186,7 @@ impl PyTorchFile {
         if crate::format::zip::looks_like_zip(&memory) {
             let zip = ZipArchive::parse(&memory)?;
             Self::from_zip(memory, &zip)
-        } else if legacy_start(&memory) {
+        } else if looks_like_legacy(&memory) {
             Self::from_legacy(memory)
         } else {
             Err(CoreError::invalid_header(
@@ -217,7 +203,7 @@ impl PyTorchFile {
 
     /// A checkpoint known by its directory and the members [`PyTorchFile::zip_members`] names
     /// (`read`: a member's bytes, at most `limit`), its storages read elsewhere: a file read
-    /// by ranges. Only stored storages: a file with deflated ones is read whole.
+    /// by ranges (each tensor then served by [`PyTorchFile::from_range`]).
     pub fn from_zip_members<'m>(zip: &ZipArchive, read: &MemberReader<'m>) -> Result<PyTorchFile> {
         Self::zip_checkpoint(Arc::new(Memory::Owned(Vec::new())), zip, read)
     }
@@ -327,125 +313,13 @@ impl PyTorchFile {
     }
 
     fn from_legacy(memory: Arc<Memory>) -> Result<PyTorchFile> {
-        let bytes: &[u8] = &memory;
-        let small = Limits {
-            max_depth: 16,
-            max_stack: 1 << 12,
-            max_memo: 1 << 12,
-            max_objects: 1 << 12,
+        let head = LegacyHead::parse(&memory)?;
+        let bytes = memory.clone();
+        let count = |at: u64| {
+            let at = usize::try_from(at).ok()?;
+            bytes.get(at..at.checked_add(8)?)?.try_into().ok()
         };
-        let magic = pickle::unpickle(bytes, 0, PersistentIds::Refused, small)?;
-        if !matches!(&magic.root, Value::BigInt(b) if **b == LEGACY_MAGIC) {
-            return Err(CoreError::invalid_header(
-                "legacy checkpoint: wrong magic number",
-            ));
-        }
-        let version = pickle::unpickle(bytes, magic.end, PersistentIds::Refused, small)?;
-        if version.root != Value::Int(LEGACY_PROTOCOL_VERSION) {
-            return Err(CoreError::invalid_header(match version.root {
-                Value::Int(v) => format!(
-                    "legacy checkpoint: protocol version {v}, not {LEGACY_PROTOCOL_VERSION}"
-                ),
-                _ => format!(
-                    "legacy checkpoint: the protocol version is not an integer (torch writes {LEGACY_PROTOCOL_VERSION})"
-                ),
-            }));
-        }
-        let sys_info = pickle::unpickle(bytes, version.end, PersistentIds::Refused, small)?;
-        let un = pickle::unpickle(
-            bytes,
-            sys_info.end,
-            PersistentIds::Legacy,
-            Limits::default(),
-        )?;
-        let keys = pickle::unpickle(bytes, un.end, PersistentIds::Refused, Limits::default())?;
-        let key_list: Vec<String> = match &keys.root {
-            Value::Obj(id) => match keys.object(*id) {
-                Object::List(items) => items
-                    .iter()
-                    .map(|k| match k {
-                        Value::Str(s) => Ok(s.to_string()),
-                        _ => Err(CoreError::invalid_header(
-                            "legacy checkpoint: a storage key is not a string",
-                        )),
-                    })
-                    .collect::<Result<_>>()?,
-                _ => {
-                    return Err(CoreError::invalid_header(
-                        "legacy checkpoint: no storage key list",
-                    ))
-                }
-            },
-            _ => {
-                return Err(CoreError::invalid_header(
-                    "legacy checkpoint: no storage key list",
-                ))
-            }
-        };
-        // Each declared stored storage: elements and bytes per element (from the pickle).
-        let mut declared: HashMap<&str, (u64, u64)> = HashMap::new();
-        for d in &un.storages {
-            declared.insert(&d.key, (d.numel, d.elem.size()));
-        }
-        // Then, per listed key: an int64 little-endian element count and the raw bytes
-        // (always little-endian: torch converted on big-endian hosts).
-        let mut at = keys.end;
-        let mut storages: Vec<Storage> = Vec::with_capacity(key_list.len().min(declared.len()));
-        let mut index: HashMap<String, usize> = HashMap::new();
-        for key in key_list {
-            let &(numel, es) = declared.get(key.as_str()).ok_or_else(|| {
-                CoreError::invalid_header(format!(
-                    "legacy checkpoint: storage '{key}' is listed but no tensor uses it"
-                ))
-            })?;
-            let count = bytes
-                .get(at..at + 8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-                .ok_or_else(|| {
-                    CoreError::incomplete_file(format!(
-                        "legacy checkpoint: storage '{key}' is missing (file truncated)"
-                    ))
-                })?;
-            if count < 0 || count as u64 != numel {
-                return Err(CoreError::size_mismatch(format!(
-                    "legacy checkpoint: storage '{key}' should hold {numel} elements, the file says {count}"
-                )));
-            }
-            let len = numel * es;
-            let start = at + 8;
-            let end = (start as u64)
-                .checked_add(len)
-                .filter(|&e| e <= bytes.len() as u64);
-            let end = end.ok_or_else(|| {
-                CoreError::incomplete_file(format!(
-                    "legacy checkpoint: storage '{key}' ({len} bytes) runs past the end of the file"
-                ))
-            })? as usize;
-            if index.insert(key.clone(), storages.len()).is_some() {
-                return Err(CoreError::invalid_header(format!(
-                    "legacy checkpoint: storage '{key}' is listed twice"
-                )));
-            }
-            storages.push(Storage {
-                key,
-                bytes: StoredBytes::Mapped(start..end),
-                len,
-            });
-            at = end;
-        }
-        let decl_storage = un
-            .storages
-            .iter()
-            .map(|d| {
-                index.get(&d.key).copied().ok_or_else(|| {
-                    CoreError::invalid_header(format!(
-                        "legacy checkpoint: storage '{}' is used but not stored",
-                        d.key
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Self::assemble(memory, Container::Legacy, false, un, storages, decl_storage)
+        head.open(memory.clone(), memory.len() as u64, &count)
     }
 
     /// Name the tensors and check each one's bytes can be produced.
@@ -625,14 +499,16 @@ impl PyTorchFile {
                 &inflated
             }
         };
-        let window_bytes = storage
-            .get(window..)
+        Ok(TensorBytes::Owned(self.arrange_storage(i, storage)?))
+    }
+
+    /// Tensor `i`'s bytes row-major and little-endian, from all of its storage's bytes.
+    fn arrange_storage(&self, i: usize, storage: &[u8]) -> Result<Vec<u8>> {
+        let l = &self.layouts[i];
+        let window = storage
+            .get(l.window as usize..)
             .ok_or_else(|| CoreError::size_mismatch("storage window past its storage"))?;
-        Ok(TensorBytes::Owned(self.arrange(
-            i,
-            window_bytes,
-            l.offset,
-        )?))
+        self.arrange(i, window, l.offset)
     }
 
     /// Tensor `i`'s bytes row-major and little-endian, from `window` (its storage from its
@@ -657,13 +533,17 @@ impl PyTorchFile {
     }
 
     /// Where the stored bytes `name` reads lie in the file (its [`PyTorchFile::storage_span`]
-    /// in a stored record; `None` for a deflated one), and whether they are what
+    /// in a stored record, a deflated record's compressed bytes), and whether they are what
     /// [`PyTorchFile::fetch`] gives as they are (row-major, little-endian, no conj/neg view).
     pub fn file_range(&self, name: &str) -> Option<(Range<u64>, bool)> {
         let i = self.tensors.position(name)?;
         let (t, l) = (&self.tensors.as_slice()[i], &self.layouts[i]);
-        let StoredBytes::Mapped(record) = &self.storages[l.storage].bytes else {
-            return None;
+        let record = match &self.storages[l.storage].bytes {
+            StoredBytes::Mapped(record) => record,
+            StoredBytes::Deflated(entry) => {
+                let r = entry.data_range();
+                return Some((r.start as u64..r.end as u64, false));
+            }
         };
         let span = self.storage_span(name)?;
         let start = record.start as u64 + span.start;
@@ -681,7 +561,15 @@ impl PyTorchFile {
         if self.tensors.as_slice()[i].stored_len == 0 {
             return Ok(Vec::new());
         }
-        self.arrange(i, stored, 0).map_err(|e| e.with_tensor(name))
+        let l = &self.layouts[i];
+        let out = match &self.storages[l.storage].bytes {
+            StoredBytes::Mapped(_) => self.arrange(i, stored, 0),
+            StoredBytes::Deflated(entry) => {
+                let storage = entry.read_at(stored, entry.data_start, entry.uncompressed_len)?;
+                self.arrange_storage(i, &storage)
+            }
+        };
+        out.map_err(|e| e.with_tensor(name))
     }
 
     /// A deflated storage's bytes: inflated once and kept when several tensors view it,

@@ -246,7 +246,7 @@ fn big_and_negative_integers() {
     }
     // The legacy magic number, as torch pickles it.
     let magic = run(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.").unwrap();
-    assert!(matches!(magic.root, Value::BigInt(ref b) if **b == super::LEGACY_MAGIC));
+    assert!(matches!(magic.root, Value::BigInt(ref b) if **b == legacy::LEGACY_MAGIC));
     // Decimal text beyond 256 digits is refused, not computed.
     let mut p = b"\x80\x02L".to_vec();
     p.extend(std::iter::repeat_n(b'9', 5000));
@@ -384,6 +384,16 @@ pub(crate) fn tensor_pickle(
     }
     p.extend_from_slice(b"\x89ccollections\nOrderedDict\n)RtR");
     p
+}
+
+/// A [`tensor_pickle`] in the legacy format: its persistent id ends with a view (`None`).
+pub(crate) fn legacy_id(mut tensor: Vec<u8>) -> Vec<u8> {
+    // After the location ('cpu') and the numel (BININT, 5 bytes).
+    let location = (tensor.windows(8))
+        .position(|w| w == b"X\x03\x00\x00\x00cpu")
+        .unwrap();
+    tensor.insert(location + 8 + 5, b'N');
+    tensor
 }
 
 #[test]
@@ -744,7 +754,7 @@ fn stride_0_expansion_is_bounded_per_file() {
 #[test]
 fn a_legacy_checkpoint_of_another_version_names_the_number() {
     let mut b = b"\x80\x02\x8a\x0a".to_vec();
-    b.extend_from_slice(&LEGACY_MAGIC);
+    b.extend_from_slice(&legacy::LEGACY_MAGIC);
     b.push(b'.');
     b.extend_from_slice(b"\x80\x02M\xea\x03.");
     let e = open_bytes(b).unwrap_err();
@@ -753,5 +763,150 @@ fn a_legacy_checkpoint_of_another_version_names_the_number() {
         e.to_string()
             .contains("legacy checkpoint: protocol version 1002, not 1001"),
         "{e}"
+    );
+}
+
+/// A legacy checkpoint as torch writes it: the magic number, protocol version and sys-info
+/// pickles, `obj` (the object's pickle), the key list, then per storage its element count
+/// (`counts`, as written) and bytes.
+pub(crate) fn legacy_file(obj: &[u8], storages: &[(&str, i64, &[u8])]) -> Vec<u8> {
+    let mut b = b"\x80\x02\x8a\x0a".to_vec();
+    b.extend_from_slice(&legacy::LEGACY_MAGIC);
+    b.push(b'.');
+    b.extend_from_slice(b"\x80\x02M\xe9\x03.");
+    b.extend_from_slice(b"\x80\x02}(X\x0d\x00\x00\x00little_endian\x88u.");
+    b.extend_from_slice(obj);
+    b.extend_from_slice(b"\x80\x02](");
+    for (key, _, _) in storages {
+        b.push(b'X');
+        b.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        b.extend_from_slice(key.as_bytes());
+    }
+    b.extend_from_slice(b"e.");
+    for (_, count, data) in storages {
+        b.extend_from_slice(&count.to_le_bytes());
+        b.extend_from_slice(data);
+    }
+    b
+}
+
+/// `{"w": 6 floats of storage "0", "b": 2 floats of storage "1" from element 1}`, the counts
+/// as given.
+fn small_legacy(counts: [i64; 2], data: [&[u8]; 2]) -> Vec<u8> {
+    let mut p = b"\x80\x02}(X\x01\x00\x00\x00w".to_vec();
+    p.extend(legacy_id(tensor_pickle("0", 6, 0, &[2, 3], &[3, 1])));
+    p.extend_from_slice(b"X\x01\x00\x00\x00b");
+    p.extend(legacy_id(tensor_pickle("1", 3, 1, &[2], &[1])));
+    p.extend_from_slice(b"u.");
+    legacy_file(&p, &[("0", counts[0], data[0]), ("1", counts[1], data[1])])
+}
+
+#[test]
+fn a_legacy_checkpoint_places_its_storages_from_its_pickles() {
+    let w: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let b: Vec<u8> = (0..3)
+        .flat_map(|i| (10.0 + i as f32).to_le_bytes())
+        .collect();
+    let file = small_legacy([6, 3], [&w, &b]);
+    let len = file.len() as u64;
+    let head = LegacyHead::parse(&file).unwrap();
+    // The counts' places: just past the key list, then past the first storage's 8 + 24 bytes.
+    let first = len - (8 + 24 + 8 + 12);
+    let none = |_: u64| None;
+    assert_eq!(head.unread_counts(len, &none).unwrap(), [first, first + 32]);
+    // With the counts held, nothing is unread and the file opens at those places.
+    let held = |at: u64| file.get(at as usize..at as usize + 8)?.try_into().ok();
+    assert!(head.unread_counts(len, &held).unwrap().is_empty());
+    let f = head
+        .open(Arc::new(Memory::Owned(Vec::new())), len, &held)
+        .unwrap();
+    assert_eq!(f.container(), Container::Legacy);
+    assert_eq!(f.file_range("w"), Some((first + 8..first + 32, true)));
+    assert_eq!(
+        f.file_range("b"),
+        Some((first + 40 + 4..first + 40 + 12, true))
+    );
+    assert_eq!(f.from_range("b", &b[4..]).unwrap(), &b[4..]);
+    // Opened from memory, the same tensors (the local reader).
+    let local = open_bytes(file.clone()).unwrap();
+    assert_eq!(local.fetch("w").unwrap().as_slice(), &w[..]);
+    assert_eq!(local.fetch("b").unwrap().as_slice(), &b[4..]);
+    // The pickles alone parse from the file's first bytes; cut inside them, they do not.
+    assert!(LegacyHead::parse(&file[..first as usize]).is_ok());
+    let e = LegacyHead::parse(&file[..first as usize - 1])
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "ERR_INCOMPLETE_FILE", "{e}");
+}
+
+#[test]
+fn a_legacy_checkpoint_whose_counts_lie_or_whose_storages_are_cut_is_refused() {
+    let w = [0u8; 24];
+    let b = [0u8; 12];
+    let cases: [(&str, Vec<u8>, &str, &str); 4] = [
+        (
+            "a count that is not the pickle's",
+            small_legacy([6, 4], [&w, &b]),
+            "ERR_SIZE_MISMATCH",
+            "storage '1' should hold 3 elements, the file says 4",
+        ),
+        (
+            "a negative count",
+            small_legacy([-6, 3], [&w, &b]),
+            "ERR_SIZE_MISMATCH",
+            "storage '0' should hold 6 elements, the file says -6",
+        ),
+        (
+            "a storage past the end",
+            small_legacy([6, 3], [&w, &b[..11]]),
+            "ERR_INCOMPLETE_FILE",
+            "storage '1' (12 bytes) runs past the end of the file",
+        ),
+        (
+            "a count past the end",
+            {
+                let mut f = small_legacy([6, 3], [&w, &b]);
+                f.truncate(f.len() - 12 - 5);
+                f
+            },
+            "ERR_INCOMPLETE_FILE",
+            "storage '1' is missing (file truncated)",
+        ),
+    ];
+    for (what, file, code, message) in cases {
+        let e = open_bytes(file.clone()).err().unwrap();
+        assert_eq!(e.code(), code, "{what}: {e}");
+        assert!(e.to_string().contains(message), "{what}: {e}");
+        // Read by ranges: the counts it lacks are asked for before any verdict that a count
+        // read first would change; once held, the same error.
+        let len = file.len() as u64;
+        let head = LegacyHead::parse(&file).unwrap();
+        let unread = head.unread_counts(len, &|_| None);
+        if let Ok(unread) = &unread {
+            assert!(unread.iter().all(|&at| at + 8 <= len), "{what}: {unread:?}");
+        }
+        let held = |at: u64| file.get(at as usize..at as usize + 8)?.try_into().ok();
+        let remote = head.unread_counts(len, &held).err().unwrap();
+        assert_eq!(
+            (remote.code(), remote.detail()),
+            (e.code(), e.detail()),
+            "{what}"
+        );
+    }
+    // A count that lies about the first storage comes before the cut second one, as locally.
+    let file = small_legacy([7, 3], [&w, &b[..11]]);
+    let e = open_bytes(file.clone()).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("should hold 6 elements, the file says 7"),
+        "{e}"
+    );
+    let head = LegacyHead::parse(&file).unwrap();
+    // Both counts come before the cut storage's end: both are asked for.
+    assert_eq!(
+        head.unread_counts(file.len() as u64, &|_| None)
+            .unwrap()
+            .len(),
+        2
     );
 }
