@@ -4,9 +4,8 @@ import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statS
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
-import { crc32, deflateRawSync } from 'node:zlib'
 import { Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, validate, type WeightsFile } from '../index.js'
-import { PYTHON, fixture, tempDir } from './helpers'
+import { PYTHON, fixture, pk, tempDir, torchZip } from './helpers'
 
 /**
  * PyTorch checkpoints and NumPy arrays through every entry point: each file written by torch or
@@ -217,93 +216,6 @@ describe('hostile files through the JS API: refused with their code, nothing run
     }
   })
 })
-
-// Checkpoints built byte by byte: a stored or deflated zip as torch lays one out, around a
-// protocol 2 pickle.
-interface Member {
-  name: string
-  data: Buffer
-  deflate?: boolean
-}
-
-/** A zip: local headers and data, the central directory, the end record. */
-function zipOf(members: Member[]): Buffer {
-  const parts: Buffer[] = []
-  const central: Buffer[] = []
-  let at = 0
-  for (const m of members) {
-    const body = m.deflate ? deflateRawSync(m.data) : m.data
-    const name = Buffer.from(m.name)
-    const common = Buffer.alloc(26)
-    common.writeUInt16LE(20, 0)
-    common.writeUInt16LE(m.deflate ? 8 : 0, 4)
-    common.writeUInt32LE(crc32(m.data), 10)
-    common.writeUInt32LE(body.length, 14)
-    common.writeUInt32LE(m.data.length, 18)
-    common.writeUInt16LE(name.length, 22)
-    const local = Buffer.concat([Buffer.from([0x50, 0x4b, 3, 4]), common, name, body])
-    const tail = Buffer.alloc(16)
-    tail.writeUInt32LE(at, 12)
-    central.push(Buffer.concat([Buffer.from([0x50, 0x4b, 1, 2, 20, 3]), common.subarray(0, 24), Buffer.alloc(2), tail.subarray(2), name]))
-    parts.push(local)
-    at += local.length
-  }
-  const directory = Buffer.concat(central)
-  const end = Buffer.alloc(22)
-  end.writeUInt32LE(0x06054b50, 0)
-  end.writeUInt16LE(members.length, 8)
-  end.writeUInt16LE(members.length, 10)
-  end.writeUInt32LE(directory.length, 12)
-  end.writeUInt32LE(at, 16)
-  return Buffer.concat([...parts, directory, end])
-}
-
-/** A torch zip checkpoint (`archive/data.pkl`, `archive/data/<key>`). */
-function torchZip(pkl: Buffer, storages: Record<string, Buffer> = {}, deflate: { pickle?: boolean; storages?: boolean } = {}): Buffer {
-  return zipOf([
-    { name: 'archive/data.pkl', data: pkl, deflate: deflate.pickle },
-    ...Object.entries(storages).map(([key, data]) => ({ name: `archive/data/${key}`, data, deflate: deflate.storages })),
-  ])
-}
-
-const pk = {
-  int(n: number): Buffer {
-    const b = Buffer.alloc(5)
-    b.write('J')
-    b.writeInt32LE(n, 1)
-    return b
-  },
-  /** BINUNICODE. */
-  str(s: string | Buffer): Buffer {
-    const b = Buffer.from(s)
-    const head = Buffer.alloc(5)
-    head.write('X')
-    head.writeUInt32LE(b.length, 1)
-    return Buffer.concat([head, b])
-  },
-  global: (module: string, name: string) => Buffer.from(`c${module}\n${name}\n`),
-  /** `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), offset, size, stride, False, OrderedDict())`. */
-  tensor(key: string, numel: number, offset: number, size: number[], stride: number[]): Buffer {
-    const ints = (xs: number[]) => Buffer.concat([Buffer.from('('), ...xs.map(pk.int), Buffer.from('t')])
-    return Buffer.concat([
-      pk.global('torch._utils', '_rebuild_tensor_v2'),
-      Buffer.from('(('),
-      pk.str('storage'),
-      pk.global('torch', 'FloatStorage'),
-      pk.str(key),
-      pk.str('cpu'),
-      pk.int(numel),
-      Buffer.from('tQ'),
-      pk.int(offset),
-      ints(size),
-      ints(stride),
-      Buffer.from('\x89', 'latin1'),
-      pk.global('collections', 'OrderedDict'),
-      Buffer.from(')RtR'),
-    ])
-  },
-  bytes: (s: string) => Buffer.from(s, 'latin1'),
-}
 
 interface EntryOutcome {
   ok: boolean

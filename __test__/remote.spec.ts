@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import type { AddressInfo } from 'node:net'
 import { GgufFile, Model, SafeTensorsFile, convert, inspect, openWeights, openWeightsSync, saveFile, validate, type TensorInput } from '../index.js'
-import { LEGACY_TENSORS, PYTHON, legacyPt, tempDir } from './helpers'
+import { LEGACY_TENSORS, PYTHON, legacyPt, pk, tempDir, torchZip } from './helpers'
 
 /**
  * A real HTTP server on 127.0.0.1 serving `root` with `Range` support, counting the body
@@ -587,6 +587,68 @@ describe('openWeights(url)', () => {
       bytesSent = 0
       await expect(openWeights(`${base}/ok/${name}`), name).rejects.toMatchObject({ code, message: expect.stringContaining(message) })
       expect(bytesSent, name).toBeLessThan(bytes.length / 4)
+    }
+  })
+
+  it('a sharded .bin directory by URL (zip or legacy shards of several MB): each shard by its headers, each tensor by its range, the local read', async () => {
+    const w = Float32Array.from({ length: 1024 * 1024 }, (_, i) => Math.cos(i) * 2)
+    const b = Float32Array.from({ length: 64 }, (_, i) => i / 3)
+    const named = (prefix: string) => LEGACY_TENSORS.map((t) => ({ ...t, name: prefix + t.name }))
+    const shards = {
+      zip: (prefix: string) => torchZip(Buffer.concat([pk.bytes('\x80\x02}('), ...named(prefix).flatMap((t) => [pk.str(t.name), pk.tensor(t.key, t.numel, t.offset, t.shape, t.stride)]), pk.bytes('u.')]), { 0: Buffer.from(w.buffer), 1: Buffer.from(b.buffer) }),
+      legacy: (prefix: string) => legacyPt(named(prefix), [['0', w], ['1', b]]),
+    }
+    for (const [kind, shard] of Object.entries(shards)) {
+      const name = `bin-sharded-${kind}`
+      const dir = join(root, name)
+      mkdirSync(dir)
+      writeFileSync(join(dir, 'config.json'), JSON.stringify({ model_type: 'tiny' }))
+      const files = ['pytorch_model-00001-of-00002.bin', 'pytorch_model-00002-of-00002.bin']
+      const weightMap: Record<string, string> = {}
+      let size = 0
+      files.forEach((file, i) => {
+        const bytes = shard(`layer.${i}.`)
+        size += bytes.length
+        writeFileSync(join(dir, file), bytes)
+        for (const t of named(`layer.${i}.`)) weightMap[t.name] = file
+      })
+      expect(size).toBeGreaterThan(8 * 1024 * 1024)
+      writeFileSync(join(dir, 'pytorch_model.bin.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }))
+      const url = `${base}/ok/${name}/`
+      const local = Model.loadPretrainedSync(dir)
+      bytesSent = 0
+      const report = await inspect(url)
+      expect(report.tensors.map((t: { name: string }) => t.name).sort(), kind).toEqual([...local.tensorNames].sort())
+      expect(bytesSent, kind).toBeLessThan(size / 4)
+      bytesSent = 0
+      const model = await Model.loadPretrained(url)
+      expect(bytesSent, kind).toBeLessThan(size / 4)
+      expect(model.format).toBe('pytorch')
+      expect(model.tensorNames).toEqual(local.tensorNames)
+      for (const n of local.tensorNames) {
+        expect(sameBits((await model.getTensorAsync(n, { as: 'raw' })).data, local.getTensor(n, { as: 'raw' }).data), `${kind} ${n}`).toBe(true)
+        expect(sameBits((await model.getTensorAsync(n)).data, local.getTensor(n).data), `${kind} ${n}`).toBe(true)
+      }
+      // One tensor: its own range of the shard holding it; a slice of it: its rows alone.
+      bytesSent = 0
+      await model.getTensorAsync('layer.1.w')
+      expect(bytesSent, kind).toBe(w.byteLength)
+      bytesSent = 0
+      const slice = await model.getSliceAsync('layer.1.w', [[100, 103]])
+      expect(bytesSent, kind).toBe(3 * 1024 * 4)
+      expect(sameBits(slice.data, local.getSlice('layer.1.w', [[100, 103]]).data), kind).toBe(true)
+      // A damaged shard: the local error.
+      const last = join(dir, files[1])
+      writeFileSync(last, readFileSync(last).subarray(0, -1))
+      const e: any = (() => {
+        try {
+          Model.loadPretrainedSync(dir)
+        } catch (e) {
+          return e
+        }
+      })()
+      expect(e?.code, kind).toBe('ERR_INVALID_MODEL')
+      await expect(Model.loadPretrained(url), kind).rejects.toMatchObject({ code: e.code, message: expect.stringContaining(files[1]) })
     }
   })
 

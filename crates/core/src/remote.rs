@@ -32,8 +32,8 @@
 //! checkpoint by its pickles (`legacy.rs`: its first bytes doubled until they parse, at most
 //! [`LEGACY_PICKLES_MAX_BYTES`], then the element count before each storage), their tensors
 //! by their file ranges (a deflated member's compressed bytes, inflated when served); a file
-//! that the first range holds whole, and the files read whole (weights.mlx, a PyTorch or
-//! NumPy shard of an index) up to [`WHOLE_FILE_MAX_BYTES`], are opened by
+//! that the first range holds whole, and the files read whole (weights.mlx, a GGUF shard of
+//! an index) up to [`WHOLE_FILE_MAX_BYTES`], are opened by
 //! [`format::open_bytes`], as a file held in memory.
 //!
 //! A model directory ([`Opener::directory`], or [`Opener::any`] of a file that does not
@@ -42,7 +42,8 @@
 //! exists (a [`Reply::NotFound`] moves on to the next), or a sharded index (whole, at most
 //! [`layout::INDEX_MAX_BYTES`]) with every shard it names opened as a single file (the
 //! shards' requests go together, [`FILES_AT_ONCE`] at a time) and checked against the index by
-//! [`ShardedSource::assemble`]: the same errors, codes and messages. Files of a directory are
+//! [`ShardedSource::assemble`]: the same errors, codes and messages; each tensor is then read
+//! as the shard holding it is (by its header, its ranges, or whole). Files of a directory are
 //! named relative to it and located by [`layout::shard_url`] (percent-encoded, so they stay
 //! under its URL).
 //!
@@ -65,6 +66,7 @@ use crate::pretrained::sharded::ShardedSource;
 use crate::slice::{SliceArg, SlicePlan};
 use crate::source::{SourceFile, TensorSource, WeightsFormat};
 use std::path::Path;
+use std::sync::Arc;
 
 mod file;
 mod legacy;
@@ -83,7 +85,7 @@ pub const LEGACY_PICKLES_MAX_BYTES: u64 = 64 << 20;
 /// The most files of a split GGUF set or a sharded index asked for at once: a header or an
 /// index naming thousands of files that do not exist costs a few requests, not one per file.
 pub const FILES_AT_ONCE: usize = 16;
-/// The most a file read whole may take (weights.mlx, a PyTorch or NumPy shard of an index).
+/// The most a file read whole may take (weights.mlx, a GGUF shard of an index).
 pub const WHOLE_FILE_MAX_BYTES: u64 = 1 << 30;
 
 /// The first range asked of a file: [`FIRST_RANGE_BYTES`] (a test's own, so that small
@@ -174,26 +176,17 @@ struct DirInfo {
     files: Vec<String>,
 }
 
-/// An open remote file or model directory: its tensors listed, and how each one's bytes are
-/// read.
-pub struct RemoteFile {
-    origin: String,
-    dir: Option<DirInfo>,
-    held: Held,
-}
-
 enum Held {
-    /// Files read whole and SafeTensors files read by their headers (one, or the shards of an
-    /// index).
+    /// A file read whole, or a SafeTensors file read by its header.
     Source {
-        source: Box<dyn TensorSource>,
-        reads: Vec<FileRead>,
+        source: Arc<dyn TensorSource>,
+        read: FileRead,
     },
     /// A GGUF file: its header (`data_start` is `Some(0)`: tensors at their file offsets),
     /// or the whole file; or the files of a split set, their headers, in order
     /// ([`GgufSource::file_index`]).
     Gguf {
-        source: std::sync::Arc<GgufSource>,
+        source: Arc<GgufSource>,
         reads: Vec<FileRead>,
     },
     /// A zip checkpoint (`.npz`, PyTorch), a legacy PyTorch checkpoint or a `.npy` read by
@@ -202,6 +195,101 @@ enum Held {
         source: Box<ranged::Ranged>,
         read: FileRead,
     },
+    /// The shards of an index, listed and checked by `source` (made of the shards' own
+    /// sources), each held as it was read (never `Sharded`), in the order `source` opened
+    /// them: a tensor is read as its shard is ([`ShardedSource::shard_of`]).
+    Sharded {
+        source: Arc<ShardedSource>,
+        shards: Vec<Held>,
+    },
+}
+
+/// How the file holding a tensor is read.
+enum Read<'a> {
+    /// Served by the source (read whole), or at `data_start` plus its stored range.
+    Source(&'a dyn TensorSource, &'a FileRead),
+    Gguf(&'a GgufSource, &'a FileRead),
+    Ranged(&'a ranged::Ranged, &'a FileRead),
+}
+
+impl Read<'_> {
+    fn file(&self) -> &FileRead {
+        match self {
+            Read::Source(_, read) | Read::Gguf(_, read) | Read::Ranged(_, read) => read,
+        }
+    }
+}
+
+impl Held {
+    fn source(&self) -> &dyn TensorSource {
+        match self {
+            Held::Source { source, .. } => source.as_ref(),
+            Held::Gguf { source, .. } => source.as_ref(),
+            Held::Ranged { source, .. } => source.source(),
+            Held::Sharded { source, .. } => source.as_ref(),
+        }
+    }
+
+    /// The source, shared (a shard's, for its index's source).
+    fn shared(&self) -> Arc<dyn TensorSource> {
+        match self {
+            Held::Source { source, .. } => source.clone(),
+            Held::Gguf { source, .. } => source.clone(),
+            Held::Ranged { source, .. } => source.shared(),
+            Held::Sharded { source, .. } => source.clone(),
+        }
+    }
+
+    fn byte_length(&self) -> u64 {
+        match self {
+            Held::Source { read, .. } | Held::Ranged { read, .. } => read.total,
+            Held::Gguf { reads, .. } => reads.iter().map(|r| r.total).sum(),
+            Held::Sharded { shards, .. } => shards.iter().map(Held::byte_length).sum(),
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        match self {
+            Held::Source { read, .. } => read.data_start.is_none(),
+            Held::Gguf { reads, .. } => reads.iter().all(|r| r.data_start.is_none()),
+            Held::Ranged { .. } => false,
+            Held::Sharded { shards, .. } => shards.iter().all(Held::is_whole),
+        }
+    }
+
+    /// The file holding `name` (a listed tensor), and how it is read; errors name `origin`.
+    fn read_of(&self, name: &str, origin: &str) -> Result<Read<'_>> {
+        match self {
+            Held::Source { source, read } => Ok(Read::Source(source.as_ref(), read)),
+            Held::Gguf { source, reads } => source
+                .file_index(name)
+                .and_then(|i| reads.get(i))
+                .map(|read| Read::Gguf(source, read))
+                .ok_or_else(|| {
+                    CoreError::invalid_model("no file of the split GGUF holds this tensor")
+                        .with_tensor(name)
+                        .with_path(origin)
+                }),
+            Held::Ranged { source, read } => Ok(Read::Ranged(source, read)),
+            Held::Sharded { source, shards } => source
+                .shard_of(name)
+                .and_then(|i| shards.get(i))
+                .ok_or_else(|| {
+                    CoreError::invalid_model("no shard holds this tensor")
+                        .with_tensor(name)
+                        .with_path(origin)
+                })?
+                .read_of(name, origin),
+        }
+    }
+}
+
+/// An open remote file or model directory: its tensors listed, and how each one's bytes are
+/// read.
+pub struct RemoteFile {
+    origin: String,
+    dir: Option<DirInfo>,
+    held: Held,
 }
 
 impl RemoteFile {
@@ -212,18 +300,14 @@ impl RemoteFile {
 
     /// The tensors, metadata and descriptions, as the local reader gives them.
     pub fn source(&self) -> &dyn TensorSource {
-        match &self.held {
-            Held::Source { source, .. } => source.as_ref(),
-            Held::Gguf { source, .. } => source.as_ref(),
-            Held::Ranged { source, .. } => source.source(),
-        }
+        self.held.source()
     }
 
     /// The GGUF header of a GGUF file read by ranges (shared: a binding's `GgufFile` view).
-    pub fn gguf(&self) -> Option<&std::sync::Arc<GgufSource>> {
+    pub fn gguf(&self) -> Option<&Arc<GgufSource>> {
         match &self.held {
             Held::Gguf { source, .. } => Some(source),
-            Held::Source { .. } | Held::Ranged { .. } => None,
+            Held::Source { .. } | Held::Ranged { .. } | Held::Sharded { .. } => None,
         }
     }
 
@@ -260,87 +344,56 @@ impl RemoteFile {
 
     /// The length of the weight files together.
     pub fn byte_length(&self) -> u64 {
-        match &self.held {
-            Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
-                reads.iter().map(|r| r.total).sum()
-            }
-            Held::Ranged { read, .. } => read.total,
-        }
+        self.held.byte_length()
     }
 
     /// Whether every file was read whole ([`RemoteFile::source`] serves every tensor).
     pub fn is_whole(&self) -> bool {
-        match &self.held {
-            Held::Source { reads, .. } | Held::Gguf { reads, .. } => {
-                reads.iter().all(|r| r.data_start.is_none())
-            }
-            Held::Ranged { .. } => false,
-        }
+        self.held.is_whole()
     }
 
     /// Whether the tensor's file was read whole: [`RemoteFile::source`] serves it, and there
     /// is nothing to fetch. ERR_NOT_FOUND for a tensor that does not exist.
     pub fn holds(&self, name: &str) -> Result<bool> {
-        Ok(self.read_of(name)?.data_start.is_none())
+        Ok(self.read_of(name)?.file().data_start.is_none())
     }
 
     /// The file holding `name`, and how it is read.
-    fn read_of(&self, name: &str) -> Result<&FileRead> {
-        let source = self.source();
-        source.info(name)?;
-        match &self.held {
-            Held::Gguf { source, reads } => source
-                .file_index(name)
-                .and_then(|i| reads.get(i))
-                .ok_or_else(|| {
-                    CoreError::invalid_model("no file of the split GGUF holds this tensor")
-                        .with_tensor(name)
-                        .with_path(&self.origin)
-                }),
-            Held::Ranged { read, .. } => Ok(read),
-            Held::Source { reads, .. } if reads.len() == 1 => Ok(&reads[0]),
-            Held::Source { reads, .. } => source
-                .file_of(name)
-                .and_then(|f| reads.iter().find(|r| r.file == f))
-                .ok_or_else(|| {
-                    CoreError::invalid_model("no shard holds this tensor")
-                        .with_tensor(name)
-                        .with_path(&self.origin)
-                }),
-        }
+    fn read_of(&self, name: &str) -> Result<Read<'_>> {
+        self.source().info(name)?;
+        self.held.read_of(name, &self.origin)
     }
 
     /// The stored bytes of `name`, where they lie (one span).
     pub fn spans(&self, name: &str) -> Result<Vec<Span>> {
         let read = self.read_of(name)?;
-        let (start, end) = match &self.held {
-            Held::Gguf { source, .. } => {
-                self.data_start(read, name)?;
+        let (start, end) = match &read {
+            Read::Gguf(source, file) => {
+                data_start(file, name)?;
                 let t = source.info(name)?;
                 let start = source.file_offset(name).unwrap_or_default();
                 (start, start + t.stored_len)
             }
-            Held::Source { source, .. } => {
-                let data = self.data_start(read, name)?;
+            Read::Source(source, file) => {
+                let data = data_start(file, name)?;
                 let (a, b) = source.stored_range(name).unwrap_or_default();
                 (data + a, data + b)
             }
-            Held::Ranged { source, .. } => {
+            Read::Ranged(source, _) => {
                 let (range, _) = source.range(name)?;
                 (range.start, range.end)
             }
         };
-        Ok(vec![span(read, start, end - start)])
+        Ok(vec![span(read.file(), start, end - start)])
     }
 
     /// The stored bytes a slice along the leading dimensions needs (SafeTensors: see
     /// [`TensorSource::select`]), and the slice's shape. The bytes of the spans,
     /// concatenated in order, are the slice's bytes.
     pub fn slice_spans(&self, name: &str, ranges: &[SliceArg]) -> Result<(Vec<usize>, Vec<Span>)> {
-        let read = self.read_of(name)?;
-        match &self.held {
-            Held::Source { source, .. } => {
-                let data = self.data_start(read, name)?;
+        match self.read_of(name)? {
+            Read::Source(source, read) => {
+                let data = data_start(read, name)?;
                 let t = source.info(name)?;
                 let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
                     .map_err(|e| e.with_tensor(name).with_path(&read.url))?;
@@ -352,7 +405,7 @@ impl RemoteFile {
                     .collect();
                 Ok((plan.shape, spans))
             }
-            Held::Ranged { source, .. } => {
+            Read::Ranged(source, read) => {
                 let t = source.source().info(name)?;
                 let (range, as_is) = source.range(name)?;
                 let plan = SlicePlan::new(t.dtype, &t.shape, ranges)
@@ -368,7 +421,7 @@ impl RemoteFile {
                     .collect();
                 Ok((plan.shape, spans))
             }
-            Held::Gguf { .. } => Err(CoreError::invalid_argument(
+            Read::Gguf(_, read) => Err(CoreError::invalid_argument(
                 "a GGUF tensor is read whole: fetch its spans and serve them",
             )
             .with_tensor(name)
@@ -393,9 +446,9 @@ impl RemoteFile {
             ))
             .with_tensor(name));
         }
-        let whole = match &self.held {
-            Held::Ranged { source, .. } => !source.range(name)?.1,
-            _ => false,
+        let whole = match self.read_of(name)? {
+            Read::Ranged(source, _) => !source.range(name)?.1,
+            Read::Source(..) | Read::Gguf(..) => false,
         };
         if !whole {
             return Ok((shape, stored));
@@ -419,14 +472,13 @@ impl RemoteFile {
     /// What `fetch` (plain types) or `f32_decoder` (GGUF block types) give locally, from the
     /// bytes of [`RemoteFile::spans`] concatenated: checked to be exactly the stored length.
     pub fn serve(&self, name: &str, stored: Vec<u8>) -> Result<Served> {
-        let read = self.read_of(name)?;
-        match &self.held {
-            Held::Gguf { source, .. } => {
-                self.data_start(read, name)?;
+        match self.read_of(name)? {
+            Read::Gguf(source, read) => {
+                data_start(read, name)?;
                 source.serve_stored(name, stored)
             }
-            Held::Source { source, .. } => {
-                self.data_start(read, name)?;
+            Read::Source(source, read) => {
+                data_start(read, name)?;
                 let t = source.info(name)?;
                 if stored.len() as u64 != t.stored_len {
                     return Err(CoreError::invalid_argument(format!(
@@ -439,7 +491,7 @@ impl RemoteFile {
                 }
                 Ok(Served::Bytes(TensorBytes::Owned(stored)))
             }
-            Held::Ranged { source, .. } => {
+            Read::Ranged(source, read) => {
                 let (range, _) = source.range(name)?;
                 if stored.len() as u64 != range.end - range.start {
                     return Err(CoreError::invalid_argument(format!(
@@ -457,15 +509,15 @@ impl RemoteFile {
             }
         }
     }
+}
 
-    /// Where the data of `read` starts; an error for a file read whole.
-    fn data_start(&self, read: &FileRead, name: &str) -> Result<u64> {
-        read.data_start.ok_or_else(|| {
-            CoreError::invalid_argument("the file was read whole: its source serves the tensor")
-                .with_tensor(name)
-                .with_path(&read.url)
-        })
-    }
+/// Where the data of `read` starts; an error for a file read whole.
+fn data_start(read: &FileRead, name: &str) -> Result<u64> {
+    read.data_start.ok_or_else(|| {
+        CoreError::invalid_argument("the file was read whole: its source serves the tensor")
+            .with_tensor(name)
+            .with_path(&read.url)
+    })
 }
 
 fn span(read: &FileRead, start: u64, len: u64) -> Span {
@@ -871,18 +923,18 @@ impl Opener {
             return self.wait(stage, requests);
         }
         let index_url = layout::shard_url(&self.base, layout::DISCOVERY[at].file)?;
-        let mut reads = Vec::with_capacity(shards.len());
         let mut files = Vec::with_capacity(shards.len());
         let mut sources = Vec::with_capacity(shards.len());
+        let mut held = Vec::with_capacity(shards.len());
         for Shard { open, part } in shards {
             let Some(part) = part else { continue };
             files.push(SourceFile {
                 name: open.file.clone(),
                 bytes: open.total(),
             });
-            let (source, read) = part.into_source(&open)?;
-            reads.push(read);
-            sources.push(source);
+            let shard = part.into_held(&open);
+            sources.push(shard.shared());
+            held.push(shard);
         }
         let dir = self.base.trim_end_matches('/');
         let sharded = ShardedSource::assemble(
@@ -892,9 +944,9 @@ impl Opener {
             files,
             sources,
         )?;
-        let held = Held::Source {
-            source: Box::new(sharded),
-            reads,
+        let held = Held::Sharded {
+            source: Arc::new(sharded),
+            shards: held,
         };
         self.directory_ready(config, index.shards, held)
     }
@@ -974,7 +1026,7 @@ impl Opener {
             let Some(Part::Gguf(source, _)) = part else {
                 return Err(CoreError::invalid_gguf("not a GGUF file").with_path(&open.url));
             };
-            let empty = std::sync::Arc::new(Memory::Owned(Vec::new()));
+            let empty = Arc::new(Memory::Owned(Vec::new()));
             let url = std::path::PathBuf::from(&open.url);
             first.join_shard(split, i + 1, url, empty, open.total(), source.into_header())?;
             reads.push(Part::read(&open, Some(0)));
@@ -984,7 +1036,7 @@ impl Opener {
             origin: self.origin.clone(),
             dir: None,
             held: Held::Gguf {
-                source: std::sync::Arc::new(first),
+                source: Arc::new(first),
                 reads,
             },
         })))

@@ -19,6 +19,7 @@ use crate::source::{
     F32Decoder, Metadata, SourceFile, SourceTensor, TensorList, TensorSource, WeightsFormat,
 };
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The shards of an index, served as one source.
 pub struct ShardedSource {
@@ -26,7 +27,8 @@ pub struct ShardedSource {
     /// The index file.
     path: PathBuf,
     files: Vec<SourceFile>,
-    shards: Vec<Box<dyn TensorSource>>,
+    /// Shared: a remote directory also reads a shard's tensors by the shard's own ranges.
+    shards: Vec<Arc<dyn TensorSource>>,
     tensors: TensorList,
     /// The shard of each tensor, in the order of `tensors`.
     shard_of: Vec<usize>,
@@ -67,7 +69,7 @@ impl ShardedSource {
         }
         let total: u64 = sizes.iter().sum();
         let mut loaded = 0u64;
-        let mut shards: Vec<Box<dyn TensorSource>> = Vec::with_capacity(paths.len());
+        let mut shards: Vec<Arc<dyn TensorSource>> = Vec::with_capacity(paths.len());
         for ((name, path), size) in index.shards.iter().zip(&paths).zip(&sizes) {
             let opened = crate::format::detect_file(path).and_then(|detected| {
                 // A shard holds tensors. One that is itself an index would be opened as
@@ -97,7 +99,7 @@ impl ShardedSource {
             })?;
             loaded += size;
             progress(name, loaded, total);
-            shards.push(shard);
+            shards.push(Arc::from(shard));
         }
         let files = index
             .shards
@@ -119,7 +121,7 @@ impl ShardedSource {
         dir: &Path,
         index: &ShardIndex,
         files: Vec<SourceFile>,
-        shards: Vec<Box<dyn TensorSource>>,
+        shards: Vec<Arc<dyn TensorSource>>,
     ) -> Result<ShardedSource> {
         let listings: Vec<ShardListing> = shards
             .iter()
@@ -163,9 +165,14 @@ impl ShardedSource {
         })
     }
 
+    /// Which shard holds `name`, by its place in the order the shards were opened.
+    pub fn shard_of(&self, name: &str) -> Option<usize> {
+        self.tensors.position(name).map(|i| self.shard_of[i])
+    }
+
     fn shard(&self, name: &str) -> Result<&dyn TensorSource> {
-        match self.tensors.position(name) {
-            Some(i) => Ok(self.shards[self.shard_of[i]].as_ref()),
+        match self.shard_of(name) {
+            Some(i) => Ok(self.shards[i].as_ref()),
             None => Err(CoreError::not_found("no such tensor in the model")
                 .with_tensor(name)
                 .with_path(&self.path)),
@@ -173,7 +180,7 @@ impl ShardedSource {
     }
 
     /// The shards, in the order they were opened.
-    pub fn shards(&self) -> &[Box<dyn TensorSource>] {
+    pub fn shards(&self) -> &[Arc<dyn TensorSource>] {
         &self.shards
     }
 }
@@ -214,8 +221,9 @@ impl TensorSource for ShardedSource {
         self.files.clone()
     }
     fn file_of(&self, name: &str) -> Option<&str> {
-        let i = self.tensors.position(name)?;
-        self.files.get(self.shard_of[i]).map(|f| f.name.as_str())
+        self.files
+            .get(self.shard_of(name)?)
+            .map(|f| f.name.as_str())
     }
     fn release(&self, name: &str) {
         if let Ok(shard) = self.shard(name) {

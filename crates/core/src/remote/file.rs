@@ -14,11 +14,13 @@ use crate::format::pytorch;
 use crate::format::safetensors::SafeTensors;
 use crate::format::{self};
 use crate::source::{TensorSource, WeightsFormat};
+use std::sync::Arc;
 
 /// How a file is read.
 enum Mode {
     /// A weights file, recognised by its bytes (or read as `hint`); `gguf_ranges`: a GGUF
-    /// file is read by its header (otherwise whole).
+    /// file is read by its header (otherwise whole: a shard of an index, which may not be an
+    /// index itself).
     Weights {
         hint: Option<WeightsFormat>,
         gguf_ranges: bool,
@@ -96,38 +98,24 @@ impl Part {
     pub(super) fn into_held(self, open: &FileOpen) -> Held {
         match self {
             Part::Gguf(source, whole) => Held::Gguf {
-                source: std::sync::Arc::from(source),
+                source: Arc::from(source),
                 reads: vec![Part::read(open, (!whole).then_some(0))],
             },
             Part::Whole(source) => Held::Source {
-                source,
-                reads: vec![Part::read(open, None)],
+                source: Arc::from(source),
+                read: Part::read(open, None),
             },
             Part::SafeTensors(source) => {
                 let start = source.header().data_start() as u64;
                 Held::Source {
-                    source,
-                    reads: vec![Part::read(open, Some(start))],
+                    source: Arc::new(*source),
+                    read: Part::read(open, Some(start)),
                 }
             }
             Part::Ranged(source) => Held::Ranged {
                 source,
                 read: Part::read(open, Some(0)),
             },
-        }
-    }
-
-    /// The source and how it is read, for a shard (a GGUF header is served by its own source,
-    /// never as a shard: shards read GGUF whole).
-    pub(super) fn into_source(self, open: &FileOpen) -> Result<(Box<dyn TensorSource>, FileRead)> {
-        match self.into_held(open) {
-            Held::Source { source, mut reads } => match reads.pop() {
-                Some(read) => Ok((source, read)),
-                None => Err(CoreError::invalid_argument("a file without a read")),
-            },
-            Held::Gguf { .. } | Held::Ranged { .. } => Err(CoreError::invalid_argument(
-                "a file read by its headers is served by its own source",
-            )),
         }
     }
 }
@@ -223,7 +211,7 @@ impl FileOpen {
             Detected::Format(f @ (WeightsFormat::NumPy | WeightsFormat::PyTorch)) => Some(f),
             _ => None,
         };
-        if let Some(f) = ranged_format.filter(|_| gguf_ranges) {
+        if let Some(f) = ranged_format {
             if f == WeightsFormat::NumPy && numpy::looks_like_npy(&self.head) {
                 return match numpy::header_span(&self.head)? {
                     Some(end) if end as u64 <= have => {
@@ -231,7 +219,9 @@ impl FileOpen {
                             CoreError::invalid_argument(format!("a {total}-byte file"))
                         })?;
                         let file = NumpyFile::from_npy_header(&self.head, len)?;
-                        Ok(Next::Open(Part::Ranged(Box::new(Ranged::Numpy(file)))))
+                        Ok(Next::Open(Part::Ranged(Box::new(Ranged::Numpy(
+                            file.into(),
+                        )))))
                     }
                     end => {
                         let end = end.map_or(numpy::HEAD_BYTES as u64, |e| e as u64);

@@ -75,7 +75,7 @@ impl LegacyRead {
             Ok(_) => {
                 let empty = Arc::new(Memory::Owned(Vec::new()));
                 let file = head.open(empty, self.total, &|at| self.count(at))?;
-                Ok(RangedNext::Open(Ranged::PyTorch(file)))
+                Ok(RangedNext::Open(Ranged::PyTorch(file.into())))
             }
             Err(e) => Err(e),
         }

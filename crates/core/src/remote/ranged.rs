@@ -8,23 +8,33 @@ use crate::format::numpy::NumpyFile;
 use crate::format::pytorch::PyTorchFile;
 use crate::source::TensorSource;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// The most ranges asked for in one step.
 const RANGES_AT_ONCE: usize = 64;
 /// Ranges closer than this are asked for as one (neighbouring headers of small members).
 const MERGE_GAP: u64 = 16 << 10;
 
-/// A file opened from its headers: tensors at their file ranges.
+/// A file opened from its headers: tensors at their file ranges. Shared: a shard's file is
+/// also one of its index's sources ([`Ranged::shared`]).
 pub(super) enum Ranged {
-    Numpy(NumpyFile),
-    PyTorch(PyTorchFile),
+    Numpy(Arc<NumpyFile>),
+    PyTorch(Arc<PyTorchFile>),
 }
 
 impl Ranged {
     pub(super) fn source(&self) -> &dyn TensorSource {
         match self {
-            Ranged::Numpy(f) => f,
-            Ranged::PyTorch(f) => f,
+            Ranged::Numpy(f) => f.as_ref(),
+            Ranged::PyTorch(f) => f.as_ref(),
+        }
+    }
+
+    /// The file as a source of its own, for the sharded index it is a shard of.
+    pub(super) fn shared(&self) -> Arc<dyn TensorSource> {
+        match self {
+            Ranged::Numpy(f) => f.clone(),
+            Ranged::PyTorch(f) => f.clone(),
         }
     }
 

@@ -80,7 +80,7 @@ fn served_by(
         Served::Decoder(d) => d.decode_to_bytes(numel).unwrap(),
     };
     // A NumPy array's or torch tensor's bytes "as stored" are its elements in order.
-    if matches!(remote.held, Held::Ranged { .. }) {
+    if matches!(remote.read_of(name).unwrap(), Read::Ranged(..)) {
         return (served.clone(), served);
     }
     (served, raw)
@@ -1032,12 +1032,25 @@ fn large_npz() -> Vec<u8> {
 
 /// A torch zip checkpoint: a 1 MiB weight, its transposed view, and a small bias.
 fn large_torch() -> Vec<u8> {
+    torch_checkpoint("")
+}
+
+/// A pickled string key: `X`, its length, its bytes.
+fn pickled_key(p: &mut Vec<u8>, key: &str) {
+    p.push(b'X');
+    p.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    p.extend_from_slice(key.as_bytes());
+}
+
+/// [`large_torch`]'s tensors, their names after `prefix`.
+fn torch_checkpoint(prefix: &str) -> Vec<u8> {
     use crate::format::pytorch::tests::{tensor_pickle, torch_zip};
-    let mut p = b"\x80\x02}(X\x01\x00\x00\x00w".to_vec();
+    let mut p = b"\x80\x02}(".to_vec();
+    pickled_key(&mut p, &format!("{prefix}w"));
     p.extend(tensor_pickle("0", 256 * 1024, 0, &[512, 512], &[512, 1]));
-    p.extend_from_slice(b"X\x02\x00\x00\x00wt");
+    pickled_key(&mut p, &format!("{prefix}wt"));
     p.extend(tensor_pickle("0", 256 * 1024, 0, &[512, 512], &[1, 512]));
-    p.extend_from_slice(b"X\x01\x00\x00\x00b");
+    pickled_key(&mut p, &format!("{prefix}b"));
     p.extend(tensor_pickle("1", 8, 2, &[4], &[1]));
     p.extend_from_slice(b"u.");
     torch_zip(&p, &[("0", &floats(256 * 1024, 5)), ("1", &floats(8, 11))])
@@ -1066,16 +1079,19 @@ fn sliced_as_locally(
 
 /// A legacy torch checkpoint: the same tensors as [`large_torch`]'s.
 fn large_legacy() -> Vec<u8> {
+    legacy_checkpoint("")
+}
+
+/// [`large_legacy`]'s tensors, their names after `prefix`.
+fn legacy_checkpoint(prefix: &str) -> Vec<u8> {
     use crate::format::pytorch::tests::{legacy_file, legacy_id, tensor_pickle};
     let mut p = b"\x80\x02}(".to_vec();
     for (name, stride) in [("w", [512, 1]), ("wt", [1, 512])] {
-        p.push(b'X');
-        p.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        p.extend_from_slice(name.as_bytes());
+        pickled_key(&mut p, &format!("{prefix}{name}"));
         let tensor = tensor_pickle("0", 256 * 1024, 0, &[512, 512], &stride);
         p.extend(legacy_id(tensor));
     }
-    p.extend_from_slice(b"X\x01\x00\x00\x00b");
+    pickled_key(&mut p, &format!("{prefix}b"));
     p.extend(legacy_id(tensor_pickle("1", 8, 2, &[4], &[1])));
     p.extend_from_slice(b"u.");
     let (w, b) = (floats(256 * 1024, 5), floats(8, 11));
@@ -1117,6 +1133,62 @@ fn a_large_checkpoint_is_read_by_its_headers() {
         // Bytes of the wrong length are refused.
         let e = remote.serve(plain, vec![0; 8]).err().unwrap();
         assert!(e.to_string().contains("8 bytes given"), "{what}: {e}");
+    }
+}
+
+/// A sharded PyTorch directory (`pytorch_model.bin.index.json`) whose shards are zip or
+/// legacy checkpoints larger than the first range: each shard read by its headers, each
+/// tensor and slice by its own ranges of the shard holding it, as locally; a damaged shard
+/// fails as it does locally.
+#[cfg(feature = "fs")]
+#[test]
+fn a_sharded_pytorch_directory_reads_its_shards_by_ranges() {
+    let index = "pytorch_model.bin.index.json";
+    let shards = [
+        "pytorch_model-00001-of-00002.bin",
+        "pytorch_model-00002-of-00002.bin",
+    ];
+    let checkpoint_of = |what: &str, prefix: &str| match what {
+        "zip" => torch_checkpoint(prefix),
+        _ => legacy_checkpoint(prefix),
+    };
+    for what in ["zip", "legacy"] {
+        let dir = model_dir();
+        let mut map = serde_json::Map::new();
+        let mut total = 0;
+        for (i, shard) in shards.iter().enumerate() {
+            let prefix = format!("layer.{i}.");
+            let bytes = checkpoint_of(what, &prefix);
+            total += bytes.len() as u64;
+            write(dir.path(), shard, &bytes);
+            for name in ["w", "wt", "b"] {
+                map.insert(format!("{prefix}{name}"), serde_json::Value::from(*shard));
+            }
+        }
+        let json = serde_json::json!({ "metadata": {}, "weight_map": map });
+        write(dir.path(), index, json.to_string().as_bytes());
+        let (remote, traffic) = same_dir_as_local(dir.path(), what);
+        let remote = remote.unwrap();
+        assert_eq!(remote.source().format(), WeightsFormat::PyTorch, "{what}");
+        assert!(!remote.is_whole(), "{what}");
+        assert!(traffic.bytes * 4 < total, "{what}: {traffic:?} of {total}");
+        let spans = remote.spans("layer.1.w").unwrap();
+        assert_eq!(spans.len(), 1, "{what}");
+        assert_eq!(spans[0].url, format!("{BASE}{}", shards[1]), "{what}");
+        assert_eq!(spans[0].len, 1 << 20, "{what}");
+        let local = crate::pretrained::ModelDir::open(dir.path(), &mut |_| {}).unwrap();
+        let ranges = [SliceArg::Range(3, 7)];
+        for name in ["layer.1.w", "layer.1.wt", "layer.0.wt"] {
+            let shard = remote.source().file_of(name).unwrap();
+            let file = std::fs::read(dir.path().join(shard)).unwrap();
+            sliced_as_locally(&remote, local.weights(), &file, name, &ranges);
+        }
+        // The second shard damaged: its last storage cut.
+        let path = dir.path().join(shards[1]);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let e = same_dir_as_local(dir.path(), what).0.err().unwrap();
+        assert!(e.detail().contains(shards[1]), "{what}: {e}");
     }
 }
 

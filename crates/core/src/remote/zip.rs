@@ -103,7 +103,7 @@ impl ZipRead {
             e.read_at(self.pieces.from(e.data_start), e.data_start, limit)
         };
         let file = PyTorchFile::from_zip_members(&zip, &read)?;
-        Ok(RangedNext::Open(Ranged::PyTorch(file)))
+        Ok(RangedNext::Open(Ranged::PyTorch(file.into())))
     }
 
     /// An `.npz` from its members' first bytes: a stored member's `.npy` header as held, a
@@ -137,7 +137,7 @@ impl ZipRead {
                 .ok_or_else(|| CoreError::incomplete_file("zip: a member's first bytes not read")),
         };
         let file = NumpyFile::from_zip_heads(zip, &head)?;
-        Ok(RangedNext::Open(Ranged::Numpy(file)))
+        Ok(RangedNext::Open(Ranged::Numpy(file.into())))
     }
 
     /// The bytes from a member's local header on that its checks need: the header and, for
