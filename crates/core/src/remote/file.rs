@@ -212,12 +212,16 @@ impl FileOpen {
             _ => None,
         };
         if let Some(f) = ranged_format {
+            // Their readers give file ranges as `usize`: a build that cannot address the whole
+            // file (32-bit WebAssembly past 4 GiB) refuses it rather than wrap an offset.
+            let len = usize::try_from(total).map_err(|_| {
+                CoreError::invalid_argument(format!(
+                    "a {total}-byte file, more than this build addresses"
+                ))
+            })?;
             if f == WeightsFormat::NumPy && numpy::looks_like_npy(&self.head) {
                 return match numpy::header_span(&self.head)? {
                     Some(end) if end as u64 <= have => {
-                        let len = usize::try_from(total).map_err(|_| {
-                            CoreError::invalid_argument(format!("a {total}-byte file"))
-                        })?;
                         let file = NumpyFile::from_npy_header(&self.head, len)?;
                         Ok(Next::Open(Part::Ranged(Box::new(Ranged::Numpy(
                             file.into(),
