@@ -626,10 +626,10 @@ impl Opener {
         opener
     }
 
-    /// An opener of a model: the directory at `origin` (named with its trailing `/`), or, where `origin` names a `.gguf`
-    /// file, that GGUF (a split set's first file opens the set) as a model, as
-    /// `pretrained::ModelDir` opens a local one: its directory the URL's, `config` empty
-    /// (GGUF holds its configuration in its key/values), `files` the set's.
+    /// An opener of a model: the directory at `origin` (named with its trailing `/`), or,
+    /// where `origin` names a `.gguf` file, that GGUF (a split set's first file opens the set)
+    /// as a model, as `pretrained::ModelDir` opens a local one: its directory the URL's,
+    /// `config` empty (GGUF holds its configuration in its key/values), `files` the set's.
     pub fn model(origin: &str) -> Opener {
         let path = origin.split(['?', '#']).next().unwrap_or_default();
         if !path.to_ascii_lowercase().ends_with(".gguf") {

@@ -66,19 +66,14 @@ impl LegacyRead {
         let Some(head) = self.parsed.take() else {
             return Err(CoreError::invalid_argument("legacy checkpoint: no pickles"));
         };
-        let unread = head.unread_counts(self.total, &|at| self.count(at));
-        match unread {
-            Ok(unread) if !unread.is_empty() => {
-                self.parsed = Some(head);
-                Ok(want(unread.into_iter().map(|at| at..at + 8)))
-            }
-            Ok(_) => {
-                let empty = Arc::new(Memory::Owned(Vec::new()));
-                let file = head.open(empty, self.total, &|at| self.count(at))?;
-                Ok(RangedNext::Open(Ranged::PyTorch(file.into())))
-            }
-            Err(e) => Err(e),
+        let unread = head.unread_counts(self.total, &|at| self.count(at))?;
+        if !unread.is_empty() {
+            self.parsed = Some(head);
+            return Ok(want(unread.into_iter().map(|at| at..at + 8)));
         }
+        let empty = Arc::new(Memory::Owned(Vec::new()));
+        let file = head.open(empty, self.total, &|at| self.count(at))?;
+        Ok(RangedNext::Open(Ranged::PyTorch(file.into())))
     }
 
     /// The 8 bytes at `at`, where held.

@@ -36,8 +36,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 const NAMES: NamePolicy = NamePolicy {
     // `roberta.` of XLMRobertaForMaskedLM-style checkpoints (bge-reranker-v2-m3).
-    prefix_renames: &[],
-    strip_prefixes: &["bert.", "roberta."],
+    prefix_renames: &[("bert.", ""), ("roberta.", "")],
     renames: &[(".gamma", ".weight"), (".beta", ".bias")],
     // The pooler and the masked-LM head are not part of the embedding model.
     dropped: &[

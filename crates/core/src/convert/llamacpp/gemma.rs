@@ -81,7 +81,6 @@ pub const GEMMA_SPEC: DecoderSpec = DecoderSpec {
     tensors: &[TIED_EMBEDDINGS, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
         prefix_renames: &[],
-        strip_prefixes: &[],
         renames: &[],
         dropped: TIED_DROPPED,
     },
@@ -115,7 +114,6 @@ pub const GEMMA3_SPEC: DecoderSpec = DecoderSpec {
     tensors: &[EMBEDDINGS, ATTENTION, QK_NORMS, SANDWICH_NORMS, GATED_FFN],
     names: NamePolicy {
         prefix_renames: &[("model.language_model.", "model."), ("language_model.", "")],
-        strip_prefixes: &[],
         renames: &[],
         dropped: &[
             "*.rotary_emb.inv_freq",

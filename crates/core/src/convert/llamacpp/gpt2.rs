@@ -29,8 +29,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 const NAMES: NamePolicy = NamePolicy {
     // GPT2LMHeadModel's body is `transformer.`; GPT2Model's has no prefix.
-    prefix_renames: &[],
-    strip_prefixes: &["transformer."],
+    prefix_renames: &[("transformer.", "")],
     renames: &[],
     // The causal-mask buffers older checkpoints saved.
     dropped: &["*.attn.bias", "*.attn.masked_bias"],

@@ -32,7 +32,6 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, FFN],
     names: NamePolicy {
         prefix_renames: &[],
-        strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,
     },

@@ -33,8 +33,7 @@ pub const TENSORS: &[TensorRule] = &[
 
 const NAMES: NamePolicy = NamePolicy {
     // ModernBertForMaskedLM's body is `model.`.
-    prefix_renames: &[],
-    strip_prefixes: &["model."],
+    prefix_renames: &[("model.", "")],
     renames: &[],
     dropped: &[],
 };

@@ -233,10 +233,9 @@ pub struct Mapped {
 /// What an architecture does with names before looking them up.
 pub struct NamePolicy {
     /// Prefixes replaced first, the first that matches: (from, to), e.g. a multimodal
-    /// checkpoint's `model.language_model.` → `model.` (its text model's names).
+    /// checkpoint's `model.language_model.` → `model.` (its text model's names), or removed
+    /// (`to` empty: `bert.` of BertForMaskedLM).
     pub prefix_renames: &'static [(&'static str, &'static str)],
-    /// Prefixes removed next (`bert.` of BertForMaskedLM).
-    pub strip_prefixes: &'static [&'static str],
     /// Old suffixes renamed: (from, to), e.g. `.gamma` → `.weight`.
     pub renames: &'static [(&'static str, &'static str)],
     /// Tensors llama.cpp does not use, dropped: exact names or `*suffix` / `prefix*`.
@@ -244,19 +243,13 @@ pub struct NamePolicy {
 }
 
 impl NamePolicy {
-    /// `name` with the policy's prefixes stripped and suffixes renamed.
+    /// `name` with the policy's prefixes and suffixes renamed.
     fn normalize(&self, name: &str) -> String {
         let renamed = self
             .prefix_renames
             .iter()
             .find_map(|(from, to)| name.strip_prefix(from).map(|rest| format!("{to}{rest}")));
-        let mut name = renamed.as_deref().unwrap_or(name);
-        for p in self.strip_prefixes {
-            if let Some(rest) = name.strip_prefix(p) {
-                name = rest;
-            }
-        }
-        let mut name = name.to_string();
+        let mut name = renamed.unwrap_or_else(|| name.to_string());
         for (from, to) in self.renames {
             if let Some(stem) = name.strip_suffix(from) {
                 name = format!("{stem}{to}");
@@ -522,8 +515,7 @@ mod tests {
         },
     ];
     const POLICY: NamePolicy = NamePolicy {
-        prefix_renames: &[("wrapped.inner.", "outer.")],
-        strip_prefixes: &["outer."],
+        prefix_renames: &[("wrapped.inner.", ""), ("outer.", "")],
         renames: &[(".gamma", ".weight")],
         dropped: &["*.inv_freq", "pooler*"],
     };

@@ -31,7 +31,6 @@ pub const TENSORS: &[TensorRule] = &[
 
 const NAMES: NamePolicy = NamePolicy {
     prefix_renames: &[],
-    strip_prefixes: &[],
     renames: &[],
     dropped: super::decoder::DROPPED,
 };

@@ -31,7 +31,6 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     tensors: &[HEAD, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
         prefix_renames: &[],
-        strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,
     },

@@ -25,7 +25,6 @@ pub const SPEC: DecoderSpec = DecoderSpec {
     tensors: &[EMBEDDINGS, ATTENTION, FFN_NORM, GATED_FFN],
     names: NamePolicy {
         prefix_renames: &[],
-        strip_prefixes: &[],
         renames: &[],
         dropped: DROPPED,
     },

@@ -1377,8 +1377,7 @@ fn gpt2_conv1d_weights_are_transposed_and_checked_in_their_own_layout() {
         &tensors(&[e, 4 * e]),
         gpt2::TENSORS,
         &names::NamePolicy {
-            prefix_renames: &[],
-            strip_prefixes: &["transformer."],
+            prefix_renames: &[("transformer.", "")],
             renames: &[],
             dropped: &[],
         },
